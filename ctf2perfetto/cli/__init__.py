@@ -1,0 +1,49 @@
+"""Command-line plumbing shared by `memq` and `ctf2perfetto`.
+
+Every command runs under `run_command`, which turns a MemqError (and the few
+exceptions a user can cause, like Ctrl-C or a broken pipe) into one line on
+stderr and the right exit code. Anything else is a bug: it still prints one line,
+with a hint to rerun with MEMQ_DEBUG=1 for the traceback.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+from ..errors import MemqError
+
+
+def error_line(prog: str, message: str) -> None:
+    """Print `prog: error: message` on stderr, on one line."""
+    text = " ".join(str(message).split())
+    print(f"{prog}: error: {text}", file=sys.stderr)
+
+
+def run_command(prog: str, func: Callable[[], int | None]) -> int:
+    """Run a command body, mapping failures to one line and an exit code."""
+    try:
+        return int(func() or 0)
+    except MemqError as exc:
+        error_line(prog, str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        error_line(prog, "interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: not an error worth a line.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except Exception as exc:  # noqa: BLE001 - last line of defence, see module doc
+        if os.environ.get("MEMQ_DEBUG"):
+            raise
+        error_line(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with MEMQ_DEBUG=1 for details)")
+        return 1
+
+
+def stderr_is_terminal() -> bool:
+    """Whether progress bars should be drawn."""
+    return sys.stderr.isatty()

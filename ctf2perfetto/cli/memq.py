@@ -1,0 +1,65 @@
+"""`memq`: the umbrella command. Each subcommand lives in its own module.
+
+A subcommand module exposes `add_parser(subparsers)`, which registers an
+argparse parser whose `func(args) -> int` runs the command. Modules import
+their heavy dependencies inside `func`, so `memq --help` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import run_command
+from .. import __version__
+
+# subcommand module (ctf2perfetto.cli.<name>) in the order `--help` lists them.
+SUBCOMMAND_MODULES = [
+    "record",  # memq record: LTTng capture around a command
+    "convert",  # memq convert: same as ctf2perfetto
+    "analyses",  # memq duplicated | redundant | summary | leaks
+    "sql",  # memq sql: any PerfettoSQL over a trace
+    "annotate",  # memq annotate: analyses baked back into the trace
+    "open",  # memq open: local Perfetto UI with the trace loaded
+    "plot",  # memq plot: PNG figure of memory over time
+]
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line usage errors and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(
+        prog="memq",
+        description=(
+            "Where does my GPU job waste memory and copies? Record host heap and HIP/CUDA memory calls "
+            "with LTTng, convert them to Perfetto, and measure bytes duplicated between host and device "
+            "and time spent in redundant copies."
+        ),
+        epilog="Run `memq COMMAND --help` for each command's options. Set MEMQ_DEBUG=1 to see tracebacks.",
+    )
+    parser.add_argument("--version", action="version", version=f"memq {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
+    subparsers.required = True
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{name}":
+                raise
+            continue  # not built yet in this checkout
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command("memq", lambda: args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The event log: what every source of memory events is decoded into.
+
+This is the contract between the decoder (ctf2perfetto.decode, LTTng CTF) and the
+model (ctf2perfetto.model). Tests and other sources (generated logs, Kineto) build
+the same columns, so everything downstream of this module does not care where an
+event came from.
+
+An `EventBatch` is a struct of numpy arrays, one row per event, in time order
+(by `ts`, ties broken by arrival order). A trace arrives as a sequence of batches
+so memory grows with the batch size, not with the trace.
+
+Row semantics per `kind` (unused columns are 0):
+
+| kind            | ptr                  | src            | size              | aux                 | aux2   |
+|-----------------|----------------------|----------------|-------------------|---------------------|--------|
+| MALLOC          | returned pointer     |                | size              |                     |        |
+| CALLOC          | returned pointer     |                | nmemb*size        | nmemb               |        |
+| REALLOC         | returned pointer     | in_ptr         | size              |                     |        |
+| MEMALIGN        | returned pointer     |                | size              | alignment           |        |
+| POSIX_MEMALIGN  | *memptr (0 on error) |                | size              | alignment           |        |
+| FREE            | freed pointer        |                | (0: libc)         |                     |        |
+| GPU_ALLOC       | returned pointer     |                | bytes (pitch*h)   | width (pitched)     | height |
+| GPU_FREE        | freed pointer        |                | bytes (wrapper)   |                     |        |
+| GPU_REGISTER    | host pointer         |                | bytes             |                     |        |
+| GPU_UNREGISTER  | host pointer         |                | bytes (wrapper)   |                     |        |
+| GPU_COPY        | dst                  | src            | bytes (w*h for 2D)| width (2D) / src device (peer) | height (2D) |
+| GPU_SET         | dst                  |                | bytes             | value               |        |
+| GPU_PREFETCH    | ptr                  |                | bytes             | destination device  |        |
+| GPU_ADVISE      | ptr                  |                | bytes             | advice              |        |
+| GPU_SYNC        |                      |                |                   |                     |        |
+| GPU_SET_DEVICE  |                      |                |                   | new device          |        |
+| LOST            |                      |                |                   | count               | 0 events / 1 packets |
+
+For 2D copies `dpitch` / `spitch` hold the pitches (0 otherwise).
+`mem` is the memory kind (MemKind) of what an allocation, free or register
+call concerns; for copies `copy_kind` is the hipMemcpyKind/cudaMemcpyKind value
+as passed (0 HtoH, 1 HtoD, 2 DtoH, 3 DtoD, 4 Default, 1024 DtoD no-CU) and -1 for
+everything else. `begin` is the start of the call (== ts for libc instants);
+`ts` is its end, where LTTng recorded the event. Times are nanoseconds on the
+trace's monotonic clock (CTF clock value in ns, without the clock class offset).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+
+class EventKind(IntEnum):
+    """What one row of an EventBatch is."""
+
+    MALLOC = 1
+    CALLOC = 2
+    REALLOC = 3
+    MEMALIGN = 4
+    POSIX_MEMALIGN = 5
+    FREE = 6
+    GPU_ALLOC = 10
+    GPU_FREE = 11
+    GPU_REGISTER = 12
+    GPU_UNREGISTER = 13
+    GPU_COPY = 14
+    GPU_SET = 15
+    GPU_PREFETCH = 16
+    GPU_ADVISE = 17
+    GPU_SYNC = 18
+    GPU_SET_DEVICE = 19
+    LOST = 30
+
+
+class MemKind(IntEnum):
+    """Kind of memory an allocation is (DESIGN.md, "What the numbers mean")."""
+
+    UNKNOWN = 0
+    HOST = 1  # libc heap
+    PINNED = 2  # hipHostMalloc, cudaHostAlloc, cudaMallocHost, ...
+    REGISTERED = 3  # hipHostRegister / cudaHostRegister
+    DEVICE = 4  # hipMalloc, cudaMalloc, async and pitched variants
+    MANAGED = 5  # hipMallocManaged / cudaMallocManaged
+
+
+HEAP_KINDS = (EventKind.MALLOC, EventKind.CALLOC, EventKind.REALLOC, EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN)
+
+# Column name -> dtype. Order is the canonical column order.
+COLUMNS: dict[str, np.dtype] = {
+    "ts": np.dtype(np.int64),
+    "begin": np.dtype(np.int64),
+    "pid": np.dtype(np.int64),
+    "tid": np.dtype(np.int64),
+    "ip": np.dtype(np.uint64),
+    "kind": np.dtype(np.uint8),
+    "api": np.dtype(np.uint16),  # index into EventBatch.api_names
+    "mem": np.dtype(np.uint8),  # MemKind
+    "copy_kind": np.dtype(np.int32),
+    "device": np.dtype(np.int32),
+    "result": np.dtype(np.int64),
+    "ptr": np.dtype(np.uint64),
+    "src": np.dtype(np.uint64),
+    "size": np.dtype(np.uint64),
+    "stream": np.dtype(np.uint64),
+    "flags": np.dtype(np.uint64),
+    "aux": np.dtype(np.uint64),
+    "aux2": np.dtype(np.uint64),
+    "dpitch": np.dtype(np.uint64),
+    "spitch": np.dtype(np.uint64),
+}
+
+
+@dataclass
+class EventBatch:
+    """A run of events in time order, as columns (see the module docstring)."""
+
+    columns: dict[str, np.ndarray]
+    # api index -> function name ("malloc", "hipMemcpyAsync", ...); shared by all
+    # batches of one decode, and only ever appended to.
+    api_names: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.columns["ts"])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    @classmethod
+    def empty(cls, n: int = 0, api_names: list[str] | None = None) -> "EventBatch":
+        """A batch of n zeroed rows (copy_kind -1), to be filled by a producer."""
+        cols = {name: np.zeros(n, dtype) for name, dtype in COLUMNS.items()}
+        cols["copy_kind"][:] = -1
+        return cls(cols, api_names if api_names is not None else [])
+
+    @classmethod
+    def from_rows(cls, rows: list[dict], api_names: list[str] | None = None) -> "EventBatch":
+        """Build a batch from dicts (tests, small generated logs). `api` may be a name."""
+        names = api_names if api_names is not None else []
+        batch = cls.empty(len(rows), names)
+        for i, row in enumerate(rows):
+            row = {"begin": row["ts"], **row}  # libc-style instant unless a begin is given
+            for key, value in row.items():
+                if key == "api" and isinstance(value, str):
+                    if value not in names:
+                        names.append(value)
+                    value = names.index(value)
+                batch.columns[key][i] = value
+        return batch
+
+
+@dataclass
+class TraceInfo:
+    """What a source knows about the trace besides its events.
+
+    Filled by the decoder while it reads (process names arrive in statedump
+    events), so consumers read it after the last batch.
+    """
+
+    # CLOCK_REALTIME - CLOCK_MONOTONIC in ns, from the CTF clock class offset
+    # (per trace; the first one when several traces are read together).
+    clock_offset_ns: int = 0
+    # Back-to-back clock readings taken by the recorder / preload library:
+    # dicts with keys realtime, monotonic, boottime (ns) and where ("start"/"end").
+    clock_readings: list[dict] = field(default_factory=list)
+    hostname: str = ""
+    processes: dict[int, str] = field(default_factory=dict)  # pid -> process name
+    threads: dict[tuple[int, int], str] = field(default_factory=dict)  # (pid, tid) -> name
+    # Devices the preload library could query: dicts with pid, device, name,
+    # integrated (bool), unified_memory (bool), runtime ("hip"/"cuda").
+    devices: list[dict] = field(default_factory=list)
+    # Loaded binaries for call-site mapping: dicts with pid, baddr, memsz, path, build_id.
+    binaries: list[dict] = field(default_factory=list)
+    # Contents of memq-record.json when the trace came from `memq record`.
+    record: dict | None = None
+    lost_events: int = 0  # DiscardedEvents counts, summed
+    lost_packets: int = 0  # DiscardedPackets counts, summed
+    # What the decoder read but could not use, by reason (e.g. "unknown event class").
+    skipped: dict[str, int] = field(default_factory=dict)
+    # Problems worth a warning line (salvaged files, dropped bytes, ...).
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,40 @@
+"""Fixtures shared by every test module.
+
+Area-specific helpers live next to their tests (tests/support/...). Nothing here
+skips: every component the tests need is installed by scripts/install.sh.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def import_bt2():
+    """The babeltrace2 Python bindings (Debian python3-bt2, built for Python 3.11).
+
+    They live in the system dist-packages; appended (not prepended) to sys.path so
+    they cannot shadow the pinned packages of this interpreter.
+    """
+    try:
+        import bt2  # noqa: F401
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        import bt2  # noqa: F401
+    return sys.modules["bt2"]
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data: the real LTTng and Kineto traces (read only, never copied in)."""
+    assert SHARED_DATA.is_dir(), f"{SHARED_DATA} is missing"
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def bt2():
+    return import_bt2()
