@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent
 class BuildWithNative(build_py):
     def run(self) -> None:
         super().run()
+        if getattr(self, "editable_mode", False):
+            return  # a source checkout: scripts/install.sh runs `make native` in place
         pkg = Path(self.build_lib) / "ctf2perfetto"
         subprocess.run(["make", "-C", str(ROOT), "native", f"LIBDIR={pkg / 'lib'}"], check=True)
         sql_out = pkg / "sql" / "memq"
