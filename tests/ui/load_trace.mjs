@@ -1,0 +1,63 @@
+// Opens a Perfetto UI URL in the system Chromium (headless), waits until the trace is
+// on screen, and reports what a person would see, as one JSON object on stdout:
+//   {trackTitles, missing, modals, pageErrors, consoleErrors, failedRequests, externalRequests, elapsedMs}
+// usage: node load_trace.mjs URL SCREENSHOT.png '["track name", ...]' [timeout_ms]
+// The browser is never downloaded: playwright-core drives /usr/bin/chromium.
+import {chromium} from 'playwright-core';
+import {mkdtempSync, rmSync} from 'node:fs';
+import {tmpdir} from 'node:os';
+import {join} from 'node:path';
+
+const [url, screenshot, expectedJson, timeoutArg] = process.argv.slice(2);
+const expected = JSON.parse(expectedJson);
+const timeoutMs = Number(timeoutArg ?? 60000);
+const profile = mkdtempSync(join(tmpdir(), 'memq-chromium-'));
+const origin = new URL(url).origin;
+
+const report = {trackTitles: [], missing: expected, modals: [], pageErrors: [], consoleErrors: [],
+                failedRequests: [], externalRequests: [], elapsedMs: 0};
+const started = Date.now();
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.MEMQ_CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  viewport: {width: 1600, height: 1000},
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+try {
+  // No internet, as on an HPC login node: everything but the UI's own origin fails.
+  await context.route('**/*', (route) => {
+    const u = route.request().url();
+    if (u.startsWith(origin) || u.startsWith('data:') || u.startsWith('blob:')) return route.continue();
+    report.externalRequests.push(u);
+    return route.abort('internetdisconnected');
+  });
+  const page = context.pages()[0] ?? await context.newPage();
+  page.on('pageerror', (e) => report.pageErrors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') report.consoleErrors.push(m.text()); });
+  page.on('requestfailed', (r) => report.failedRequests.push(`${r.url()} ${r.failure()?.errorText}`));
+  await page.goto(url);
+  // Done when every expected track title is shown, or an error dialog opens, or time runs out.
+  const state = async () => page.evaluate((names) => {
+    const titles = [...document.querySelectorAll('.pf-track__title')].map((e) => e.textContent.trim());
+    const text = document.body.innerText;
+    const modals = [...document.querySelectorAll('.pf-modal-dialog')].map((e) => e.innerText.trim());
+    return {titles, modals, missing: names.filter((n) => !titles.includes(n) && !text.includes(n))};
+  }, expected);
+  let s = await state();
+  while (Date.now() - started < timeoutMs && (s.missing.length > 0 || s.titles.length === 0) && s.modals.length === 0) {
+    await page.waitForTimeout(250);
+    s = await state();
+  }
+  await page.waitForTimeout(1000);  // let the canvases paint before the screenshot
+  s = await state();
+  report.trackTitles = s.titles;
+  report.missing = s.missing;
+  report.modals = s.modals;
+  await page.screenshot({path: screenshot});
+} finally {
+  report.elapsedMs = Date.now() - started;
+  await context.close();
+  rmSync(profile, {recursive: true, force: true});
+}
+process.stdout.write(JSON.stringify(report) + '\n');
