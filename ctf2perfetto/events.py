@@ -29,8 +29,10 @@ Row semantics per `kind` (unused columns are 0):
 | GPU_ADVISE      | ptr                  |                | bytes             | advice              |        |
 | GPU_SYNC        |                      |                |                   |                     |        |
 | GPU_SET_DEVICE  |                      |                |                   | new device          |        |
-| LOST            |                      |                |                   | count               | 0 events / 1 packets |
+| LOST            |                      |                | range length (ns) | count               | 0 events / 1 packets |
 
+A LOST row's `ts` (= `begin`) is the start of the range where items were lost and
+its `stream` indexes TraceInfo.stream_files.
 For 2D copies `dpitch` / `spitch` hold the pitches (0 otherwise).
 `mem` is the memory kind (MemKind) of what an allocation, free or register
 call concerns; for copies `copy_kind` is the hipMemcpyKind/cudaMemcpyKind value
@@ -175,3 +177,6 @@ class TraceInfo:
     skipped: dict[str, int] = field(default_factory=dict)
     # Problems worth a warning line (salvaged files, dropped bytes, ...).
     warnings: list[str] = field(default_factory=list)
+    # CTF stream files in the order the decoder met them; a LOST row's `stream` is an
+    # index into this list (the file that lost the events / packets).
+    stream_files: list[str] = field(default_factory=list)

@@ -1,0 +1,340 @@
+"""LTTng CTF traces -> EventBatch columns (see ctf2perfetto.events).
+
+The work happens in C (native/decode.c over libbabeltrace2): one `src.ctf.fs`
+per trace found under the input, muxed in time order, each event written into
+numpy columns by a handler resolved once per event class. This module finds the
+traces, drives the batches, turns the decoder's side records (process names,
+binaries, devices, clock readings, API names, lost and skipped counts) into a
+TraceInfo, and turns babeltrace2 errors into one-line MemqErrors.
+
+Row conventions beyond events.py: a LOST row has begin = ts = start of the range
+where items were lost, `size` = length of that range (ns) and `stream` = index
+into TraceInfo.stream_files (the CTF stream file that lost them). Rows of a
+second trace (per-pid buffers) are shifted by the difference of its clock class
+offset to the first trace's, so that all rows share one clock and stay sorted.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .errors import MemqError, UsageError
+from .events import COLUMNS, EventBatch, EventKind, TraceInfo
+from .paths import native_library
+from .salvage import SalvagedCopy
+
+RECORD_FILE = "memq-record.json"
+Progress = Callable[[int, int], None]
+
+
+class _Columns(ctypes.Structure):
+    """decode.c `memq_columns`: one data pointer per column, in COLUMNS order."""
+
+    _fields_ = [(name, ctypes.c_void_p) for name in COLUMNS]
+
+
+_lib: ctypes.CDLL | None = None
+
+
+def _native() -> ctypes.CDLL:
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL(str(native_library("libmemqdecode.so")))
+        lib.memq_open.restype = ctypes.c_void_p
+        lib.memq_open.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
+        lib.memq_error.restype = ctypes.c_char_p
+        lib.memq_error.argtypes = [ctypes.c_void_p]
+        lib.memq_next.restype = ctypes.c_int64
+        lib.memq_next.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Columns), ctypes.c_int64]
+        lib.memq_side.restype = ctypes.c_void_p
+        lib.memq_side.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+        lib.memq_failed_stream.restype = ctypes.c_char_p
+        lib.memq_failed_stream.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+                                           ctypes.POINTER(ctypes.c_uint64)]
+        lib.memq_events_seen.restype = ctypes.c_uint64
+        lib.memq_events_seen.argtypes = [ctypes.c_void_p]
+        lib.memq_progress.restype = None
+        lib.memq_progress.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64),
+                                      ctypes.POINTER(ctypes.c_int64)]
+        lib.memq_reference_offset_ns.restype = ctypes.c_int64
+        lib.memq_reference_offset_ns.argtypes = [ctypes.c_void_p]
+        lib.memq_close.restype = None
+        lib.memq_close.argtypes = [ctypes.c_void_p]
+        _lib = lib
+    return _lib
+
+
+def find_traces(path: str | Path) -> list[Path]:
+    """CTF trace directories (those holding a `metadata` file) under path, archives/ included."""
+    root = Path(path)
+    if not root.exists():
+        raise UsageError(f"{root}: no such directory")
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory (expected an LTTng trace directory)")
+    found = sorted(p.parent for p in root.rglob("metadata") if p.is_file())
+    if not found:
+        raise MemqError(f"{root}: no CTF trace under it (no `metadata` file)")
+    return found
+
+
+class _Native:
+    """One open decoder graph (native handle + the ctypes calls on it)."""
+
+    def __init__(self, traces: list[Path], want_range: bool) -> None:
+        self.lib = _native()
+        dirs = (ctypes.c_char_p * len(traces))(*[str(t).encode() for t in traces])
+        self.handle = self.lib.memq_open(dirs, len(traces), int(want_range))
+        if not self.handle:
+            raise MemqError("out of memory while opening the trace")
+        self.traces = traces
+
+    def error(self) -> str | None:
+        err = self.lib.memq_error(self.handle)
+        return err.decode(errors="replace") if err is not None else None
+
+    def failed_stream(self) -> tuple[str, int, int] | None:
+        begun, ended = ctypes.c_uint64(), ctypes.c_uint64()
+        name = self.lib.memq_failed_stream(self.handle, ctypes.byref(begun), ctypes.byref(ended))
+        return None if name is None else (name.decode(errors="replace"), begun.value, ended.value)
+
+    def next(self, columns: dict[str, np.ndarray], capacity: int) -> int:
+        ptrs = _Columns(*[columns[name].ctypes.data for name in COLUMNS])
+        return self.lib.memq_next(self.handle, ctypes.byref(ptrs), capacity)
+
+    def side(self) -> list[dict]:
+        size = ctypes.c_size_t()
+        ptr = self.lib.memq_side(self.handle, ctypes.byref(size))
+        if not size.value:
+            return []
+        text = ctypes.string_at(ptr, size.value).decode(errors="replace")
+        return [json.loads(line) for line in text.splitlines()]
+
+    def progress(self) -> tuple[int, int]:
+        done, total = ctypes.c_int64(), ctypes.c_int64()
+        self.lib.memq_progress(self.handle, ctypes.byref(done), ctypes.byref(total))
+        return done.value, total.value
+
+    def close(self) -> None:
+        if self.handle:
+            self.lib.memq_close(self.handle)
+            self.handle = None
+
+
+def _cause_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def error_line(text: str, traces: list[Path], failed: str | None = None) -> str:
+    """One line from a babeltrace2 error: the file concerned, then the root cause."""
+    lines = _cause_lines(text)
+    where = failed
+    if where is None:
+        for line in lines:
+            m = re.search(r"[`'\"](/[^`'\"]+)[`'\"]", line)
+            if m and any(m.group(1).startswith(str(t)) for t in traces):
+                where = m.group(1)
+                break
+    if where is None:
+        where = str(traces[0]) if len(traces) == 1 else str(Path(*_common_parts(traces)))
+    root = lines[-1] if len(lines) > 1 else (lines[0] if lines else "unknown error")
+    root = re.sub(r":\s*(msg-it-addr|comp-addr|iter-addr|stream-class-addr|trace-class-addr)=.*$", "", root)
+    root = re.sub(r"\s+", " ", root).rstrip(".")
+    what = lines[0] if lines else ""
+    kind = "corrupt or truncated CTF data" if what.startswith("cannot read") else "cannot open the trace"
+    return f"{where}: {kind}: {root}"
+
+
+def _common_parts(paths: list[Path]) -> tuple[str, ...]:
+    parts = paths[0].parts
+    for p in paths[1:]:
+        n = 0
+        while n < min(len(parts), len(p.parts)) and parts[n] == p.parts[n]:
+            n += 1
+        parts = parts[:n]
+    return parts or ("/",)
+
+
+class Decoding:
+    """An open decode of every trace under one directory; iterate for EventBatches.
+
+    `info` is complete once iteration has finished. Use as a context manager so the
+    babeltrace2 graph (and a salvage copy) are released.
+    """
+
+    def __init__(self, path: str | Path, *, salvage: bool = False, batch_size: int = 262144,
+                 progress: Progress | None = None) -> None:
+        self.path = Path(path)
+        self.batch_size = batch_size
+        self.progress = progress
+        self.info = TraceInfo()
+        self.api_names: list[str] = []
+        self.salvaged: SalvagedCopy | None = None
+        traces = find_traces(self.path)
+        self.info.record = _read_record(self.path)
+        if self.info.record:
+            self.info.clock_readings.extend(self.info.record.get("clock_readings", []))
+        self._closed = False
+        try:
+            if salvage:
+                self.salvaged = SalvagedCopy(traces, lambda t: _check_readable(t))
+                traces = self.salvaged.traces
+                self.info.warnings.extend(self.salvaged.warnings())
+            self._native = _Native(traces, want_range=progress is not None)
+            err = self._native.error()
+            if err is not None:
+                raise MemqError(error_line(err, traces, self._failed_file()))
+        except BaseException:
+            self.close()
+            raise
+        self._traces = traces
+        self._binaries: dict[tuple[int, int], dict] = {}
+        self._warned_pid: set[str] = set()
+
+    def _failed_file(self) -> str | None:
+        failed = self._native.failed_stream() if getattr(self, "_native", None) else None
+        return self._display(failed[0]) if failed else None
+
+    def _display(self, name: str) -> str:
+        """A path in the salvage copy shown as the user's original path."""
+        return self.salvaged.original(name) if self.salvaged else name
+
+    def __enter__(self) -> "Decoding":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if getattr(self, "_native", None) is not None:
+            self._native.close()
+            self._native = None
+        if self.salvaged is not None:
+            self.salvaged.cleanup()
+
+    def __iter__(self) -> Iterator[EventBatch]:
+        native = self._native
+        if native is None:
+            raise MemqError(f"{self.path}: decoding already finished")
+        rows_total = 0
+        try:
+            while True:
+                batch = _uninitialised(self.batch_size, self.api_names)
+                n = native.next(batch.columns, self.batch_size)
+                self._absorb(native.side())
+                if n < 0:
+                    err = native.error() or "cannot read the trace"
+                    raise MemqError(error_line(err, self._traces, self._failed_file()))
+                if self.progress is not None:
+                    self.progress(*native.progress())
+                if n == 0:
+                    break
+                if n < self.batch_size:
+                    batch.columns = {k: v[:n].copy() for k, v in batch.columns.items()}
+                self._count_lost(batch)
+                rows_total += n
+                yield batch
+            if native.lib.memq_events_seen(native.handle) == 0:
+                raise MemqError(f"{self.path}: empty trace: no events in "
+                                + ", ".join(str(self._display(str(t))) for t in self._traces))
+            self.info.clock_offset_ns = native.lib.memq_reference_offset_ns(native.handle)
+        finally:
+            self.close()
+
+    def _count_lost(self, batch: EventBatch) -> None:
+        lost = batch["kind"] == EventKind.LOST
+        if lost.any():
+            packets = batch["aux2"][lost] == 1
+            counts = batch["aux"][lost]
+            self.info.lost_packets += int(counts[packets].sum())
+            self.info.lost_events += int(counts[~packets].sum())
+
+    def _absorb(self, records: list[dict]) -> None:
+        info = self.info
+        for r in records:
+            t = r["t"]
+            if t == "api":
+                assert r["index"] == len(self.api_names)
+                self.api_names.append(r["name"])
+            elif t == "stream":
+                self._stream(r)
+            elif t == "process":
+                info.processes[r["pid"]] = r["name"]
+            elif t == "thread":
+                info.threads[(r["pid"], r["tid"])] = r["name"]
+            elif t == "binary":
+                binary = {"pid": r["pid"], "baddr": r["baddr"], "memsz": r["memsz"], "path": r["path"],
+                          "build_id": ""}
+                self._binaries[(r["pid"], r["baddr"])] = binary
+                info.binaries.append(binary)
+            elif t == "build_id":
+                binary = self._binaries.get((r["pid"], r["baddr"]))
+                if binary is not None:
+                    binary["build_id"] = r["build_id"]
+            elif t == "clock":
+                info.clock_readings.append({k: r[k] for k in ("pid", "where", "realtime", "monotonic",
+                                                               "boottime")})
+            elif t == "device":
+                info.devices.append({k: v for k, v in r.items() if k != "t"})
+            elif t == "skipped":
+                info.skipped[r["name"]] = info.skipped.get(r["name"], 0) + r["count"]
+
+    def _stream(self, r: dict) -> None:
+        info = self.info
+        name = self._display(r["name"])
+        info.stream_files.append(name)
+        if not info.hostname and r.get("hostname"):
+            info.hostname = r["hostname"]
+        vpid = r.get("vpid")
+        if vpid is not None and r.get("procname"):
+            info.processes.setdefault(vpid, r["procname"])
+        trace_dir = str(Path(name).parent)
+        if not r["has_vpid"] and trace_dir not in self._warned_pid:
+            self._warned_pid.add(trace_dir)
+            source = f"the trace environment (vpid {vpid})" if vpid is not None else "nowhere: pid 0"
+            info.warnings.append(f"{trace_dir}: no vpid/vtid context; process id taken from {source}")
+
+
+def _uninitialised(n: int, api_names: list[str]) -> EventBatch:
+    """A batch of n rows the decoder overwrites completely (no zero-filling pass)."""
+    return EventBatch({name: np.empty(n, dtype) for name, dtype in COLUMNS.items()}, api_names)
+
+
+def _read_record(path: Path) -> dict | None:
+    record = path / RECORD_FILE
+    if not record.is_file():
+        return None
+    try:
+        return json.loads(record.read_text())
+    except (OSError, ValueError) as exc:
+        raise MemqError(f"{record}: unreadable recorder metadata: {exc}") from None
+
+
+def _check_readable(traces: list[Path]) -> tuple[str, str, int, int] | None:
+    """Reads traces to the end; on failure returns (message, stream file, packets begun, ended)."""
+    native = _Native(traces, want_range=False)
+    try:
+        err = native.error()
+        if err is None:
+            cols = _uninitialised(65536, []).columns
+            while (n := native.next(cols, 65536)) > 0:
+                native.side()
+            if n == 0:
+                return None
+            err = native.error() or "cannot read the trace"
+        failed = native.failed_stream()
+        if failed is None:
+            return (error_line(err, traces), "", 0, 0)
+        return (error_line(err, traces, failed[0]), failed[0], failed[1], failed[2])
+    finally:
+        native.close()
+
+
+def decode(path: str | Path, *, salvage: bool = False, batch_size: int = 262144,
+           progress: Progress | None = None) -> Decoding:
+    """Open every LTTng trace under `path` for decoding (see Decoding)."""
+    return Decoding(path, salvage=salvage, batch_size=batch_size, progress=progress)
