@@ -1,0 +1,435 @@
+"""PyTorch-profiler (Kineto) traces merged into the memq Perfetto trace.
+
+`load(path)` reads a Kineto JSON (plain or .gz) into a `KinetoTrace`;
+`to_packets(trace, ...)` turns its events into serialized TracePackets that
+`write.write_trace(..., extra_packets=...)` appends to the LTTng-derived trace.
+
+Timeline: Kineto times are CLOCK_REALTIME microseconds relative to
+`baseTimeNanoseconds` (absolute Unix µs in traces older than that field), so each
+event lands at `base + round(ts * 1000)` ns on the REALTIME clock, which is the
+primary clock of the memq trace (docs/TRACE_FORMAT.md, "Clock recipe"). Numbers
+are parsed as decimals, not floats: a float of 1.7e15 µs has a 0.25 µs grain.
+
+Tracks: CPU events go on the process/thread tracks of the LTTng events of the same
+pid/tid (`write.thread_track_uuid`); GPU work (the pids Kineto labels "GPU N" or
+that carry kernels/memcpys/memsets) on one track per device and stream. Kineto's
+category becomes the TrackEvent category and its args become debug annotations,
+so trace_processor shows e.g. `category = 'gpu_memcpy'` with `debug.bytes`.
+"""
+from __future__ import annotations
+
+import bisect
+import gzip
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import MemqError, UsageError
+
+# Categories Kineto puts on device (pid = device, tid = stream) lanes.
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
+# Our packets' sequence (distinct from the LTTng sequences of write.py).
+SEQUENCE_ID = 0x6B696E65
+# Flow ids of Kineto flows start here, far above the small ids write.py uses.
+FLOW_ID_BASE = 1 << 62
+_REALTIME = 1  # BUILTIN_CLOCK_REALTIME
+_SEQ_INCREMENTAL_STATE_CLEARED = 1
+
+
+@dataclass
+class KinetoTrace:
+    """A parsed Kineto trace: events with absolute REALTIME nanoseconds."""
+
+    path: Path
+    base_ns: int  # baseTimeNanoseconds, 0 when the trace predates it
+    events: list[dict]
+    process_names: dict[Any, str] = field(default_factory=dict)
+    process_labels: dict[Any, str] = field(default_factory=dict)
+    thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+
+    def abs_ns(self, ts: Any) -> int | None:
+        """Absolute REALTIME ns of a Kineto `ts` (µs); None if it is not a number."""
+        ns = _us_to_ns(ts)
+        return None if ns is None else self.base_ns + ns
+
+
+@dataclass
+class KinetoPackets:
+    """What `to_packets` produced, and what it could not place."""
+
+    packets: list[bytes]
+    # (pid, tid) -> name and pid -> name of the CPU tracks the Kineto events use;
+    # passed to write_trace as extra_threads / extra_processes.
+    threads: dict[tuple[int, int], str]
+    processes: dict[int, str]
+    unmatched_pids: list[int]  # CPU pids absent from the LTTng trace
+    unmatched_threads: list[tuple[int, int]]  # (pid, tid) absent from the LTTng trace
+    events: int  # Kineto events written (slices, instants)
+    flows: int  # flows written
+    skipped: dict[str, int]  # reason -> count of Kineto events not written
+
+    def warnings(self) -> list[str]:
+        """One line per thing the user should know about the merge."""
+        lines = []
+        if self.unmatched_pids:
+            pids = ", ".join(map(str, self.unmatched_pids[:8])) + (" ..." if len(self.unmatched_pids) > 8 else "")
+            lines.append(
+                f"Kineto pid(s) {pids} match no process of the LTTng trace: their events are kept on their own "
+                "tracks (was the profile recorded in another run?)"
+            )
+        elif self.unmatched_threads:
+            lines.append(
+                f"{len(self.unmatched_threads)} Kineto thread(s) match no thread of the LTTng trace: "
+                "kept on their own thread tracks"
+            )
+        if self.skipped:
+            detail = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
+            lines.append(f"Kineto events not merged: {detail}")
+        return lines
+
+
+def load(path: str | Path) -> KinetoTrace:
+    """Read a Kineto JSON / JSON.gz trace. Bad input raises one-line errors."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: Kineto trace not found")
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        doc = json.loads(raw, parse_float=Decimal)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise MemqError(f"{path}: cannot read Kineto trace: {reason}") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise MemqError(f"{path}: not a readable gzip file: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MemqError(f"{path}: not a JSON Kineto trace: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise MemqError(f"{path}: no traceEvents list: not a PyTorch profiler (Kineto) trace")
+    base = doc.get("baseTimeNanoseconds", 0)
+    try:
+        base_ns = int(base)
+    except (TypeError, ValueError, InvalidOperation):
+        raise MemqError(f"{path}: baseTimeNanoseconds is not a number: {base!r}") from None
+    trace = KinetoTrace(path, base_ns, [])
+    for event in doc["traceEvents"]:
+        if not isinstance(event, dict):
+            continue
+        if event.get("ph") == "M":
+            _read_metadata(trace, event)
+        else:
+            trace.events.append(event)
+    return trace
+
+
+def _read_metadata(trace: KinetoTrace, event: dict) -> None:
+    args = event.get("args") or {}
+    pid, tid, name = event.get("pid"), event.get("tid"), event.get("name")
+    if name == "process_name" and "name" in args:
+        trace.process_names[pid] = str(args["name"])
+    elif name == "process_labels" and "labels" in args:
+        trace.process_labels[pid] = str(args["labels"])
+    elif name == "thread_name" and "name" in args:
+        trace.thread_names[(pid, tid)] = str(args["name"]).strip()
+
+
+# ---------------------------------------------------------------------------
+# Lanes: where each Kineto (pid, tid) goes in the Perfetto trace.
+
+
+@dataclass(frozen=True)
+class _Lane:
+    uuid: int
+    kind: str  # "thread", "gpu" or "global"
+
+
+def _uuid(*parts: object) -> int:
+    """Stable 63-bit track uuid for tracks only Kineto has."""
+    digest = hashlib.blake2b(repr(("memq.kineto",) + parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _gpu_pids(trace: KinetoTrace) -> set[Any]:
+    pids = {pid for pid, label in trace.process_labels.items() if str(label).startswith("GPU")}
+    pids.update(e.get("pid") for e in trace.events if e.get("cat") in GPU_CATEGORIES)
+    return pids
+
+
+# ---------------------------------------------------------------------------
+# Packet building.
+
+
+def _annotation(pb: Any, key: str, value: Any) -> Any:
+    ann = pb.DebugAnnotation(name=str(key))
+    if isinstance(value, bool):
+        ann.bool_value = value
+    elif isinstance(value, int):
+        if value >= 1 << 63:
+            ann.uint_value = value
+        else:
+            ann.int_value = value
+    elif isinstance(value, Decimal):
+        ann.double_value = float(value)
+    elif isinstance(value, str):
+        ann.string_value = value
+    else:  # lists (Input Dims, ...) and dicts stay readable as compact JSON
+        ann.string_value = json.dumps(value, default=str, separators=(",", ":"))
+    return ann
+
+
+@dataclass
+class _Item:
+    """One TrackEvent to emit, in per-lane order."""
+
+    ts: int
+    order: int
+    packet: Any
+
+
+class _Builder:
+    def __init__(self, pb: Any) -> None:
+        self.pb = pb
+        self.items: list[_Item] = []
+
+    def event(self, ts: int, lane: _Lane, type_: int, name: str | None = None, cat: str | None = None,
+              args: dict | None = None) -> Any:
+        pb = self.pb
+        packet = pb.TracePacket(timestamp=ts, timestamp_clock_id=_REALTIME, trusted_packet_sequence_id=SEQUENCE_ID)
+        te = packet.track_event
+        te.type = type_
+        te.track_uuid = lane.uuid
+        if name is not None:
+            te.name = name
+        if cat:
+            te.categories.append(cat)
+        for key, value in (args or {}).items():
+            if value is not None:
+                te.debug_annotations.append(_annotation(pb, key, value))
+        self.items.append(_Item(ts, len(self.items), packet))
+        return te
+
+
+@dataclass
+class _Slice:
+    start: int
+    end: int
+    event: dict
+    flow_ids: list[int] = field(default_factory=list)
+    terminating_flow_ids: list[int] = field(default_factory=list)
+
+
+def _us_to_ns(value: Any) -> int | None:
+    """Kineto µs (number or numeric string) -> integer ns; None if not a number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        us = value if isinstance(value, Decimal) else Decimal(str(value))
+        return int((us * 1000).to_integral_value(ROUND_HALF_EVEN))
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+
+
+def to_packets(
+    trace: KinetoTrace,
+    *,
+    lttng_threads: Iterable[tuple[int, int]],
+    thread_track_uuid: Any,
+    process_track_uuid: Any,
+    device_track_uuid: Any = None,
+) -> KinetoPackets:
+    """Serialized TracePackets for every Kineto event.
+
+    `lttng_threads` are the (pid, tid) pairs of the LTTng trace; the uuid
+    functions are write.py's, so CPU events share the LTTng tracks.
+    `device_track_uuid(device)` (optional) parents the stream tracks under the
+    trace's `GPU <device>` track; without it Kineto gets its own device tracks.
+    """
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    lttng_threads = set(lttng_threads)
+    lttng_pids = {pid for pid, _ in lttng_threads}
+    gpu_pids = _gpu_pids(trace)
+    skipped: dict[str, int] = {}
+
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    descriptors: list[Any] = []
+    lanes: dict[tuple[Any, Any], _Lane] = {}
+    threads: dict[tuple[int, int], str] = {}
+    processes: dict[int, str] = {}
+    device_tracks: dict[int, int] = {}
+
+    def lane_of(pid: Any, tid: Any) -> _Lane:
+        key = (pid, tid)
+        if key in lanes:
+            return lanes[key]
+        ipid, itid = _as_int(pid), _as_int(tid)
+        if ipid is not None and ipid in gpu_pids:
+            if ipid not in device_tracks:
+                if device_track_uuid is not None:
+                    device_tracks[ipid] = device_track_uuid(ipid)
+                else:
+                    device_tracks[ipid] = _uuid("gpu", ipid)
+                    descriptors.append(pb.TrackDescriptor(uuid=device_tracks[ipid], name=f"GPU {ipid}"))
+            uuid = _uuid("stream", ipid, tid)
+            label = trace.thread_names.get(key) or f"stream {tid}"
+            desc = pb.TrackDescriptor(uuid=uuid, parent_uuid=device_tracks[ipid], name=f"kineto {label}")
+            desc.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+            descriptors.append(desc)
+            lane = _Lane(uuid, "gpu")
+        elif ipid is not None and itid is not None:
+            processes[ipid] = trace.process_names.get(pid, f"pid {ipid}")
+            if itid == 0:  # Kineto's process-scoped rows
+                lane = _Lane(process_track_uuid(ipid), "thread")
+            else:
+                threads[(ipid, itid)] = trace.thread_names.get(key, "")
+                lane = _Lane(thread_track_uuid(ipid, itid), "thread")
+        else:  # "Spans" / "Traces" rows of the profiler itself
+            uuid = _uuid("global", str(pid), str(tid))
+            descriptors.append(pb.TrackDescriptor(uuid=uuid, name=f"Kineto {pid} {tid}".strip()))
+            lane = _Lane(uuid, "global")
+        lanes[key] = lane
+        return lane
+
+    # Pass 1: slices per lane (properly nested), instants, flow endpoints.
+    slices: dict[_Lane, list[_Slice]] = {}
+    instants: list[tuple[int, _Lane, dict]] = []
+    flow_points: list[tuple[str, Any, int, _Lane, dict]] = []
+    for event in trace.events:
+        ph = event.get("ph")
+        ts = trace.abs_ns(event.get("ts"))
+        if ph not in ("X", "i", "I", "s", "t", "f"):
+            skip(f"with phase {ph!r}" if ph else "without phase")
+            continue
+        if ts is None:
+            skip("without a valid ts")
+            continue
+        lane = lane_of(event.get("pid"), event.get("tid"))
+        if ph == "X":
+            dur = _us_to_ns(event.get("dur", 0))
+            if dur is None or dur < 0:
+                skip("with a bad dur")
+                continue
+            slices.setdefault(lane, []).append(_Slice(ts, ts + dur, event))
+        elif ph in ("i", "I"):
+            instants.append((ts, lane, event))
+        else:
+            flow_points.append((ph, (event.get("cat"), event.get("id")), ts, lane, event))
+
+    clamped = 0
+    for lane_slices in slices.values():
+        lane_slices.sort(key=lambda s: (s.start, -s.end))
+        clamped += _nest(lane_slices)
+    if clamped:
+        skipped["slice ends clamped to their parent (kept)"] = clamped
+
+    flows = _bind_flows(flow_points, slices, skip)
+
+    builder = _Builder(pb)
+    events = 0
+    for lane, lane_slices in slices.items():
+        stack: list[_Slice] = []
+        for s in lane_slices:
+            while stack and stack[-1].end <= s.start:
+                builder.event(stack.pop().end, lane, pb.TrackEvent.TYPE_SLICE_END)
+            te = builder.event(s.start, lane, pb.TrackEvent.TYPE_SLICE_BEGIN, str(s.event.get("name", "")),
+                               s.event.get("cat"), s.event.get("args"))
+            te.flow_ids.extend(s.flow_ids)
+            te.terminating_flow_ids.extend(s.terminating_flow_ids)
+            stack.append(s)
+            events += 1
+        while stack:
+            builder.event(stack.pop().end, lane, pb.TrackEvent.TYPE_SLICE_END)
+    for ts, lane, event in instants:
+        builder.event(ts, lane, pb.TrackEvent.TYPE_INSTANT, str(event.get("name", "")), event.get("cat"),
+                      event.get("args"))
+        events += 1
+
+    first = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_SEQ_INCREMENTAL_STATE_CLEARED)
+    packets = [first.SerializeToString()]
+    packets += [pb.TracePacket(track_descriptor=d, trusted_packet_sequence_id=SEQUENCE_ID).SerializeToString()
+                for d in descriptors]
+    builder.items.sort(key=lambda item: (item.ts, item.order))
+    packets += [item.packet.SerializeToString() for item in builder.items]
+
+    unmatched_pids = sorted(processes.keys() - lttng_pids)
+    unmatched_threads = sorted(threads.keys() - lttng_threads)
+    return KinetoPackets(packets, threads, processes, unmatched_pids, unmatched_threads, events, flows, skipped)
+
+
+def _nest(lane_slices: list[_Slice]) -> int:
+    """Clamp ends so slices sorted by (start, -end) nest; returns how many were clamped.
+
+    Kineto rounds to µs in older traces, so a child can overrun its parent by a
+    nanosecond or a microsecond; Perfetto's slice stacks need strict nesting.
+    """
+    stack: list[_Slice] = []
+    clamped = 0
+    for s in lane_slices:
+        while stack and stack[-1].end <= s.start:
+            stack.pop()
+        if stack and s.end > stack[-1].end:
+            s.end = stack[-1].end
+            clamped += 1
+        stack.append(s)
+    return clamped
+
+
+def _bind_flows(flow_points: list, slices: dict[_Lane, list[_Slice]], skip: Any) -> int:
+    """Attach Kineto flow events (s/t/f) to the slices they bind to.
+
+    A flow point binds to the innermost slice of its lane enclosing its ts; an
+    `f` without `"bp": "e"` binds to the next slice starting at or after ts
+    (Chrome JSON semantics). Flows with fewer than two bound points are dropped.
+    """
+    starts = {lane: [s.start for s in lane_slices] for lane, lane_slices in slices.items()}
+    groups: dict[Any, list[tuple[int, int, _Slice]]] = {}
+    for order, (ph, key, ts, lane, event) in enumerate(flow_points):
+        lane_slices = slices.get(lane, [])
+        bound = None
+        if ph == "f" and event.get("bp") != "e":
+            i = bisect.bisect_left(starts.get(lane, []), ts)
+            bound = lane_slices[i] if i < len(lane_slices) else None
+        else:
+            i = bisect.bisect_right(starts.get(lane, []), ts) - 1
+            while i >= 0:
+                if lane_slices[i].end >= ts:
+                    bound = lane_slices[i]
+                    break
+                i -= 1
+        if bound is None:
+            skip("flow points with no slice to bind to")
+            continue
+        groups.setdefault(key, []).append((ts, order, bound))
+    flows = 0
+    for points in groups.values():
+        points.sort(key=lambda p: (p[0], p[1]))
+        chain: list[_Slice] = []
+        for _, _, s in points:
+            if not any(s is c for c in chain):
+                chain.append(s)
+        if len(chain) < 2:
+            skip("flows with a single bound end")
+            continue
+        flow_id = FLOW_ID_BASE + flows
+        for s in chain[:-1]:
+            s.flow_ids.append(flow_id)
+        chain[-1].terminating_flow_ids.append(flow_id)
+        flows += 1
+    return flows
