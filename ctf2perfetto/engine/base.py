@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import abc
+import re
 from types import TracebackType
 
 import pandas as pd
+
+from ..errors import MemqError
 
 # Import statistics that mean the trace was read wrongly or partly: callers refuse or warn on them.
 IMPORT_PROBLEMS_SQL = """
@@ -13,6 +16,28 @@ FROM stats
 WHERE value > 0 AND severity IN ('error', 'data_loss')
 ORDER BY name, idx
 """
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]*)" line (?P<line>\d+) col (?P<col>\d+)')
+
+
+def sql_error(report: str) -> MemqError:
+    """trace_processor's SQL error report (a multi-line 'Traceback') as one line.
+
+    Keeps its message and the innermost frame: the module (or 'stdin' for the
+    query itself), line, column and the offending source line.
+    """
+    lines = [line.strip() for line in report.strip().splitlines() if line.strip()]
+    if not lines:
+        return MemqError("SQL error")
+    frames = [(i, m) for i, line in enumerate(lines) if (m := _FRAME.search(line))]
+    if not frames:
+        return MemqError("SQL error: " + " ".join(lines))
+    i, frame = frames[-1]
+    where = f"{frame['file']} line {frame['line']} col {frame['col']}"
+    source = lines[i + 1] if i + 2 < len(lines) else ""
+    reason = " ".join(line for line in lines[i + 1:] if line != source and set(line) != {"^"})
+    return MemqError(f"SQL error: {reason} (at {where}" + (f": {source})" if source else ")"))
 
 
 class Engine(abc.ABC):

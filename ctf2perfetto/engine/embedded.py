@@ -20,7 +20,7 @@ from perfetto.trace_processor.platform import PlatformDelegate
 from perfetto.trace_processor.protos import ProtoFactory
 
 from ..errors import MemqError
-from .base import Engine
+from .base import Engine, sql_error
 from .source import TraceSource
 from .sql_package import PACKAGE, sql_modules
 from .wasm import WasmTraceProcessor
@@ -116,14 +116,14 @@ class EmbeddedEngine(Engine):
                 raise MemqError(f"SQL package {PACKAGE}: {reply.register_sql_package_result.error}")
 
     def _load(self, source: TraceSource) -> None:
-        for chunk in source.chunks():
+        for chunk in source.checked_chunks():
             for reply in self._call(self._rpc.TPM_APPEND_TRACE_DATA,
                                     lambda r, c=chunk: setattr(r, "append_trace_data", c)):
                 if reply.append_result.error:
-                    raise MemqError(f"{self.label}: {reply.append_result.error}")
+                    raise MemqError(f"{self.label}: trace_processor cannot read it: {reply.append_result.error}")
         for reply in self._call(self._rpc.TPM_FINALIZE_TRACE_DATA):
             if reply.finalize_data_result.error:
-                raise MemqError(f"{self.label}: {reply.finalize_data_result.error}")
+                raise MemqError(f"{self.label}: trace_processor cannot read it: {reply.finalize_data_result.error}")
 
     # -- Engine ---------------------------------------------------------------------
     def query(self, sql: str) -> pd.DataFrame:
@@ -131,7 +131,7 @@ class EmbeddedEngine(Engine):
         results = [r.query_result for r in replies if r.HasField("query_result")]
         error = next((r.error for r in results if r.error), "")
         if error:
-            raise MemqError(f"SQL error: {error.strip()}")
+            raise sql_error(error)
         column_names = list(results[0].column_names) if results else []
         batches = [batch for result in results for batch in result.batch]
         return typed_frame(column_names, batches)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..errors import MemqError, UsageError
 from ..paths import sql_package_dir
-from .base import Engine
+from .base import Engine, sql_error
 from .embedded import typed_frame
 from .sql_package import PACKAGE
 from .source import TraceSource
@@ -38,6 +38,9 @@ class NativeEngine(Engine):
 
         self.label = source.label
         self._error = PerfettoException
+        self._tp = None
+        for _ in source.checked_chunks():
+            pass  # the shell reads the file itself; this only checks the protobuf framing
         config = TraceProcessorConfig(
             bin_path=str(binary),
             add_sql_packages=[SqlPackage(path=str(sql_package_dir()), package=PACKAGE)],
@@ -59,7 +62,7 @@ class NativeEngine(Engine):
         except (self._error, OSError) as exc:
             raise MemqError(f"{self.label}: trace_processor_shell failed: {_one_line(exc)}") from exc
         if result.error:
-            raise MemqError(f"SQL error: {result.error.strip()}")
+            raise sql_error(result.error)
         return typed_frame(list(result.column_names), list(result.batch))
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import MemqError, UsageError
+from .framing import ProtoFraming, is_protobuf_trace
 
 CHUNK_BYTES = 4 << 20  # bytes read from the file per append request
 
@@ -35,6 +36,17 @@ class TraceSource:
                     yield chunk
         except OSError as exc:
             raise MemqError(f"{self.label}: cannot read: {exc.strerror}") from exc
+
+    def checked_chunks(self) -> Iterator[bytes]:
+        """chunks(), then a MemqError if a protobuf trace ends mid-packet (trace_processor would not say)."""
+        framing = ProtoFraming() if is_protobuf_trace(self.head(1)) else None
+        for chunk in self.chunks():
+            if framing is not None:
+                framing.feed(chunk)
+            yield chunk
+        problem = framing.problem() if framing is not None else None
+        if problem:
+            raise MemqError(f"{self.label}: {problem}")
 
     def head(self, n: int) -> bytes:
         """The first n bytes (fewer if the trace is shorter)."""

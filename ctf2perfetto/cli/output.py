@@ -1,0 +1,94 @@
+"""Shared command-line pieces for commands that print query results.
+
+    add_format_arg(parser)     --format table|json|csv (default table)
+    add_engine_args(parser)    --trace-processor PATH (native trace_processor_shell)
+    print_frame(df, fmt)       the frame as an aligned table, JSON records or CSV
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, TextIO
+
+import pandas as pd
+
+FORMATS = ("table", "json", "csv")
+NULL_TEXT = "NULL"
+
+
+def add_format_arg(parser: argparse.ArgumentParser) -> None:
+    """Add `--format table|json|csv` (default table)."""
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="output: an aligned table for reading (default), JSON records (one object per row, "
+                             "null for NULL) or CSV with a header row (empty field for NULL)")
+
+
+def add_engine_args(parser: argparse.ArgumentParser) -> None:
+    """Add `--trace-processor PATH`: run a native trace_processor_shell instead of the embedded WebAssembly one."""
+    parser.add_argument("--trace-processor", metavar="PATH", default=None,
+                        help="native trace_processor_shell binary to run the queries (default: "
+                             "$MEMQ_TRACE_PROCESSOR if set, else the embedded WebAssembly trace_processor)")
+
+
+def print_frame(df: pd.DataFrame, fmt: str = "table", file: TextIO | None = None) -> None:
+    """Print df as 'table', 'json' or 'csv' on file (default stdout)."""
+    out = sys.stdout if file is None else file
+    if fmt == "json":
+        json.dump([{k: _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")], out,
+                  indent=None)
+        out.write("\n")
+    elif fmt == "csv":
+        df.to_csv(out, index=False, na_rep="", lineterminator="\n")
+    elif fmt == "table":
+        out.write(format_table(df))
+    else:
+        raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def format_table(df: pd.DataFrame) -> str:
+    """Columns aligned with two spaces between them: numbers to the right, text to the left."""
+    if len(df.columns) == 0:
+        return "(no columns)\n"
+    columns = [str(c) for c in df.columns]
+    cells = [[_text(v) for v in df.iloc[:, i].tolist()] for i in range(len(columns))]
+    numeric = [all(_is_number(v) for v in df.iloc[:, i].tolist() if not _is_null(v)) for i in range(len(columns))]
+    widths = [max([len(name)] + [len(c) for c in col]) for name, col in zip(columns, cells)]
+
+    def line(values: list[str]) -> str:
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
+        return "  ".join(parts).rstrip() + "\n"
+
+    rows = [line(columns), line(["-" * w for w in widths])]
+    rows += [line([col[r] for col in cells]) for r in range(len(df))]
+    rows.append(f"({len(df)} row{'s' if len(df) != 1 else ''})\n")
+    return "".join(rows)
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) or hasattr(value, "dtype")
+
+
+def _text(value: Any) -> str:
+    if _is_null(value):
+        return NULL_TEXT
+    if isinstance(value, float):
+        return repr(value) if value != int(value) or abs(value) >= 1e16 else f"{value:.1f}"
+    if isinstance(value, bytes):
+        return value.hex()
+    return " ".join(str(value).split()) if "\n" in str(value) else str(value)
+
+
+def _json_value(value: Any) -> Any:
+    if _is_null(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        return value.item()
+    if isinstance(value, bytes):
+        return value.hex()
+    return value

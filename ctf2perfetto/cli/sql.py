@@ -1,0 +1,68 @@
+"""`memq sql TRACE QUERY`: any PerfettoSQL over a trace, printed as a table, JSON or CSV."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .output import add_engine_args, add_format_arg
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sql",
+        help="run PerfettoSQL over a trace",
+        description=(
+            "Load TRACE into trace_processor and print the result of the last statement of QUERY. TRACE is a "
+            "Perfetto protobuf (.pftrace, e.g. from ctf2perfetto) or anything trace_processor reads, such as a "
+            "PyTorch-profiler (Kineto) JSON, plain or gzipped. The memq SQL package is registered: "
+            "`INCLUDE PERFETTO MODULE memq.units;` and the other memq.* modules work, as does the Perfetto "
+            "standard library."
+        ),
+        epilog=("examples:\n"
+                "  memq sql out.pftrace 'SELECT name, count(*) AS n FROM slice GROUP BY name ORDER BY n DESC'\n"
+                "  memq sql out.pftrace --file report.sql --format csv\n"
+                "  echo 'SELECT * FROM stats WHERE value > 0' | memq sql out.pftrace -"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("trace", type=Path, metavar="TRACE", help="trace file to load")
+    parser.add_argument("query", nargs="?", metavar="QUERY",
+                        help="PerfettoSQL text (several statements allowed; the last one's rows are printed); "
+                             "'-' reads it from standard input")
+    parser.add_argument("-f", "--file", type=Path, metavar="SQLFILE", help="read the query from SQLFILE instead")
+    add_format_arg(parser)
+    add_engine_args(parser)
+    parser.set_defaults(func=run)
+
+
+def read_query(args: argparse.Namespace) -> str:
+    """The query text from QUERY, '-' (stdin) or --file; UsageError unless exactly one is given."""
+    from ..errors import UsageError
+
+    if (args.query is None) == (args.file is None):
+        raise UsageError("give the query either as QUERY (or '-' for stdin) or with --file, not both or neither")
+    if args.file is not None:
+        try:
+            text = args.file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"{args.file}: no such query file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{args.file}: cannot read the query: {exc}") from None
+    elif args.query == "-":
+        text = sys.stdin.read()
+    else:
+        text = args.query
+    if not text.strip():
+        raise UsageError("the query is empty")
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..engine import open_trace
+    from .output import print_frame
+
+    query = read_query(args)
+    with open_trace(args.trace, trace_processor=args.trace_processor) as engine:
+        frame = engine.query(query)
+    print_frame(frame, args.format)
+    return 0
