@@ -30,6 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=None,
                         help="port for the UI on 127.0.0.1 (default 10000; 0 picks a free one)")
     parser.add_argument("--no-browser", action="store_true", help="only print the URL; do not start a browser")
+    parser.add_argument("--startup-commands", type=Path, metavar="JSON", default=None,
+                        help="more Perfetto UI startup commands to run once the trace is loaded: a JSON list of "
+                             "{\"id\": ..., \"args\": [...]} (e.g. ui_plugins/startup_commands.json)")
     parser.add_argument("--trace-processor", metavar="PATH", default=None,
                         help="native trace_processor_shell to hold the trace (default: $MEMQ_TRACE_PROCESSOR; "
                              "unset = the UI's built-in WebAssembly engine)")
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.trace.is_file():
         raise UsageError(f"{args.trace}: no such trace file")
+    extra_commands = _startup_commands(args.startup_commands) if args.startup_commands else []
     binary = trace_processor_binary(args.trace_processor)
     port = DEFAULT_PORT if args.port is None else args.port
     server = UiServer(args.trace, port=port, autoload=binary is None)
@@ -54,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             url = server.viewer_url()
             tunnel = ssh_tunnel_line(server.port, RPC_PORT)
         else:
-            url = server.page_url([PIN_MEMORY_TRACKS])
+            url = server.page_url([PIN_MEMORY_TRACKS, *extra_commands])
             tunnel = ssh_tunnel_line(server.port)
             if args.trace.stat().st_size > LARGE_TRACE_BYTES:
                 print(f"memq open: warning: {args.trace} is {args.trace.stat().st_size / (1 << 30):.1f} GiB; the "
@@ -76,6 +80,27 @@ def run(args: argparse.Namespace) -> int:
         if native is not None:
             native.close()
     return 0
+
+
+def _startup_commands(path: Path) -> list[dict]:
+    """The commands in a startup-commands JSON file, checked against the shape the UI accepts."""
+    import json
+
+    from ..errors import UsageError
+
+    try:
+        commands = json.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"--startup-commands {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--startup-commands {path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    valid = isinstance(commands, list) and all(
+        isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("args", []), list)
+        and all(isinstance(a, str) for a in c.get("args", [])) for c in commands)
+    if not valid:
+        raise UsageError(f"--startup-commands {path}: expected a JSON list of {{\"id\": str, \"args\": [str, ...]}}")
+    # The UI rejects a command without "args" (its schema requires the list).
+    return [{"id": c["id"], "args": c.get("args", [])} for c in commands]
 
 
 def _open_browser(url: str) -> None:

@@ -1,0 +1,107 @@
+// Copyright (C) 2026 The memq authors. Licensed under the Apache License, Version 2.0.
+//
+// memq's Perfetto UI plugin: when a trace with memq memory events is opened it adds a "memq"
+// track group (device bytes over all GPUs, copies by direction, duplicated bytes when the memq
+// SQL package is available and the trace is not annotated yet) and commands that run the memq
+// analyses and show their tables, and pin the memory tracks.
+//
+// Written against the plugin API of Perfetto v55 (ui/src/public/*: PerfettoPlugin, Trace,
+// TrackNode; SliceTrack + SourceDataset, CounterTrack.create with sqlSource; QueryPage's
+// addQueryResultsTab). See ../README.md for the pinned tag and the build steps.
+
+import type {PerfettoPlugin} from '../../public/plugin';
+import type {Trace} from '../../public/trace';
+import {TrackNode} from '../../public/workspace';
+import {CounterTrack} from '../../components/tracks/counter_track';
+import {SliceTrack} from '../../components/tracks/slice_track';
+import {SourceDataset} from '../../trace_processor/dataset';
+import {LONG, NUM, STR} from '../../trace_processor/query_result';
+import QueryPagePlugin from '../dev.perfetto.QueryPage';
+
+// Track names from docs/TRACE_FORMAT.md and ctf2perfetto/annotate.py.
+const MEMORY_TRACKS =
+  /^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|Duplicated bytes.*)$/;
+const MEMQ_CATEGORIES = `('memq.heap', 'memq.api', 'memq.copy', 'memq.set')`;
+
+// One command per analysis: the memq module to include and the table to show.
+const ANALYSES: ReadonlyArray<{verb: string; title: string; module: string; query: string}> = [
+  {verb: 'ShowDuplicated', title: 'memq: duplicated bytes',
+   module: 'memq.duplicated', query: 'SELECT * FROM memq_duplicated_summary'},
+  {verb: 'ShowRedundant', title: 'memq: redundant copies per class',
+   module: 'memq.redundant', query: 'SELECT * FROM memq_redundant_by_class'},
+  {verb: 'ShowLeaks', title: 'memq: leaked allocations',
+   module: 'memq.leaks', query: 'SELECT * FROM memq_leaks ORDER BY size DESC'},
+  {verb: 'ShowCopies', title: 'memq: copies per direction',
+   module: 'memq.summary', query: 'SELECT * FROM memq_summary_copies'},
+];
+
+export default class MemQ implements PerfettoPlugin {
+  static readonly id = 'com.memq.MemQ';
+  static readonly description =
+    'memq: GPU/host memory tracks, duplicated bytes and redundant-copy analyses.';
+  static readonly dependencies = [QueryPagePlugin];
+
+  async onTraceLoad(trace: Trace): Promise<void> {
+    if ((await count(trace, `SELECT COUNT(*) AS n FROM slice WHERE category IN ${MEMQ_CATEGORIES}`)) === 0) {
+      return; // not a memq trace: add nothing
+    }
+    // The memq SQL package is there when trace_processor runs natively with
+    // --add-sql-package (memq open --trace-processor) or the UI registered it.
+    const hasPackage = (await trace.engine.tryQuery('INCLUDE PERFETTO MODULE memq.duplicated')).ok;
+    const annotated = (await count(trace,
+      `SELECT COUNT(*) AS n FROM counter_track WHERE name = 'Duplicated bytes'`)) > 0;
+
+    const group = new TrackNode({name: 'memq', isSummary: true});
+    trace.workspace.addChildFirst(group);
+
+    addCounter(trace, group, 'DeviceBytes', 'Device live bytes, all GPUs', `
+      SELECT ts, SUM(delta) OVER (ORDER BY ts, id ROWS UNBOUNDED PRECEDING) AS value FROM (
+        SELECT c.id, c.ts, c.value - COALESCE(LAG(c.value) OVER (
+          PARTITION BY c.track_id ORDER BY c.ts, c.id), 0) AS delta
+        FROM counter c JOIN counter_track t ON c.track_id = t.id
+        WHERE t.name GLOB 'GPU * device live bytes')`);
+    if (hasPackage && !annotated) {
+      addCounter(trace, group, 'Duplicated', 'Duplicated bytes (upper bound)',
+        'SELECT ts, value FROM memq_duplicated_counter');
+    }
+    const uri = `${trace.pluginId}#Copies`;
+    trace.tracks.registerTrack({
+      uri,
+      description: 'Every copy and memset (memq.copy / memq.set), laid out by overlap.',
+      renderer: SliceTrack.create({trace, uri, dataset: new SourceDataset({
+        src: `SELECT id, ts, dur, name || ' ' || IFNULL(EXTRACT_ARG(arg_set_id, 'debug.bytes'), '') || ' B' AS name
+              FROM slice WHERE category IN ('memq.copy', 'memq.set')`,
+        schema: {id: NUM, ts: LONG, dur: LONG, name: STR},
+      })}),
+    });
+    group.addChildLast(new TrackNode({uri, name: 'Copies and memsets'}));
+    group.expand();
+
+    trace.commands.registerCommand({
+      id: `${trace.pluginId}#PinMemoryTracks`,
+      name: 'memq: pin memory tracks',
+      callback: () => {
+        trace.workspace.flatTracks.filter((t) => MEMORY_TRACKS.test(t.name)).forEach((t) => t.pin());
+      },
+    });
+    for (const a of ANALYSES) {
+      trace.commands.registerCommand({
+        id: `${trace.pluginId}#${a.verb}`,
+        name: `${a.title}${hasPackage ? '' : ' (needs the memq SQL package: memq open --trace-processor)'}`,
+        callback: () => trace.plugins.getPlugin(QueryPagePlugin).addQueryResultsTab({
+          query: `INCLUDE PERFETTO MODULE ${a.module};\n${a.query}`, title: a.title}),
+      });
+    }
+  }
+}
+
+function addCounter(trace: Trace, group: TrackNode, key: string, name: string, sqlSource: string) {
+  const uri = `${trace.pluginId}#${key}`;
+  trace.tracks.registerTrack({uri, renderer: CounterTrack.create({trace, uri, sqlSource, unit: 'B'})});
+  group.addChildLast(new TrackNode({uri, name}));
+}
+
+async function count(trace: Trace, sql: string): Promise<number> {
+  const result = await trace.engine.query(sql);
+  return result.firstRow({n: NUM}).n;
+}
