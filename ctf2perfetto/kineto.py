@@ -95,7 +95,9 @@ class KinetoPackets:
 def load(path: str | Path) -> KinetoTrace:
     """Read a Kineto JSON / JSON.gz trace. Bad input raises one-line errors."""
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, expected a Kineto JSON file")
+    if not path.exists():
         raise UsageError(f"{path}: Kineto trace not found")
     try:
         raw = path.read_bytes()

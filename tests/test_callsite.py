@@ -1,0 +1,117 @@
+"""Call sites: `ip` -> binary + function (+ file:line) on real recordings.
+
+A C program with known functions (in the executable and in a library it
+dlopen()s after start) allocates known sizes under `memq record`; after
+conversion, attribute(..., "callsite") must name those functions and lines.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ctf2perfetto.attribution import attribute
+from ctf2perfetto.callsite import ElfFile, Mapping, Symbolizer
+from ctf2perfetto.engine import open_trace
+from ctf2perfetto.errors import MemqError, UsageError
+
+PROGRAM = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+__attribute__((noinline)) void *alloc_weights(void) { return malloc(123456); }     /* line 6 */
+__attribute__((noinline)) void *alloc_buffer(void) { return calloc(1, 654321); }   /* line 7 */
+static __attribute__((noinline)) void *alloc_scratch(void) { return realloc(NULL, 77777); } /* line 8 */
+
+int main(int argc, char **argv)
+{
+	void *lib = dlopen(argv[1], RTLD_NOW);
+	if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+	void *(*lib_alloc)(void) = (void *(*)(void))dlsym(lib, "lib_alloc");
+	void *p[4] = { alloc_weights(), alloc_buffer(), alloc_scratch(), lib_alloc() };
+	for (int i = 0; i < 4; i++)
+		free(p[i]);
+	return 0;
+}
+"""
+LIBRARY = r"""
+#include <stdlib.h>
+__attribute__((noinline)) void *lib_alloc(void) { return malloc(99999); }  /* line 3 */
+"""
+# size -> (function, binary name, source line)
+EXPECTED = {
+    123456: ("alloc_weights", "callsite_prog", 6),
+    654321: ("alloc_buffer", "callsite_prog", 7),
+    77777: ("alloc_scratch", "callsite_prog", 8),
+    99999: ("lib_alloc", "libcallsite.so", 3),
+}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("callsite")
+    (work / "prog.c").write_text(PROGRAM)
+    (work / "lib.c").write_text(LIBRARY)
+    subprocess.run(["gcc", "-g", "-O1", "-shared", "-fPIC", "-o", str(work / "libcallsite.so"), str(work / "lib.c")],
+                   check=True)
+    subprocess.run(["gcc", "-g", "-O1", "-o", str(work / "callsite_prog"), str(work / "prog.c"), "-ldl"], check=True)
+    trace = work / "trace"
+    subprocess.run(["memq", "record", "-o", str(trace), "--", str(work / "callsite_prog"),
+                    str(work / "libcallsite.so")], check=True, capture_output=True, timeout=120)
+    out = work / "out.pftrace"
+    subprocess.run(["ctf2perfetto", str(trace), "-o", str(out)], check=True, capture_output=True, timeout=120)
+    return out
+
+
+def allocations(engine) -> pd.DataFrame:
+    sizes = ", ".join(map(str, EXPECTED))
+    return engine.query(f"""
+        SELECT EXTRACT_ARG(arg_set_id, 'debug.alloc_id') AS alloc_id, EXTRACT_ARG(arg_set_id, 'debug.size') AS size
+        FROM slice WHERE category = 'memq.heap' AND EXTRACT_ARG(arg_set_id, 'debug.size') IN ({sizes})""")
+
+
+def test_callsite_names_the_allocating_functions(recorded: Path) -> None:
+    with open_trace(recorded) as engine:
+        df = allocations(engine)
+        assert sorted(df["size"]) == sorted(EXPECTED)
+        result = attribute(engine, df, "callsite")
+    for row in result.itertuples():
+        function, binary, line = EXPECTED[row.size]
+        assert row.function == function
+        assert Path(row.binary).name == binary
+        assert row.source is not None and row.source.endswith(f".c:{line}"), row.source
+        assert function in row.callsite
+
+
+def test_by_op_without_kineto_is_a_usage_error(recorded: Path) -> None:
+    with open_trace(recorded) as engine:
+        df = allocations(engine)
+        with pytest.raises(UsageError, match="--kineto"):
+            attribute(engine, df, "op")
+        with pytest.raises(UsageError, match="expected one of"):
+            attribute(engine, df, "thread")
+        with pytest.raises(MemqError, match="no call_id or alloc_id"):
+            attribute(engine, df.rename(columns={"alloc_id": "id"}), "callsite")
+
+
+def test_missing_or_changed_binaries_are_reported(tmp_path: Path) -> None:
+    prog = tmp_path / "prog"
+    (tmp_path / "prog.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-o", str(prog), str(tmp_path / "prog.c")], check=True)
+    elf = ElfFile(prog)
+    assert len(elf.build_id) == 40  # gcc links a GNU build-id note by default
+    symbolizer = Symbolizer([
+        Mapping(1, 0x1000, 0x1000, str(tmp_path / "gone.so")),
+        Mapping(1, 0x5000, 0x4000, str(prog), build_id="00" * 20),
+        Mapping(1, 0x9000, 0x4000, str(tmp_path / "prog.c")),
+    ])
+    gone, changed, not_elf, nowhere = symbolizer.resolve([(1, 0x1100, None), (1, 0x5100, None),
+                                                          (1, 0x9100, None), (1, 0xF0000, None)])
+    assert gone.function is None and "gone.so" in gone.problem
+    assert changed.function is None and "changed on disk" in changed.problem
+    assert not_elf.function is None and "not a 64-bit" in not_elf.problem
+    assert nowhere.binary is None and nowhere.label() == "[unknown binary]"
+    assert len(symbolizer.problems()) == 3
