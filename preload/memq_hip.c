@@ -1,0 +1,71 @@
+/*
+ * HIP runtime wrappers (libamdhip64). Signatures from hip_runtime_api.h;
+ * hipError_t is an int, hipStream_t / hipMemPool_t are pointers and
+ * hipDeviceptr_t is void *. Versioned references (hipMalloc@hip_4.2) bind to
+ * these unversioned definitions.
+ */
+#include "memq_wrap.h"
+
+#define HIP MEMQ_RT_HIP
+
+ALLOC_PS(HIP, hipMalloc, MEMQ_MEM_DEVICE)
+ALLOC_PSF(HIP, hipMallocManaged, MEMQ_MEM_MANAGED)
+ALLOC_PSF(HIP, hipHostMalloc, MEMQ_MEM_PINNED)
+ALLOC_PSF(HIP, hipExtHostAlloc, MEMQ_MEM_PINNED)
+ALLOC_PSF(HIP, hipHostAlloc, MEMQ_MEM_PINNED)
+ALLOC_PS(HIP, hipMallocHost, MEMQ_MEM_PINNED)
+ALLOC_ASYNC(HIP, hipMallocAsync)
+ALLOC_POOL(HIP, hipMallocFromPoolAsync)
+ALLOC_PITCH(HIP, hipMallocPitch)
+
+FREE_P(HIP, hipFree)
+FREE_ASYNC(HIP, hipFreeAsync)
+FREE_P(HIP, hipHostFree)
+FREE_P(HIP, hipFreeHost)
+REGISTER(HIP, hipHostRegister)
+UNREGISTER(HIP, hipHostUnregister)
+
+COPY(HIP, hipMemcpy, 0)
+COPY_ASYNC(HIP, hipMemcpyAsync)
+COPY_ASYNC(HIP, hipMemcpyWithStream)
+COPY_FIXED(HIP, hipMemcpyHtoD, MEMQ_HTOD)
+COPY_FIXED(HIP, hipMemcpyDtoH, MEMQ_DTOH)
+COPY_FIXED(HIP, hipMemcpyDtoD, MEMQ_DTOD)
+COPY_FIXED_ASYNC(HIP, hipMemcpyHtoDAsync, MEMQ_HTOD)
+COPY_FIXED_ASYNC(HIP, hipMemcpyDtoHAsync, MEMQ_DTOH)
+COPY_FIXED_ASYNC(HIP, hipMemcpyDtoDAsync, MEMQ_DTOD)
+COPY_2D(HIP, hipMemcpy2D, 0)
+COPY_2D_ASYNC(HIP, hipMemcpy2DAsync)
+COPY_PEER(HIP, hipMemcpyPeer)
+COPY_PEER_ASYNC(HIP, hipMemcpyPeerAsync)
+
+SET(HIP, hipMemset, int, 0)
+SET_ASYNC(HIP, hipMemsetAsync, int)
+SET(HIP, hipMemsetD8, unsigned char, 0)
+SET_ASYNC(HIP, hipMemsetD8Async, unsigned char)
+SET(HIP, hipMemsetD16, unsigned short, 0)
+SET_ASYNC(HIP, hipMemsetD16Async, unsigned short)
+SET(HIP, hipMemsetD32, int, 0)
+SET_ASYNC(HIP, hipMemsetD32Async, int)
+
+SYNC_STREAM(HIP, hipStreamSynchronize)
+SYNC_DEVICE(HIP, hipDeviceSynchronize)
+SET_DEVICE(HIP, hipSetDevice)
+
+/* hipMemPrefetchAsync(const void *dev_ptr, size_t count, int device, hipStream_t) */
+MEMQ_REAL_FN(HIP, int, hipMemPrefetchAsync, (const void *, size_t, int, void *));
+MEMQ_EXPORT int hipMemPrefetchAsync(const void *p, size_t n, int device, void *stream)
+{
+	WRAP_HEAD(HIP, hipMemPrefetchAsync, prefetch, (p, n, device, stream));
+	EMIT_PREFETCH(hipMemPrefetchAsync, p, n, device, stream);
+	return r;
+}
+
+/* hipMemAdvise(const void *dev_ptr, size_t count, hipMemoryAdvise, int device) */
+MEMQ_REAL_FN(HIP, int, hipMemAdvise, (const void *, size_t, int, int));
+MEMQ_EXPORT int hipMemAdvise(const void *p, size_t n, int advice, int device)
+{
+	WRAP_HEAD(HIP, hipMemAdvise, advise, (p, n, advice, device));
+	EMIT_ADVISE(hipMemAdvise, p, n, advice, device);
+	return r;
+}

@@ -1,0 +1,188 @@
+/*
+ * LTTng-UST 2.13 tracepoint provider `memq` (the contract: docs/EVENTS.md).
+ *
+ * Every event takes a record pointer and the caller's address `ip`:
+ * LTTNG_UST_TP_IP_PARAM makes the `ip` context (when `memq record` adds it)
+ * the application's call site, not an address inside this wrapper, as in
+ * LTTng's own libc wrapper.
+ */
+#undef LTTNG_UST_TRACEPOINT_PROVIDER
+#define LTTNG_UST_TRACEPOINT_PROVIDER memq
+
+#undef LTTNG_UST_TRACEPOINT_INCLUDE
+#define LTTNG_UST_TRACEPOINT_INCLUDE "./memq_tp.h"
+
+#undef LTTNG_UST_TP_IP_PARAM
+#define LTTNG_UST_TP_IP_PARAM ip
+
+#if !defined(MEMQ_TP_H) || defined(LTTNG_UST_TRACEPOINT_HEADER_MULTI_READ)
+#define MEMQ_TP_H
+
+#include <lttng/tracepoint.h>
+#include "memq_api.h"
+
+#define MEMQ_ENUM_VALUE(name, value) lttng_ust_field_enum_value(#name, value)
+LTTNG_UST_TRACEPOINT_ENUM(memq, api,
+	LTTNG_UST_TP_ENUM_VALUES(MEMQ_APIS(MEMQ_ENUM_VALUE)))
+
+LTTNG_UST_TRACEPOINT_ENUM(memq, mem_kind,
+	LTTNG_UST_TP_ENUM_VALUES(
+		lttng_ust_field_enum_value("host", 1)
+		lttng_ust_field_enum_value("pinned", 2)
+		lttng_ust_field_enum_value("registered", 3)
+		lttng_ust_field_enum_value("device", 4)
+		lttng_ust_field_enum_value("managed", 5)))
+
+LTTNG_UST_TRACEPOINT_ENUM(memq, memcpy_kind,
+	LTTNG_UST_TP_ENUM_VALUES(
+		lttng_ust_field_enum_value("HostToHost", 0)
+		lttng_ust_field_enum_value("HostToDevice", 1)
+		lttng_ust_field_enum_value("DeviceToHost", 2)
+		lttng_ust_field_enum_value("DeviceToDevice", 3)
+		lttng_ust_field_enum_value("Default", 4)
+		lttng_ust_field_enum_value("DeviceToDeviceNoCU", 1024)))
+
+LTTNG_UST_TRACEPOINT_ENUM(memq, runtime,
+	LTTNG_UST_TP_ENUM_VALUES(
+		lttng_ust_field_enum_value("hip", 1)
+		lttng_ust_field_enum_value("cuda", 2)))
+
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(memq, alloc_class,
+	LTTNG_UST_TP_ARGS(const struct memq_alloc_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer_hex(uint64_t, ptr, r->ptr)
+		lttng_ust_field_integer(uint64_t, size, r->size)
+		lttng_ust_field_enum(memq, mem_kind, uint8_t, mem_kind, r->mem_kind)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer_hex(uint64_t, stream, r->stream)
+		lttng_ust_field_integer(uint64_t, flags, r->flags)
+		lttng_ust_field_integer(uint64_t, width, r->width)
+		lttng_ust_field_integer(uint64_t, height, r->height)
+		lttng_ust_field_integer(int32_t, result, r->result)
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, alloc_class, memq, alloc,
+	LTTNG_UST_TP_ARGS(const struct memq_alloc_rec *, r, void *, ip))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, alloc_class, memq, register,
+	LTTNG_UST_TP_ARGS(const struct memq_alloc_rec *, r, void *, ip))
+
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(memq, free_class,
+	LTTNG_UST_TP_ARGS(const struct memq_free_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer_hex(uint64_t, ptr, r->ptr)
+		lttng_ust_field_integer(uint64_t, size, r->size)
+		lttng_ust_field_enum(memq, mem_kind, uint8_t, mem_kind, r->mem_kind)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer_hex(uint64_t, stream, r->stream)
+		lttng_ust_field_integer(int32_t, result, r->result)
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, free_class, memq, free,
+	LTTNG_UST_TP_ARGS(const struct memq_free_rec *, r, void *, ip))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, free_class, memq, unregister,
+	LTTNG_UST_TP_ARGS(const struct memq_free_rec *, r, void *, ip))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, copy,
+	LTTNG_UST_TP_ARGS(const struct memq_copy_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer_hex(uint64_t, dst, r->dst)
+		lttng_ust_field_integer_hex(uint64_t, src, r->src)
+		lttng_ust_field_integer(uint64_t, bytes, r->bytes)
+		lttng_ust_field_enum(memq, memcpy_kind, int32_t, kind, r->kind)
+		lttng_ust_field_integer_hex(uint64_t, stream, r->stream)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer(int32_t, src_device, r->src_device)
+		lttng_ust_field_integer(uint64_t, width, r->width)
+		lttng_ust_field_integer(uint64_t, height, r->height)
+		lttng_ust_field_integer(uint64_t, dpitch, r->dpitch)
+		lttng_ust_field_integer(uint64_t, spitch, r->spitch)
+		lttng_ust_field_integer(int32_t, result, r->result)
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, set,
+	LTTNG_UST_TP_ARGS(const struct memq_set_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer_hex(uint64_t, dst, r->dst)
+		lttng_ust_field_integer(int32_t, value, r->value)
+		lttng_ust_field_integer(uint64_t, bytes, r->bytes)
+		lttng_ust_field_integer_hex(uint64_t, stream, r->stream)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer(int32_t, result, r->result)
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, prefetch,
+	LTTNG_UST_TP_ARGS(const struct memq_prefetch_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer_hex(uint64_t, ptr, r->ptr)
+		lttng_ust_field_integer(uint64_t, bytes, r->bytes)
+		lttng_ust_field_integer(int32_t, dst_device, r->dst_device)
+		lttng_ust_field_integer_hex(uint64_t, stream, r->stream)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer(int32_t, result, r->result)
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, advise,
+	LTTNG_UST_TP_ARGS(const struct memq_advise_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer_hex(uint64_t, ptr, r->ptr)
+		lttng_ust_field_integer(uint64_t, bytes, r->bytes)
+		lttng_ust_field_integer(int32_t, advice, r->advice)
+		lttng_ust_field_integer(int32_t, target_device, r->target_device)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer(int32_t, result, r->result)
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, sync,
+	LTTNG_UST_TP_ARGS(const struct memq_sync_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer_hex(uint64_t, stream, r->stream)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer(int32_t, result, r->result)
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, set_device,
+	LTTNG_UST_TP_ARGS(const struct memq_set_device_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer(int32_t, new_device, r->new_device)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer(int32_t, result, r->result)
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, clock,
+	LTTNG_UST_TP_ARGS(const char *, where, uint64_t, realtime_ns,
+		uint64_t, monotonic_ns, uint64_t, boottime_ns, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_string(where, where)
+		lttng_ust_field_integer(uint64_t, realtime_ns, realtime_ns)
+		lttng_ust_field_integer(uint64_t, monotonic_ns, monotonic_ns)
+		lttng_ust_field_integer(uint64_t, boottime_ns, boottime_ns)))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, device,
+	LTTNG_UST_TP_ARGS(int, runtime, int, device, const char *, name,
+		int, integrated, int, unified_memory, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, runtime, uint8_t, runtime, runtime)
+		lttng_ust_field_integer(int32_t, device, device)
+		lttng_ust_field_string(name, name)
+		lttng_ust_field_integer(int32_t, integrated, integrated)
+		lttng_ust_field_integer(int32_t, unified_memory, unified_memory)))
+
+#endif /* MEMQ_TP_H */
+
+#include <lttng/tracepoint-event.h>

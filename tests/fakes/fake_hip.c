@@ -1,0 +1,165 @@
+/*
+ * Fake HIP runtime (test only): libamdhip64.so with the real exported names
+ * and C signatures of every function memq wraps, plus the device queries the
+ * preload library makes. Device memory lives in host RAM (fake_mem.h).
+ * FAKE_GPU_COUNT (default 2) devices; FAKE_GPU_UNIFIED=1 reports an APU.
+ *
+ * Some functions call others through the PLT (hipMemcpyHtoD -> hipMemcpy),
+ * as runtimes may: the wrapper must record only the outer call.
+ */
+#include <stdio.h>
+
+#include "fake_mem.h"
+
+typedef int hipError_t;
+typedef void *hipStream_t;
+typedef void *hipMemPool_t;
+
+enum {
+	hipSuccess = 0, hipErrorInvalidValue = 1, hipErrorOutOfMemory = 2,
+	hipErrorInvalidMemcpyDirection = 21, hipErrorInvalidDevice = 101,
+};
+#define ALLOC_KINDS(k) (1u << (k))
+
+static hipError_t alloc(void **p, size_t n, int kind)
+{
+	if (!p)
+		return hipErrorInvalidValue;
+	*p = fake_mem_alloc(n, kind);
+	return *p ? hipSuccess : hipErrorOutOfMemory;
+}
+
+static hipError_t release(void *p, int kind)
+{
+	if (!p)
+		return hipSuccess;
+	return fake_mem_free(p, ALLOC_KINDS(kind) | (kind == FAKE_DEVICE ? ALLOC_KINDS(FAKE_MANAGED) : 0))
+		? hipErrorInvalidValue : hipSuccess;
+}
+
+hipError_t hipGetDeviceCount(int *n) { *n = fake_device_count(); return hipSuccess; }
+hipError_t hipGetDevice(int *d) { *d = fake_current_device; return hipSuccess; }
+hipError_t hipSetDevice(int d)
+{
+	if (d < 0 || d >= fake_device_count())
+		return hipErrorInvalidDevice;
+	fake_current_device = d;
+	return hipSuccess;
+}
+hipError_t hipDeviceGetName(char *name, int len, int d)
+{
+	if (d < 0 || d >= fake_device_count())
+		return hipErrorInvalidDevice;
+	snprintf(name, (size_t) len, "Fake HIP GPU %d", d);
+	return hipSuccess;
+}
+hipError_t hipDeviceGetAttribute(int *v, int attr, int d)
+{
+	if (d < 0 || d >= fake_device_count())
+		return hipErrorInvalidDevice;
+	/* 16 = hipDeviceAttributeIntegrated, 65 = hipDeviceAttributePageableMemoryAccess */
+	*v = (attr == 16 || attr == 65) ? fake_unified() : 0;
+	return hipSuccess;
+}
+hipError_t hipRuntimeGetVersion(int *v) { *v = 60300000; return hipSuccess; }
+hipError_t hipStreamCreate(hipStream_t *s)
+{
+	static unsigned long next = 0x57000;
+	*s = (hipStream_t) __atomic_add_fetch(&next, 0x100, __ATOMIC_RELAXED);
+	return hipSuccess;
+}
+
+hipError_t hipMalloc(void **p, size_t n) { return alloc(p, n, FAKE_DEVICE); }
+hipError_t hipMallocManaged(void **p, size_t n, unsigned f) { (void) f; return alloc(p, n, FAKE_MANAGED); }
+hipError_t hipHostMalloc(void **p, size_t n, unsigned f) { (void) f; return alloc(p, n, FAKE_PINNED); }
+hipError_t hipExtHostAlloc(void **p, size_t n, unsigned f) { (void) f; return alloc(p, n, FAKE_PINNED); }
+hipError_t hipHostAlloc(void **p, size_t n, unsigned f) { return hipHostMalloc(p, n, f); }
+hipError_t hipMallocHost(void **p, size_t n) { return alloc(p, n, FAKE_PINNED); }
+hipError_t hipMallocAsync(void **p, size_t n, hipStream_t s) { (void) s; return alloc(p, n, FAKE_DEVICE); }
+hipError_t hipMallocFromPoolAsync(void **p, size_t n, hipMemPool_t pool, hipStream_t s)
+{
+	(void) pool; (void) s;
+	return alloc(p, n, FAKE_DEVICE);
+}
+hipError_t hipMallocPitch(void **p, size_t *pitch, size_t w, size_t h)
+{
+	*pitch = fake_pitch(w);
+	return alloc(p, *pitch * h, FAKE_DEVICE);
+}
+hipError_t hipFree(void *p) { return release(p, FAKE_DEVICE); }
+hipError_t hipFreeAsync(void *p, hipStream_t s) { (void) s; return release(p, FAKE_DEVICE); }
+hipError_t hipHostFree(void *p) { return release(p, FAKE_PINNED); }
+hipError_t hipFreeHost(void *p) { return hipHostFree(p); }
+hipError_t hipHostRegister(void *p, size_t n, unsigned f) { (void) f; return p && n ? hipSuccess : hipErrorInvalidValue; }
+hipError_t hipHostUnregister(void *p) { return p ? hipSuccess : hipErrorInvalidValue; }
+
+hipError_t hipMemcpy(void *d, const void *s, size_t n, int kind)
+{
+	if (!fake_copy_kind_ok(kind))
+		return hipErrorInvalidMemcpyDirection;
+	memmove(d, s, n);
+	return hipSuccess;
+}
+hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, int kind, hipStream_t st) { (void) st; return hipMemcpy(d, s, n, kind); }
+hipError_t hipMemcpyWithStream(void *d, const void *s, size_t n, int kind, hipStream_t st) { return hipMemcpyAsync(d, s, n, kind, st); }
+hipError_t hipMemcpyHtoD(void *d, void *s, size_t n) { return hipMemcpy(d, s, n, 1); }
+hipError_t hipMemcpyDtoH(void *d, void *s, size_t n) { return hipMemcpy(d, s, n, 2); }
+hipError_t hipMemcpyDtoD(void *d, void *s, size_t n) { return hipMemcpy(d, s, n, 3); }
+hipError_t hipMemcpyHtoDAsync(void *d, void *s, size_t n, hipStream_t st) { return hipMemcpyAsync(d, s, n, 1, st); }
+hipError_t hipMemcpyDtoHAsync(void *d, void *s, size_t n, hipStream_t st) { return hipMemcpyAsync(d, s, n, 2, st); }
+hipError_t hipMemcpyDtoDAsync(void *d, void *s, size_t n, hipStream_t st) { return hipMemcpyAsync(d, s, n, 3, st); }
+hipError_t hipMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind)
+{
+	if (!fake_copy_kind_ok(kind))
+		return hipErrorInvalidMemcpyDirection;
+	if (w > dp || w > sp)
+		return hipErrorInvalidValue;
+	for (size_t row = 0; row < h; row++)
+		memmove((char *) d + row * dp, (const char *) s + row * sp, w);
+	return hipSuccess;
+}
+hipError_t hipMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind, hipStream_t st)
+{
+	(void) st;
+	return hipMemcpy2D(d, dp, s, sp, w, h, kind);
+}
+hipError_t hipMemcpyPeer(void *d, int dd, const void *s, int sd, size_t n)
+{
+	if (dd < 0 || sd < 0 || dd >= fake_device_count() || sd >= fake_device_count())
+		return hipErrorInvalidDevice;
+	memmove(d, s, n);
+	return hipSuccess;
+}
+hipError_t hipMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, hipStream_t st) { (void) st; return hipMemcpyPeer(d, dd, s, sd, n); }
+
+hipError_t hipMemset(void *d, int v, size_t n) { memset(d, v, n); return hipSuccess; }
+hipError_t hipMemsetAsync(void *d, int v, size_t n, hipStream_t st) { (void) st; return hipMemset(d, v, n); }
+hipError_t hipMemsetD8(void *d, unsigned char v, size_t n) { return hipMemset(d, v, n); }
+hipError_t hipMemsetD8Async(void *d, unsigned char v, size_t n, hipStream_t st) { (void) st; return hipMemsetD8(d, v, n); }
+hipError_t hipMemsetD16(void *d, unsigned short v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		((unsigned short *) d)[i] = v;
+	return hipSuccess;
+}
+hipError_t hipMemsetD16Async(void *d, unsigned short v, size_t n, hipStream_t st) { (void) st; return hipMemsetD16(d, v, n); }
+hipError_t hipMemsetD32(void *d, int v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		((int *) d)[i] = v;
+	return hipSuccess;
+}
+hipError_t hipMemsetD32Async(void *d, int v, size_t n, hipStream_t st) { (void) st; return hipMemsetD32(d, v, n); }
+
+hipError_t hipMemPrefetchAsync(const void *p, size_t n, int dev, hipStream_t st)
+{
+	(void) n; (void) st;
+	return p && dev >= -1 && dev < fake_device_count() ? hipSuccess : hipErrorInvalidValue;
+}
+hipError_t hipMemAdvise(const void *p, size_t n, int advice, int dev)
+{
+	(void) n;
+	return p && advice >= 1 && advice <= 6 && dev >= -1 && dev < fake_device_count() ? hipSuccess : hipErrorInvalidValue;
+}
+hipError_t hipStreamSynchronize(hipStream_t s) { (void) s; return hipSuccess; }
+hipError_t hipDeviceSynchronize(void) { return hipSuccess; }

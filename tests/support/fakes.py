@@ -1,0 +1,60 @@
+"""Build the fake GPU runtimes and the workloads (tests/fakes/) with gcc.
+
+`build_fakes(dest)` compiles, into `dest`:
+  libamdhip64.so, libcudart.so.12   fake HIP / CUDA runtimes (real exported names and signatures)
+  libhipwork.so, libcudawork.so     workload libraries (every wrapped call, logged as JSON lines)
+  workload                          C driver: hip|cuda|fork|crash|wait LOG, stress THREADS ITERS
+and returns their paths. Everything finds its neighbours through an $ORIGIN
+rpath, so nothing needs LD_LIBRARY_PATH.
+"""
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+FAKES = Path(__file__).resolve().parent.parent / "fakes"
+CFLAGS = ["-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=gnu11"]
+RPATH = "-Wl,-rpath,$ORIGIN"
+
+
+@dataclass(frozen=True)
+class FakeGpu:
+    """Paths of the built fakes (all in one directory)."""
+
+    dir: Path
+    hip_runtime: Path
+    cuda_runtime: Path
+    hip_work: Path
+    cuda_work: Path
+    workload: Path
+    python_workload: Path  # work_local.py: ctypes, RTLD_LOCAL
+
+    def python_argv(self, python: str, runtime: str, log: Path) -> list[str]:
+        """argv running the `runtime` workload from Python through ctypes (RTLD_LOCAL)."""
+        return [python, str(self.python_workload), str(self.dir), runtime, str(log)]
+
+
+def _gcc(args: list[str]) -> None:
+    proc = subprocess.run(["gcc", *CFLAGS, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"gcc {' '.join(args)} failed:\n{proc.stderr}")
+
+
+def build_fakes(dest: Path) -> FakeGpu:
+    """Compile the fakes and workloads into `dest` (created if needed)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    src = {name: str(FAKES / name) for name in ("fake_hip.c", "fake_cuda.c", "hip_work.c", "cuda_work.c", "workload.c")}
+    hip = dest / "libamdhip64.so"
+    cuda = dest / "libcudart.so.12"
+    hip_work = dest / "libhipwork.so"
+    cuda_work = dest / "libcudawork.so"
+    exe = dest / "workload"
+    inc = f"-I{FAKES}"
+    _gcc(["-fPIC", "-shared", inc, "-Wl,-soname,libamdhip64.so", "-o", str(hip), src["fake_hip.c"], "-lpthread"])
+    _gcc(["-fPIC", "-shared", inc, "-Wl,-soname,libcudart.so.12", "-o", str(cuda), src["fake_cuda.c"], "-lpthread"])
+    _gcc(["-fPIC", "-shared", inc, RPATH, "-o", str(hip_work), src["hip_work.c"], f"-L{dest}", "-l:libamdhip64.so"])
+    _gcc(["-fPIC", "-shared", inc, RPATH, "-o", str(cuda_work), src["cuda_work.c"], f"-L{dest}", "-l:libcudart.so.12"])
+    _gcc([inc, RPATH, "-o", str(exe), src["workload.c"], f"-L{dest}", "-l:libhipwork.so", "-l:libcudawork.so",
+          "-l:libamdhip64.so", "-lpthread"])
+    return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py")
