@@ -1,0 +1,90 @@
+-- Allocations: one row per live range `[addr, addr + size)` of one memory kind.
+--
+-- Decisions (DESIGN.md "What the numbers mean" is silent on these):
+-- * An allocation starts at the END of its allocating call (heap instants: their
+--   time) and ends at the START of its freeing call; realloc ends the old block and
+--   starts a new one, even in place. The converter pairs allocations with frees
+--   (`debug.alloc_id` / `debug.freed_alloc_id`); this module only joins them.
+-- * Never freed: `end_ts` is NULL, `dur` runs to trace_end() and `leaked` is 1.
+-- * `kind` is `host` (libc heap), `pinned`, `registered`, `device` or `managed`.
+
+INCLUDE PERFETTO MODULE memq.process;
+
+-- Every memq.heap / memq.api slice that starts an allocation.
+CREATE PERFETTO TABLE _memq_alloc_start AS
+SELECT
+  EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id,
+  s.id AS slice_id,
+  s.ts + s.dur AS ts,
+  s.track_id,
+  s.name,
+  s.category,
+  s.arg_set_id
+FROM slice s
+WHERE s.category IN ('memq.heap', 'memq.api')
+  AND EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') IS NOT NULL;
+
+-- Every memq.heap / memq.api slice that ends an allocation, by the id it ends.
+CREATE PERFETTO TABLE _memq_alloc_end AS
+SELECT
+  EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') AS alloc_id,
+  s.id AS slice_id,
+  s.ts
+FROM slice s
+WHERE s.category IN ('memq.heap', 'memq.api')
+  AND EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') IS NOT NULL
+ORDER BY alloc_id;
+
+CREATE PERFETTO INDEX _memq_alloc_end_idx ON _memq_alloc_end(alloc_id);
+
+-- Every allocation of the trace (host heap and GPU runtime), with its lifetime.
+CREATE PERFETTO TABLE memq_allocation(
+  -- Allocation id (`debug.alloc_id`, unique in the trace).
+  alloc_id LONG,
+  -- Process whose address space holds it.
+  upid LONG,
+  -- Thread that allocated it.
+  utid LONG,
+  -- `host`, `pinned`, `registered`, `device` or `managed`.
+  kind STRING,
+  -- Device of a GPU allocation (the current device at the call); NULL for host heap.
+  device LONG,
+  -- First byte.
+  addr LONG,
+  -- Size in bytes.
+  size LONG,
+  -- Start of the lifetime: end of the allocating call.
+  ts TIMESTAMP,
+  -- Lifetime; runs to trace_end() when never freed.
+  dur DURATION,
+  -- End of the lifetime: start of the freeing call; NULL when never freed.
+  end_ts TIMESTAMP,
+  -- 1 when never freed in the trace.
+  leaked BOOL,
+  -- Function that allocated it (`malloc`, `hipMalloc`, ...).
+  api STRING,
+  -- Slice of the allocating call (heap instant or API slice).
+  alloc_slice_id LONG,
+  -- Slice of the freeing call; NULL when never freed.
+  free_slice_id LONG
+) AS
+SELECT
+  a.alloc_id,
+  t.upid,
+  tt.utid,
+  IIF(a.category = 'memq.heap', 'host', EXTRACT_ARG(a.arg_set_id, 'debug.mem_kind')) AS kind,
+  IIF(a.category = 'memq.heap', NULL, EXTRACT_ARG(a.arg_set_id, 'debug.device')) AS device,
+  EXTRACT_ARG(a.arg_set_id, 'debug.ptr') AS addr,
+  EXTRACT_ARG(a.arg_set_id, 'debug.size') AS size,
+  a.ts,
+  IFNULL(e.ts, trace_end()) - a.ts AS dur,
+  e.ts AS end_ts,
+  e.ts IS NULL AS leaked,
+  a.name AS api,
+  a.slice_id AS alloc_slice_id,
+  e.slice_id AS free_slice_id
+FROM _memq_alloc_start a
+JOIN thread_track tt ON tt.id = a.track_id
+JOIN thread t USING (utid)
+LEFT JOIN _memq_alloc_end e USING (alloc_id)
+ORDER BY a.alloc_id;

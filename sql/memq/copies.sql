@@ -1,0 +1,195 @@
+-- Copies and memsets, normalised over every source memq reads.
+--
+-- Sources:
+-- * `lttng`: memq.copy / memq.set slices written by ctf2perfetto (one per
+--   successful call, on its stream track, same start and duration as the API call);
+--   they have addresses and the allocations holding their first bytes.
+-- * `kineto`: PyTorch-profiler JSON loaded directly (`gpu_memcpy` / `gpu_memset`
+--   slices). Kineto records no addresses: src, dst and the allocation columns are
+--   NULL, and only address-free figures (counts, bytes, time, bandwidth, staged)
+--   apply to them.
+--
+-- Decisions:
+-- * `pageable` says whether the HOST endpoint of a host<->device copy is pageable
+--   memory (the runtime stages it through a pinned buffer). LTTng: the host
+--   endpoint's first byte lies in a libc heap block or in no traced allocation
+--   (anything not pinned, registered or managed is pageable). Kineto: from the name,
+--   "(Pageable -> Device)" is 1, "(Pinned -> Device)" is 0, "(Host -> Device)"
+--   (ROCm) is NULL (unknown). NULL for copies that are not HtoD / DtoH.
+-- * Kineto direction is the 4 letters after "Memcpy " in the name (HtoD, DtoH,
+--   DtoD, HtoH, PtoP).
+
+INCLUDE PERFETTO MODULE memq.process;
+
+-- Every copy of the trace, from any source.
+CREATE PERFETTO TABLE memq_copy(
+  -- Slice id of the copy (memq.copy or gpu_memcpy slice).
+  id LONG,
+  -- Start of the call (LTTng) or of the device activity (Kineto).
+  ts TIMESTAMP,
+  -- Duration.
+  dur DURATION,
+  -- End: when the copy completes (the call's end for LTTng).
+  end_ts TIMESTAMP,
+  -- `lttng` or `kineto`.
+  source STRING,
+  -- Process that issued it (LTTng: of the API call; Kineto: of the slice's track).
+  upid LONG,
+  -- Thread that issued it (LTTng); Kineto: the track's thread.
+  utid LONG,
+  -- `debug.call_id` shared with the memq.api slice of the call; NULL for Kineto.
+  call_id LONG,
+  -- API function (`hipMemcpyAsync`, ...); Kineto: the event name.
+  api STRING,
+  -- `HtoD`, `DtoH`, `DtoD`, `HtoH` (Kineto also `PtoP`).
+  direction STRING,
+  -- Bytes copied (NULL when the source did not record them).
+  bytes LONG,
+  -- Destination address; NULL without addresses.
+  dst LONG,
+  -- Source address; NULL without addresses.
+  src LONG,
+  -- hipMemcpyKind / cudaMemcpyKind as passed; NULL for Kineto.
+  copy_kind LONG,
+  -- Stream handle (LTTng) or stream number (Kineto).
+  stream LONG,
+  -- Device.
+  device LONG,
+  -- Allocation holding the first destination byte; NULL when untracked.
+  dst_alloc_id LONG,
+  -- Allocation holding the first source byte; NULL when untracked.
+  src_alloc_id LONG,
+  -- Memory kind of the destination (`host`, `pinned`, ..., `untracked`).
+  dst_mem STRING,
+  -- Memory kind of the source.
+  src_mem STRING,
+  -- Host endpoint of a HtoD/DtoH copy is pageable (1), not (0), unknown/NA (NULL).
+  pageable BOOL
+) AS
+WITH lttng AS (
+  SELECT
+    s.id,
+    s.ts,
+    s.dur,
+    s.name AS direction,
+    EXTRACT_ARG(s.arg_set_id, 'debug.call_id') AS call_id,
+    EXTRACT_ARG(s.arg_set_id, 'debug.api') AS api,
+    EXTRACT_ARG(s.arg_set_id, 'debug.bytes') AS bytes,
+    EXTRACT_ARG(s.arg_set_id, 'debug.dst') AS dst,
+    EXTRACT_ARG(s.arg_set_id, 'debug.src') AS src,
+    EXTRACT_ARG(s.arg_set_id, 'debug.copy_kind') AS copy_kind,
+    EXTRACT_ARG(s.arg_set_id, 'debug.stream') AS stream,
+    EXTRACT_ARG(s.arg_set_id, 'debug.device') AS device,
+    EXTRACT_ARG(s.arg_set_id, 'debug.dst_alloc_id') AS dst_alloc_id,
+    EXTRACT_ARG(s.arg_set_id, 'debug.src_alloc_id') AS src_alloc_id,
+    EXTRACT_ARG(s.arg_set_id, 'debug.dst_mem') AS dst_mem,
+    EXTRACT_ARG(s.arg_set_id, 'debug.src_mem') AS src_mem
+  FROM slice s
+  WHERE s.category = 'memq.copy'
+),
+kineto AS (
+  SELECT
+    s.id,
+    s.ts,
+    s.dur,
+    s.name,
+    t.upid,
+    tt.utid,
+    SUBSTR(s.name, 8, 4) AS direction,
+    EXTRACT_ARG(s.arg_set_id, 'args.bytes') AS bytes,
+    EXTRACT_ARG(s.arg_set_id, 'args.stream') AS stream,
+    EXTRACT_ARG(s.arg_set_id, 'args.device') AS device
+  FROM slice s
+  LEFT JOIN thread_track tt ON tt.id = s.track_id
+  LEFT JOIN thread t USING (utid)
+  WHERE s.category = 'gpu_memcpy'
+)
+SELECT
+  l.id, l.ts, l.dur, l.ts + l.dur AS end_ts, 'lttng' AS source, c.upid, c.utid, l.call_id, l.api,
+  l.direction, l.bytes, l.dst, l.src, l.copy_kind, l.stream, l.device, l.dst_alloc_id, l.src_alloc_id,
+  l.dst_mem, l.src_mem,
+  CASE l.direction
+    WHEN 'HtoD' THEN l.src_mem IN ('host', 'untracked')
+    WHEN 'DtoH' THEN l.dst_mem IN ('host', 'untracked')
+  END AS pageable
+FROM lttng l
+LEFT JOIN _memq_api_call c USING (call_id)
+UNION ALL
+SELECT
+  k.id, k.ts, k.dur, k.ts + k.dur, 'kineto', k.upid, k.utid, NULL, k.name, k.direction, k.bytes,
+  NULL, NULL, NULL, k.stream, k.device, NULL, NULL, NULL, NULL,
+  CASE
+    WHEN k.direction NOT IN ('HtoD', 'DtoH') THEN NULL
+    WHEN k.name GLOB '*Pageable*' THEN 1
+    WHEN k.name GLOB '*Pinned*' THEN 0
+  END
+FROM kineto k
+ORDER BY id;
+
+-- Every memset of the trace, from any source.
+CREATE PERFETTO TABLE memq_set(
+  -- Slice id (memq.set or gpu_memset slice).
+  id LONG,
+  -- Start.
+  ts TIMESTAMP,
+  -- Duration.
+  dur DURATION,
+  -- End: when the write completes.
+  end_ts TIMESTAMP,
+  -- `lttng` or `kineto`.
+  source STRING,
+  -- Process that issued it.
+  upid LONG,
+  -- `debug.call_id` of the call; NULL for Kineto.
+  call_id LONG,
+  -- Bytes written.
+  bytes LONG,
+  -- First byte written; NULL without addresses.
+  dst LONG,
+  -- Stream.
+  stream LONG,
+  -- Device.
+  device LONG
+) AS
+SELECT
+  s.id, s.ts, s.dur, s.ts + s.dur AS end_ts, 'lttng' AS source, c.upid, c.call_id,
+  EXTRACT_ARG(s.arg_set_id, 'debug.bytes') AS bytes,
+  EXTRACT_ARG(s.arg_set_id, 'debug.dst') AS dst,
+  EXTRACT_ARG(s.arg_set_id, 'debug.stream') AS stream,
+  EXTRACT_ARG(s.arg_set_id, 'debug.device') AS device
+FROM slice s
+LEFT JOIN _memq_api_call c ON c.call_id = EXTRACT_ARG(s.arg_set_id, 'debug.call_id')
+WHERE s.category = 'memq.set'
+UNION ALL
+SELECT
+  s.id, s.ts, s.dur, s.ts + s.dur, 'kineto', t.upid, NULL,
+  EXTRACT_ARG(s.arg_set_id, 'args.bytes'), NULL,
+  EXTRACT_ARG(s.arg_set_id, 'args.stream'),
+  EXTRACT_ARG(s.arg_set_id, 'args.device')
+FROM slice s
+LEFT JOIN thread_track tt ON tt.id = s.track_id
+LEFT JOIN thread t USING (utid)
+WHERE s.category = 'gpu_memset'
+ORDER BY id;
+
+-- What the trace holds and which figures apply to it.
+CREATE PERFETTO TABLE memq_source(
+  -- `lttng`, `kineto`, or `none` when the trace holds no memory events.
+  source STRING,
+  -- 1 when copies carry addresses (duplicated, redundant classes and leaks apply).
+  has_addresses BOOL,
+  -- Copies from this source.
+  copies LONG,
+  -- Memsets from this source.
+  sets LONG
+) AS
+WITH src AS (
+  SELECT source, COUNT(*) AS copies, 0 AS sets FROM memq_copy GROUP BY source
+  UNION ALL
+  SELECT source, 0, COUNT(*) FROM memq_set GROUP BY source
+  UNION ALL
+  SELECT 'lttng', 0, 0
+  WHERE EXISTS (SELECT 1 FROM slice WHERE category IN ('memq.meta', 'memq.heap', 'memq.api'))
+)
+SELECT source, source = 'lttng' AS has_addresses, SUM(copies) AS copies, SUM(sets) AS sets
+FROM src GROUP BY source;

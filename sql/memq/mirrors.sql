@@ -1,0 +1,303 @@
+-- Mirrors: byte ranges whose content a copy duplicated, and how long each lasts.
+--
+-- DESIGN.md: when a copy completes, each destination byte holds the same content as
+-- the corresponding source byte; that pair stays a mirror until the first of: either
+-- byte's allocation ends (free, realloc), or a later write (copy destination or
+-- memset) covers either byte. Only sources with addresses (LTTng) have mirrors.
+--
+-- How: the address space of each process is cut into elementary segments at every
+-- boundary of a write range, a copy source range and an allocation that a copy
+-- touches. Every segment then has one history (the same writes cover all of its
+-- bytes, the same allocations hold them). A copy's mirror is cut into *pieces*: the
+-- overlaps of its destination segments with its source segments shifted into
+-- destination coordinates, so every byte of a piece ends its mirror at the same time.
+--
+-- Decisions (where DESIGN.md is silent):
+-- * A write takes effect at the end of its call; writes are ordered by (end, slice
+--   id). A free takes effect at the start of its call; at equal times frees come
+--   before writes.
+-- * The allocations of a byte are all allocations live at the copy's start that
+--   hold it (a registered range and the heap block under it both count); any of them
+--   ending ends the mirror. The *primary* one (for the split by allocation) is the
+--   first of device/managed, pinned, registered, host, the latest started within a
+--   kind.
+-- * A copy whose source and destination overlap still mirrors every byte.
+-- * Only the destination range of a 2D copy's `bytes` is modelled, as contiguous.
+-- * Upper bound: CPU and kernel writes are not traced, so a mirror may have ended
+--   earlier than shown.
+
+INCLUDE PERFETTO MODULE intervals.intersect;
+INCLUDE PERFETTO MODULE memq.allocations;
+INCLUDE PERFETTO MODULE memq.copies;
+
+-- Writes with addresses, in effect order (`ord`).
+CREATE PERFETTO TABLE _memq_write AS
+SELECT
+  ROW_NUMBER() OVER (ORDER BY end_ts, id) AS ord,
+  id,
+  upid,
+  call_id,
+  ts AS begin_ts,
+  end_ts AS t,
+  dst AS lo,
+  dst + bytes AS hi,
+  src - dst AS k,
+  is_copy,
+  direction
+FROM (
+  SELECT id, upid, call_id, ts, end_ts, dst, bytes, src, 1 AS is_copy, direction
+  FROM memq_copy WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
+  UNION ALL
+  SELECT id, upid, call_id, ts, end_ts, dst, bytes, NULL, 0, NULL
+  FROM memq_set WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
+)
+ORDER BY ord;
+
+CREATE PERFETTO INDEX _memq_write_idx ON _memq_write(ord);
+
+-- Address ranges to cut: destination ranges (rid = 2 * ord) and copy source ranges
+-- (rid = 2 * ord + 1), as intervals over addresses.
+CREATE PERFETTO TABLE _memq_range AS
+SELECT 2 * ord AS id, ord, 'dst' AS side, upid, lo AS ts, hi - lo AS dur, begin_ts
+FROM _memq_write
+UNION ALL
+SELECT 2 * ord + 1, ord, 'src', upid, lo + k, hi - lo, begin_ts
+FROM _memq_write WHERE is_copy
+ORDER BY id;
+
+-- Allocations as intervals over addresses.
+CREATE PERFETTO TABLE _memq_alloc_iv AS
+SELECT alloc_id AS id, addr AS ts, size AS dur, upid
+FROM memq_allocation WHERE size > 0 AND addr IS NOT NULL
+ORDER BY id;
+
+-- Allocations live at a range's copy start that overlap the range.
+CREATE PERFETTO TABLE _memq_range_alloc AS
+SELECT
+  r.id AS rid,
+  a.alloc_id,
+  a.addr AS a_lo,
+  a.addr + a.size AS a_hi,
+  a.kind,
+  a.ts AS a_start,
+  a.end_ts AS a_end,
+  CASE a.kind WHEN 'device' THEN 1 WHEN 'managed' THEN 1 WHEN 'pinned' THEN 2
+    WHEN 'registered' THEN 3 ELSE 4 END AS rank
+FROM _interval_intersect!((_memq_range, _memq_alloc_iv), (upid)) ii
+JOIN _memq_range r ON r.id = ii.id_0
+JOIN memq_allocation a ON a.alloc_id = ii.id_1
+WHERE a.ts <= r.begin_ts AND (a.end_ts IS NULL OR a.end_ts > r.begin_ts)
+ORDER BY rid;
+
+CREATE PERFETTO INDEX _memq_range_alloc_idx ON _memq_range_alloc(rid);
+
+-- Elementary segments: consecutive cut points of one process.
+CREATE PERFETTO TABLE _memq_segment AS
+WITH point AS (
+  SELECT upid, ts AS pos FROM _memq_range
+  UNION SELECT upid, ts + dur FROM _memq_range
+  UNION SELECT r.upid, ra.a_lo FROM _memq_range_alloc ra JOIN _memq_range r ON r.id = ra.rid
+    WHERE ra.a_lo > r.ts
+  UNION SELECT r.upid, ra.a_hi FROM _memq_range_alloc ra JOIN _memq_range r ON r.id = ra.rid
+    WHERE ra.a_hi < r.ts + r.dur
+),
+step AS (
+  SELECT upid, pos, LEAD(pos) OVER (PARTITION BY upid ORDER BY pos) AS next FROM point
+)
+SELECT ROW_NUMBER() OVER (ORDER BY upid, pos) AS id, upid, pos AS ts, next - pos AS dur
+FROM step WHERE next IS NOT NULL;
+
+-- Which segments each range covers.
+CREATE PERFETTO TABLE _memq_cover AS
+SELECT ii.id_0 AS rid, r.ord, r.side, ii.id_1 AS seg, ii.ts AS lo, ii.dur AS len
+FROM _interval_intersect!((_memq_range, _memq_segment), (upid)) ii
+JOIN _memq_range r ON r.id = ii.id_0;
+
+-- Per (write, destination segment): the writes before and after it on that segment.
+CREATE PERFETTO TABLE _memq_dst_cover AS
+SELECT
+  c.rid, c.ord, c.seg, c.lo, c.len,
+  LAG(c.ord) OVER win AS prev_ord,
+  LEAD(c.ord) OVER win AS next_ord
+FROM _memq_cover c
+WHERE c.side = 'dst'
+WINDOW win AS (PARTITION BY c.seg ORDER BY c.ord);
+
+-- Per (copy, source segment): the last write before it and the first after it on
+-- that segment (a copy's own destination write is neither).
+CREATE PERFETTO TABLE _memq_src_cover AS
+WITH ev AS (
+  SELECT rid, ord, seg, lo, len, 0 AS is_write FROM _memq_cover WHERE side = 'src'
+  UNION ALL
+  SELECT rid, ord, seg, lo, len, 1 FROM _memq_cover WHERE side = 'dst'
+),
+hist AS (
+  SELECT
+    *,
+    MAX(IIF(is_write, ord, NULL)) OVER (
+      PARTITION BY seg ORDER BY ord, is_write ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ) AS prev_ord,
+    MIN(IIF(is_write, ord, NULL)) OVER (
+      PARTITION BY seg ORDER BY ord DESC, is_write ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ) AS next_ord
+  FROM ev
+)
+SELECT rid, ord, seg, lo, len, prev_ord, next_ord FROM hist WHERE NOT is_write;
+
+-- Destination pieces of copies as intervals, partitioned by the copy's `ord`.
+CREATE PERFETTO TABLE _memq_dst_piece_iv AS
+SELECT ROW_NUMBER() OVER () AS id, c.lo AS ts, c.len AS dur, c.ord, c.rid, c.seg, c.prev_ord, c.next_ord
+FROM _memq_dst_cover c JOIN _memq_write w USING (ord)
+WHERE w.is_copy;
+
+-- Source segments shifted into destination coordinates, partitioned by `ord`.
+CREATE PERFETTO TABLE _memq_src_piece_iv AS
+SELECT ROW_NUMBER() OVER () AS id, c.lo - w.k AS ts, c.len AS dur, c.ord, c.rid, c.seg, c.prev_ord, c.next_ord
+FROM _memq_src_cover c JOIN _memq_write w USING (ord);
+
+-- Mirror pieces before their lifetimes: both segments and their neighbours.
+CREATE PERFETTO TABLE _memq_piece_raw AS
+SELECT
+  ROW_NUMBER() OVER (ORDER BY ii.ord, ii.ts) AS piece_id,
+  ii.ord,
+  ii.ts AS lo,
+  ii.dur AS len,
+  d.rid AS dst_rid,
+  s.rid AS src_rid,
+  d.prev_ord AS dst_prev_ord,
+  d.next_ord AS dst_next_ord,
+  s.prev_ord AS src_prev_ord,
+  s.next_ord AS src_next_ord
+FROM _interval_intersect!((_memq_dst_piece_iv, _memq_src_piece_iv), (ord)) ii
+JOIN _memq_dst_piece_iv d ON d.id = ii.id_0
+JOIN _memq_src_piece_iv s ON s.id = ii.id_1;
+
+-- Per piece and side: the allocations holding its bytes (at the copy's start).
+CREATE PERFETTO TABLE _memq_piece_side AS
+WITH held AS (
+  SELECT p.piece_id, 'dst' AS side, ra.* FROM _memq_piece_raw p
+  JOIN _memq_range_alloc ra ON ra.rid = p.dst_rid
+  WHERE ra.a_lo <= p.lo AND ra.a_hi >= p.lo + p.len
+  UNION ALL
+  SELECT p.piece_id, 'src', ra.* FROM _memq_piece_raw p
+  JOIN _memq_write w USING (ord)
+  JOIN _memq_range_alloc ra ON ra.rid = p.src_rid
+  WHERE ra.a_lo <= p.lo + w.k AND ra.a_hi >= p.lo + w.k + p.len
+),
+ranked AS (
+  SELECT *, ROW_NUMBER() OVER (
+    PARTITION BY piece_id, side ORDER BY rank, a_start DESC, alloc_id DESC) AS rn
+  FROM held
+)
+SELECT
+  piece_id,
+  side,
+  MIN(IFNULL(a_end, 9223372036854775807)) AS alloc_end,
+  MAX(kind = 'managed') AS managed,
+  MAX(IIF(rn = 1, alloc_id, NULL)) AS alloc_id
+FROM ranked
+GROUP BY piece_id, side;
+
+CREATE PERFETTO INDEX _memq_piece_side_idx ON _memq_piece_side(piece_id, side);
+
+-- Mirror pieces with their lifetimes (internal: zero-length ones included).
+CREATE PERFETTO TABLE _memq_piece AS
+WITH p AS (
+  SELECT
+    r.*,
+    w.id AS copy_id,
+    w.call_id,
+    w.upid,
+    w.t,
+    w.k,
+    w.direction,
+    IFNULL((SELECT t FROM _memq_write x WHERE x.ord = r.dst_next_ord), 9223372036854775807) AS dst_write_end,
+    IFNULL((SELECT t FROM _memq_write x WHERE x.ord = r.src_next_ord), 9223372036854775807) AS src_write_end,
+    IFNULL(ds.alloc_end, 9223372036854775807) AS dst_alloc_end,
+    IFNULL(ss.alloc_end, 9223372036854775807) AS src_alloc_end,
+    ds.alloc_id AS dst_alloc_id,
+    ss.alloc_id AS src_alloc_id,
+    IFNULL(ds.managed, 0) OR IFNULL(ss.managed, 0) AS managed
+  FROM _memq_piece_raw r
+  JOIN _memq_write w USING (ord)
+  LEFT JOIN _memq_piece_side ds ON ds.piece_id = r.piece_id AND ds.side = 'dst'
+  LEFT JOIN _memq_piece_side ss ON ss.piece_id = r.piece_id AND ss.side = 'src'
+)
+SELECT
+  *,
+  MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end) AS end_raw,
+  MIN(dst_alloc_end, src_alloc_end) AS alloc_end
+FROM p
+ORDER BY ord, lo;
+
+CREATE PERFETTO INDEX _memq_piece_idx ON _memq_piece(ord, lo);
+
+-- Per piece: whether its pair was already a mirror just before the copy completed.
+-- repeat: the last write of the destination bytes was a copy from the same source
+-- bytes, still alive; round trip: the last write of the source bytes was a copy from
+-- these destination bytes, still alive.
+CREATE PERFETTO TABLE _memq_piece_history AS
+SELECT
+  p.piece_id,
+  EXISTS (
+    SELECT 1 FROM _memq_piece q
+    WHERE q.ord = p.dst_prev_ord AND q.lo = p.lo AND q.k = p.k
+      AND q.alloc_end > p.t AND IFNULL(q.src_next_ord, p.ord) >= p.ord
+  ) AS is_repeat,
+  EXISTS (
+    SELECT 1 FROM _memq_piece q
+    WHERE q.ord = p.src_prev_ord AND q.lo = p.lo + p.k AND q.k = -p.k
+      AND q.alloc_end > p.t AND IFNULL(q.src_next_ord, p.ord) >= p.ord
+      AND IFNULL(q.dst_next_ord, p.ord) >= p.ord
+  ) AS is_round_trip
+FROM _memq_piece p;
+
+-- Mirror intervals: pieces of copies whose bytes stay duplicated for a while.
+CREATE PERFETTO TABLE memq_mirror(
+  -- Piece id.
+  id LONG,
+  -- Slice id of the memq.copy slice that made it.
+  copy_id LONG,
+  -- `debug.call_id` of the copy (joins to the API call, its thread and call site).
+  call_id LONG,
+  -- Process.
+  upid LONG,
+  -- First destination byte.
+  dst LONG,
+  -- First source byte.
+  src LONG,
+  -- Number of bytes (destination bytes counted once).
+  bytes LONG,
+  -- When the mirror starts: the copy's end.
+  ts TIMESTAMP,
+  -- How long it lasts; to trace_end() when still alive at the end.
+  dur DURATION,
+  -- When it ends; NULL when alive at the end of the trace.
+  end_ts TIMESTAMP,
+  -- Direction of the copy that made it.
+  direction STRING,
+  -- Primary allocation holding the destination bytes; NULL when untracked.
+  dst_alloc_id LONG,
+  -- Primary allocation holding the source bytes; NULL when untracked.
+  src_alloc_id LONG,
+  -- 1 when the source bytes lie in no traced allocation.
+  untracked_source BOOL
+) AS
+SELECT
+  p.piece_id AS id,
+  p.copy_id,
+  p.call_id,
+  p.upid,
+  p.lo AS dst,
+  p.lo + p.k AS src,
+  p.len AS bytes,
+  p.t AS ts,
+  IIF(p.end_raw = 9223372036854775807, trace_end(), p.end_raw) - p.t AS dur,
+  IIF(p.end_raw = 9223372036854775807, NULL, p.end_raw) AS end_ts,
+  p.direction,
+  p.dst_alloc_id,
+  p.src_alloc_id,
+  p.src_alloc_id IS NULL AS untracked_source
+FROM _memq_piece p
+WHERE p.end_raw > p.t
+ORDER BY p.t, p.lo;

@@ -1,0 +1,307 @@
+"""Reference implementation of DESIGN.md "What the numbers mean", for the tests only.
+
+Plain Python, byte by byte, on raw event rows (dicts with EventBatch columns, `api` as
+a name): it never looks at the converter's allocation ids or resolved endpoints, so it
+checks the SQL package `memq` independently. Small address spaces only.
+
+It follows the same written decisions as the SQL modules (sql/memq/*.sql doc comments):
+* allocation lifetime [end of allocating call, start of freeing call); address spaces
+  per (pid, class) with the classes of ctf2perfetto/model.py (libc heap, device+managed,
+  pinned, registered); a start where a live allocation of the same space starts ends it;
+* a byte's allocations are all allocations live at the copy's start that hold it; its
+  *primary* allocation is the one of the first class in (device, pinned, registered,
+  host) order (the latest started within a class);
+* writes take effect at the end of their call; effects are applied in time order, frees
+  at the start of their call (the generated logs have distinct effect times);
+* classes per byte: repeat / round trip first, then managed endpoint, then unified;
+* prorated time = floor(dur * class_bytes / bytes) (float arithmetic, as in SQL);
+  wall-clock time = length of the union of [start, start + prorated).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ctf2perfetto.events import EventKind, MemKind
+
+K = EventKind
+CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4
+CLASS_PRIORITY = (CLS_DEVICE, CLS_PINNED, CLS_REGISTERED, CLS_HOST)
+MEM_NAME = {MemKind.HOST: "host", MemKind.PINNED: "pinned", MemKind.REGISTERED: "registered",
+            MemKind.DEVICE: "device", MemKind.MANAGED: "managed", MemKind.UNKNOWN: "device"}
+MEM_CLASS = {"host": CLS_HOST, "pinned": CLS_PINNED, "registered": CLS_REGISTERED, "device": CLS_DEVICE,
+             "managed": CLS_DEVICE}
+KIND_DIRECTION = {0: "HtoH", 1: "HtoD", 2: "DtoH", 3: "DtoD", 1024: "DtoD"}
+CLASSES = ("repeat", "round_trip", "managed", "unified")
+
+
+@dataclass
+class Alloc:
+    index: int
+    pid: int
+    cls: int
+    mem: str
+    addr: int
+    size: int
+    start: int
+    end: int | None = None
+
+    def holds(self, pid: int, byte: int, when: int) -> bool:
+        return (self.pid == pid and self.addr <= byte < self.addr + self.size and self.start <= when
+                and (self.end is None or self.end > when))
+
+
+@dataclass
+class Write:
+    index: int  # row index in the log
+    pid: int
+    tid: int
+    begin: int
+    end: int
+    dst: int
+    nbytes: int
+    src: int | None  # None for a memset
+    copy_kind: int
+    stream: int
+    device: int
+    direction: str | None = None
+    pageable: bool = False
+    repeat: int = 0
+    round_trip: int = 0
+    managed: int = 0
+    unified: int = 0
+
+
+@dataclass
+class Mirror:
+    pid: int
+    dst: int
+    src: int
+    copy: int  # Write.index of the copy that made it
+    start: int
+    direction: str
+    dst_alloc: int | None  # primary allocation of the destination byte (Alloc.index)
+    untracked_source: bool
+    allocs: frozenset[int] = frozenset()  # every allocation holding either byte
+    end: int | None = None
+
+
+@dataclass
+class Oracle:
+    allocs: list[Alloc] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
+    mirrors: list[Mirror] = field(default_factory=list)
+
+    # -- allocations ---------------------------------------------------------------------
+    def holding(self, pid: int, byte: int, when: int) -> list[Alloc]:
+        return [a for a in self.allocs if a.holds(pid, byte, when)]
+
+    def primary(self, pid: int, byte: int, when: int) -> Alloc | None:
+        held = self.holding(pid, byte, when)
+        for cls in CLASS_PRIORITY:
+            same = [a for a in held if a.cls == cls]
+            if same:
+                return max(same, key=lambda a: (a.start, a.index))
+        return None
+
+
+def _free_class(kind: int, api: str) -> int:
+    if kind == K.FREE or kind == K.REALLOC:
+        return CLS_HOST
+    if kind == K.GPU_UNREGISTER:
+        return CLS_REGISTERED
+    return CLS_PINNED if ("HostFree" in api or "FreeHost" in api) else CLS_DEVICE
+
+
+def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset()) -> Oracle:
+    """Run the definitions over a log; `unified_devices` holds (pid, device) pairs."""
+    o = Oracle()
+    live: dict[tuple[int, int, int], Alloc] = {}
+
+    def end_alloc(pid: int, cls: int, addr: int, when: int) -> None:
+        alloc = live.pop((pid, cls, addr), None)
+        if alloc is not None:
+            alloc.end = when
+
+    def start_alloc(pid: int, mem: str, addr: int, size: int, when: int) -> None:
+        cls = MEM_CLASS[mem]
+        end_alloc(pid, cls, addr, when)  # a lost free: the new start replaces it
+        alloc = Alloc(len(o.allocs), pid, cls, mem, addr, size, when)
+        o.allocs.append(alloc)
+        live[(pid, cls, addr)] = alloc
+
+    for i, r in enumerate(rows):
+        kind, pid, ptr = r["kind"], r["pid"], r.get("ptr", 0)
+        ok = r.get("result", 0) == 0
+        begin, end = r.get("begin", r["ts"]), r["ts"]
+        if kind in (K.MALLOC, K.CALLOC, K.MEMALIGN) and ptr:
+            start_alloc(pid, "host", ptr, r["size"], end)
+        elif kind == K.POSIX_MEMALIGN and ok and ptr:
+            start_alloc(pid, "host", ptr, r["size"], end)
+        elif kind == K.REALLOC:
+            old = r.get("src", 0)
+            if old and (ptr or r["size"] == 0):
+                end_alloc(pid, CLS_HOST, old, begin)
+            if ptr:
+                start_alloc(pid, "host", ptr, r["size"], end)
+        elif kind == K.FREE and ptr:
+            end_alloc(pid, CLS_HOST, ptr, begin)
+        elif kind in (K.GPU_ALLOC, K.GPU_REGISTER) and ok and ptr:
+            mem = "registered" if kind == K.GPU_REGISTER else MEM_NAME[MemKind(r["mem"])]
+            start_alloc(pid, mem, ptr, r["size"], end)
+        elif kind in (K.GPU_FREE, K.GPU_UNREGISTER) and ok and ptr:
+            end_alloc(pid, _free_class(kind, r.get("api", "")), ptr, begin)
+        elif kind in (K.GPU_COPY, K.GPU_SET) and ok:
+            o.writes.append(Write(i, pid, r.get("tid", pid), begin, end, ptr, r["size"],
+                                  r.get("src", 0) if kind == K.GPU_COPY else None, r.get("copy_kind", -1),
+                                  r.get("stream", 0), r.get("device", 0)))
+    for w in o.writes:
+        if w.src is not None:
+            _endpoints(o, w, unified_devices)
+    _mirrors(o)
+    return o
+
+
+def _endpoints(o: Oracle, w: Write, unified_devices) -> None:
+    dst_a = o.primary(w.pid, w.dst, w.begin)
+    src_a = o.primary(w.pid, w.src, w.begin)
+    side = {None: "H"}
+    side_of = lambda a: side[None] if a is None else ("D" if a.mem in ("device", "managed") else "H")  # noqa: E731
+    if w.copy_kind == 4:
+        w.direction = f"{side_of(src_a)}to{side_of(dst_a)}"
+    else:
+        w.direction = KIND_DIRECTION[w.copy_kind]
+    pageable = lambda a: a is None or a.mem == "host"  # noqa: E731
+    w.pageable = (w.direction == "HtoD" and pageable(src_a)) or (w.direction == "DtoH" and pageable(dst_a))
+    w.unified_device = (w.pid, w.device) in unified_devices  # type: ignore[attr-defined]
+
+
+def _mirrors(o: Oracle) -> None:
+    # Effects in time order: frees at their time, writes at their end (ties: frees first, then log order).
+    effects: list[tuple[int, int, int, object]] = []
+    for a in o.allocs:
+        if a.end is not None:
+            effects.append((a.end, 0, a.index, a))
+    for w in o.writes:
+        effects.append((w.end, 1, w.index, w))
+    effects.sort(key=lambda e: e[:3])
+    active: dict[tuple[int, int], Mirror] = {}  # (pid, dst byte) -> mirror
+    by_src: dict[tuple[int, int], set[int]] = defaultdict(set)  # (pid, src byte) -> dst bytes
+
+    def close(m: Mirror, when: int) -> None:
+        m.end = when
+        del active[(m.pid, m.dst)]
+        by_src[(m.pid, m.src)].discard(m.dst)
+
+    for when, _, _, ev in effects:
+        if isinstance(ev, Alloc):
+            for m in [m for m in active.values() if ev.index in m.allocs]:
+                close(m, when)
+            continue
+        w: Write = ev
+        pid = w.pid
+        if w.src is not None:
+            for i in range(w.nbytes):
+                d, s = w.dst + i, w.src + i
+                held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
+                m = active.get((pid, d))
+                back = active.get((pid, s))
+                if m is not None and m.src == s:
+                    w.repeat += 1
+                elif back is not None and back.src == d:
+                    w.round_trip += 1
+                elif any(a.mem == "managed" for a in held):
+                    w.managed += 1
+                elif w.direction in ("HtoD", "DtoH") and w.unified_device:  # type: ignore[attr-defined]
+                    w.unified += 1
+        for i in range(w.nbytes):
+            y = w.dst + i
+            if (pid, y) in active:
+                close(active[(pid, y)], when)
+            for d in list(by_src.get((pid, y), ())):
+                close(active[(pid, d)], when)
+        if w.src is None:
+            continue
+        for i in range(w.nbytes):
+            d, s = w.dst + i, w.src + i
+            held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
+            dst_a = o.primary(pid, d, w.begin)
+            m = Mirror(pid, d, s, w.index, when, w.direction, None if dst_a is None else dst_a.index,
+                       not o.holding(pid, s, w.begin), frozenset(a.index for a in held))
+            o.mirrors.append(m)
+            if any(a.end is not None and a.end <= when for a in held):
+                m.end = when  # an allocation it lives in ended before the copy completed
+                continue
+            active[(pid, d)] = m
+            by_src[(pid, s)].add(d)
+
+
+# -- figures -----------------------------------------------------------------------------
+def counter_figures(mirrors: list[Mirror], window: tuple[int, int]) -> dict:
+    """Peak, first time of the peak, and byte*ns integral over `window` of a mirror set."""
+    lo, hi = window
+    deltas: dict[int, int] = defaultdict(int)
+    for m in mirrors:
+        end = hi if m.end is None else m.end
+        if end > m.start:
+            deltas[m.start] += 1
+            deltas[end] -= 1
+    value, peak, peak_ts, integral, prev_t = 0, 0, None, 0, None
+    for t in sorted(deltas):
+        if prev_t is not None:
+            integral += value * (min(t, hi) - max(prev_t, lo)) if min(t, hi) > max(prev_t, lo) else 0
+        value += deltas[t]
+        if value > peak:
+            peak, peak_ts = value, t
+        prev_t = t
+    return {"peak": peak, "peak_ts": peak_ts, "integral": integral}
+
+
+def duplicated_groups(o: Oracle, window: tuple[int, int]) -> dict[tuple, dict]:
+    """Counter figures per group: ('total',), ('process', pid), ('direction', pid, dir),
+    ('allocation', pid, (addr, start) or None), ('untracked_source', pid, flag)."""
+    groups: dict[tuple, list[Mirror]] = defaultdict(list)
+    for m in o.mirrors:
+        groups[("total",)].append(m)
+        groups[("process", m.pid)].append(m)
+        groups[("direction", m.pid, m.direction)].append(m)
+        a = None if m.dst_alloc is None else o.allocs[m.dst_alloc]
+        groups[("allocation", m.pid, None if a is None else (a.addr, a.start))].append(m)
+        groups[("untracked_source", m.pid, m.untracked_source)].append(m)
+    return {key: counter_figures(ms, window) for key, ms in groups.items()}
+
+
+def prorated(w: Write, nbytes: int) -> int:
+    return int(float(w.end - w.begin) * nbytes / w.nbytes) if w.nbytes else 0
+
+
+def union_length(intervals: list[tuple[int, int]]) -> int:
+    total, cur_lo, cur_hi = 0, None, None
+    for lo, hi in sorted(i for i in intervals if i[1] > i[0]):
+        if cur_hi is None or lo > cur_hi:
+            if cur_hi is not None:
+                total += cur_hi - cur_lo
+            cur_lo, cur_hi = lo, hi
+        else:
+            cur_hi = max(cur_hi, hi)
+    if cur_hi is not None:
+        total += cur_hi - cur_lo
+    return total
+
+
+def redundant_totals(o: Oracle, pid: int | None = None) -> dict[str, dict]:
+    """Per class (and 'redundant' = all classes, 'staged'): count, bytes, time, wall."""
+    copies = [w for w in o.writes if w.src is not None and (pid is None or w.pid == pid)]
+    out = {}
+    for cls in CLASSES + ("redundant",):
+        def nbytes(w: Write) -> int:
+            return w.repeat + w.round_trip + w.managed + w.unified if cls == "redundant" else getattr(w, cls)
+        hit = [w for w in copies if nbytes(w) > 0]
+        out[cls] = {"count": len(hit), "bytes": sum(nbytes(w) for w in hit),
+                    "time": sum(prorated(w, nbytes(w)) for w in hit),
+                    "wall": union_length([(w.begin, w.begin + prorated(w, nbytes(w))) for w in hit])}
+    staged = [w for w in copies if w.pageable]
+    out["staged"] = {"count": len(staged), "bytes": sum(w.nbytes for w in staged),
+                     "time": sum(w.end - w.begin for w in staged),
+                     "wall": union_length([(w.begin, w.end) for w in staged])}
+    return out
