@@ -1,0 +1,65 @@
+"""The trace's ClockSnapshot: how LTTng's monotonic timestamps reach wall-clock time.
+
+LTTng stamps events with CLOCK_MONOTONIC. The trace declares REALTIME as the
+primary trace clock and gives trace_processor one (MONOTONIC, REALTIME[, BOOTTIME])
+correspondence, so it converts every LTTng packet (timestamp_clock_id MONOTONIC)
+itself and other sources (Kineto: REALTIME ns) join on the same timeline.
+
+The correspondence comes from the recorder's back-to-back clock readings
+(memq-record.json, memq:clock events) when the trace has them, otherwise from
+the CTF clock class offset (REALTIME - MONOTONIC at session start, as LTTng
+measured it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from .events import TraceInfo
+
+MONOTONIC = pb.BUILTIN_CLOCK_MONOTONIC
+REALTIME = pb.BUILTIN_CLOCK_REALTIME
+BOOTTIME = pb.BUILTIN_CLOCK_BOOTTIME
+CLOCK_SEQUENCE_ID = 2  # the snapshot's own packet sequence (it uses no incremental state)
+
+
+@dataclass(frozen=True)
+class ClockCorrespondence:
+    """One instant read on several clocks (ns)."""
+
+    monotonic: int
+    realtime: int
+    boottime: int | None
+    source: str  # "recorder" (clock readings) or "ctf clock offset"
+
+    def realtime_of(self, monotonic_ns: int) -> int:
+        """Wall-clock ns of a monotonic timestamp."""
+        return monotonic_ns + self.realtime - self.monotonic
+
+
+def correspondence(info: TraceInfo, first_ts: int) -> ClockCorrespondence:
+    """The clock correspondence for a trace whose first event is at monotonic `first_ts`."""
+    readings = [r for r in info.clock_readings if "monotonic" in r and "realtime" in r]
+    if readings:
+        start = next((r for r in readings if r.get("where") == "start"), readings[0])
+        boottime = start.get("boottime")
+        return ClockCorrespondence(int(start["monotonic"]), int(start["realtime"]),
+                                   None if boottime is None else int(boottime), "recorder")
+    return ClockCorrespondence(first_ts, first_ts + info.clock_offset_ns, None, "ctf clock offset")
+
+
+def snapshot_packet(clock: ClockCorrespondence) -> pb.TracePacket:
+    """Packet 0 of the trace: the snapshot alone, REALTIME as the primary trace clock."""
+    packet = pb.TracePacket()
+    packet.trusted_packet_sequence_id = CLOCK_SEQUENCE_ID
+    snap = packet.clock_snapshot
+    snap.primary_trace_clock = REALTIME
+    values = [(MONOTONIC, clock.monotonic), (REALTIME, clock.realtime)]
+    if clock.boottime is not None:
+        values.append((BOOTTIME, clock.boottime))
+    for clock_id, value in values:
+        entry = snap.clocks.add()
+        entry.clock_id = clock_id
+        entry.timestamp = value
+    return packet

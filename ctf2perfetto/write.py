@@ -1,0 +1,893 @@
+"""EventBatches -> a Perfetto protobuf trace laid out as docs/TRACE_FORMAT.md says.
+
+Bulk events (heap instants, API and copy slices, counter samples) are encoded
+from columns by native/encode.c; the few structural packets (clock snapshot,
+interned names, track descriptors) use the perfetto package's protos.
+
+The body is streamed to a temporary file. When the last batch is read, the final
+file is assembled: the clock snapshot (packet 0, which needs the complete
+TraceInfo), the sequence's state-clearing packet, the track descriptors, then the
+body, where each allocation event that a copy touched gets its copy -> allocation
+flow ids appended in place (encode.c leaves those packets patchable), then
+`extra_packets`. The result is renamed over `out` only on success.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from . import __version__, clocks
+from .errors import MemqError
+from .events import HEAP_KINDS, EventBatch, EventKind, MemKind, TraceInfo
+from .model import CNT_DEVICE, COUNTER_NAMES, MemoryModel, split_counter_key
+from .paths import native_library
+
+SEQ = 1  # trusted_packet_sequence_id of every memq event packet
+# Track descriptors go on a sequence of their own: trace_processor makes the last thread
+# descriptor of a sequence that sequence's default thread, which would leak into events
+# on non-thread tracks (copies, memq) as a `legacy_event.passthrough_utid` arg.
+DESCRIPTOR_SEQ = 3
+TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
+ARG_INT, ARG_UINT, ARG_POINTER, ARG_STRING = 0, 1, 2, 3
+_ALLOC_FLOW = 1 << 56  # flow id = tag | alloc_id (allocation -> free)
+_COPY_FLOW = 2 << 56  # flow id = tag | n (allocation -> copy)
+_MEM_NAMES = {MemKind.UNKNOWN: "untracked", MemKind.HOST: "host", MemKind.PINNED: "pinned",
+              MemKind.REGISTERED: "registered", MemKind.DEVICE: "device", MemKind.MANAGED: "managed"}
+_COPY_DIRECTIONS = {0: "HtoH", 1: "HtoD", 2: "DtoH", 3: "DtoD", 1024: "DtoD"}
+_GPU_OPS = {EventKind.GPU_ALLOC: "alloc", EventKind.GPU_FREE: "free", EventKind.GPU_REGISTER: "register",
+            EventKind.GPU_UNREGISTER: "unregister", EventKind.GPU_COPY: "copy", EventKind.GPU_SET: "set",
+            EventKind.GPU_PREFETCH: "prefetch", EventKind.GPU_ADVISE: "advise", EventKind.GPU_SYNC: "sync",
+            EventKind.GPU_SET_DEVICE: "set_device"}
+
+
+# -- track uuids (deterministic, shared with other writers of memq traces) -------------------
+@lru_cache(maxsize=None)
+def _uuid(*parts: object) -> int:
+    digest = hashlib.blake2b("/".join(map(str, ("memq",) + parts)).encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") & ((1 << 63) - 1)) or 1
+
+
+def process_track_uuid(pid: int) -> int:
+    """uuid of the process track of `pid`."""
+    return _uuid("process", pid)
+
+
+def thread_track_uuid(pid: int, tid: int) -> int:
+    """uuid of the thread track of (`pid`, `tid`)."""
+    return _uuid("thread", pid, tid)
+
+
+def _gpu_track_uuid(device: int) -> int:
+    return _uuid("gpu", device)
+
+
+def _stream_track_uuid(device: int, runtime: str, stream: int, lane: int) -> int:
+    return _uuid("stream", device, runtime, stream, lane)
+
+
+def _counter_track_uuid(key: int) -> int:
+    return _uuid("counter", key)
+
+
+def _memq_track_uuid(lane: int = 0) -> int:
+    return _uuid("memq-track", lane)
+
+
+@dataclass
+class ConvertSummary:
+    """What a conversion wrote."""
+
+    events: dict[str, int] = field(default_factory=dict)  # by EventKind name (lower case)
+    processes: int = 0
+    threads: int = 0
+    allocations: int = 0
+    unmatched_frees: int = 0
+    replaced_allocations: int = 0  # allocations started over a live one (their free was not traced)
+    lost_events: int = 0
+    lost_packets: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    clock_source: str = ""  # "recorder" or "ctf clock offset"
+    output: str = ""
+    output_bytes: int = 0
+    trace_duration_ns: int = 0  # last event - first event
+    elapsed_s: float = 0.0  # wall-clock time the conversion took
+
+    @property
+    def total_events(self) -> int:
+        return sum(self.events.values())
+
+
+# -- native encoder ------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _encoder() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(native_library("libmemqencode.so")))
+    lib.memq_encode.restype = ctypes.c_int64
+    lib.memq_encode.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 11 + [ctypes.c_int64] + \
+        [ctypes.c_void_p] * 4 + [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+    lib.memq_encode_bound.restype = ctypes.c_int64
+    lib.memq_encode_bound.argtypes = [ctypes.c_int64]
+    return lib
+
+
+def _ptr(array: np.ndarray | None, dtype) -> tuple[int | None, np.ndarray | None]:
+    if array is None:
+        return None, None
+    array = np.ascontiguousarray(array, dtype=dtype)
+    return array.ctypes.data, array
+
+
+@dataclass
+class _Table:
+    """Track events sharing one argument schema, to be encoded in one native call."""
+
+    ts: np.ndarray
+    track: np.ndarray
+    type: np.ndarray
+    name_iid: np.ndarray | None = None
+    cat_iid: np.ndarray | None = None
+    flow_out: np.ndarray | None = None
+    flow_in: np.ndarray | None = None
+    counter: np.ndarray | None = None
+    xc_track: np.ndarray | None = None
+    xc_value: np.ndarray | None = None
+    pad: np.ndarray | None = None
+    # (name iid, ARG_* type, uint64 values, bool presence)
+    args: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def take(self, order: np.ndarray) -> "_Table":
+        pick = (lambda a: None if a is None else a[order])
+        return _Table(self.ts[order], self.track[order], self.type[order], pick(self.name_iid), pick(self.cat_iid),
+                      pick(self.flow_out), pick(self.flow_in), pick(self.counter), pick(self.xc_track),
+                      pick(self.xc_value), pick(self.pad), [(n, t, v[order], p[order]) for n, t, v, p in self.args])
+
+    def encode(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes as a uint8 array, offset of each row's packet in it)."""
+        lib = _encoder()
+        n = len(self.ts)
+        nargs = len(self.args)
+        keep = []  # holds converted arrays alive during the call
+
+        def p(array, dtype):
+            address, converted = _ptr(array, dtype)
+            keep.append(converted)
+            return address
+
+        if nargs:
+            values = np.empty((n, nargs), np.uint64)
+            present = np.empty((n, nargs), np.uint8)
+            for j, (_, _, v, pr) in enumerate(self.args):
+                values[:, j] = v
+                present[:, j] = pr
+        else:
+            values = np.zeros(1, np.uint64)
+            present = np.zeros(1, np.uint8)
+        names = np.array([a[0] for a in self.args] or [0], np.uint32)
+        types = np.array([a[1] for a in self.args] or [0], np.uint8)
+        out = np.empty(max(1, n * lib.memq_encode_bound(nargs)), np.uint8)
+        offsets = np.empty(max(1, n), np.int64)
+        written = lib.memq_encode(
+            n, p(self.ts, np.int64), p(self.track, np.uint64), p(self.type, np.uint8), p(self.name_iid, np.uint32),
+            p(self.cat_iid, np.uint32), p(self.flow_out, np.uint64), p(self.flow_in, np.uint64),
+            p(self.counter, np.int64), p(self.xc_track, np.uint64), p(self.xc_value, np.int64),
+            p(self.pad, np.uint8), nargs, p(names, np.uint32), p(types, np.uint8), p(values, np.uint64),
+            p(present, np.uint8), SEQ, out.ctypes.data, offsets.ctypes.data)
+        return out[:written], offsets[:n]
+
+
+def _arg_values(values: np.ndarray) -> np.ndarray:
+    """Any integer column as uint64 bits (negative ints as two's complement, as int_value wants)."""
+    return np.ascontiguousarray(values).astype(np.int64, copy=False).view(np.uint64) \
+        if values.dtype.kind == "i" else values.astype(np.uint64, copy=False)
+
+
+# -- interning -------------------------------------------------------------------------------
+class _Interner:
+    """Interned names of the memq sequence; new entries go out in the next interned-data packet."""
+
+    KINDS = ("event_categories", "event_names", "debug_annotation_names", "debug_annotation_string_values")
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[str, int]] = {k: {} for k in self.KINDS}
+        self.pending: list[tuple[str, int, str]] = []
+
+    def iid(self, kind: str, text: str) -> int:
+        table = self.tables[kind]
+        iid = table.get(text)
+        if iid is None:
+            iid = table[text] = len(table) + 1
+            self.pending.append((kind, iid, text))
+        return iid
+
+    def iids(self, kind: str, texts: Iterable[str]) -> np.ndarray:
+        return np.array([self.iid(kind, t) for t in texts] or [0], np.uint32)
+
+    def packet(self) -> pb.TracePacket | None:
+        """Interned-data packet with the entries not yet written, or None."""
+        if not self.pending:
+            return None
+        packet = pb.TracePacket()
+        packet.trusted_packet_sequence_id = SEQ
+        packet.sequence_flags = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+        data = packet.interned_data
+        for kind, iid, text in self.pending:
+            entry = getattr(data, kind).add()
+            entry.iid = iid
+            if kind == "debug_annotation_string_values":
+                entry.str = text.encode()
+            else:
+                entry.name = text
+        self.pending.clear()
+        return packet
+
+
+def _record(packet: pb.TracePacket) -> bytes:
+    """One `Trace.packet` record."""
+    body = packet.SerializeToString()
+    return b"\x0a" + _varint(len(body)) + body
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varint4(value: int) -> bytes:
+    return bytes([(value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, ((value >> 14) & 0x7F) | 0x80,
+                  (value >> 21) & 0x7F])
+
+
+# -- the writer ----------------------------------------------------------------------------------
+class _Lanes:
+    """Greedy lanes: a slice goes on the first lane free at its start (one open slice per track)."""
+
+    def __init__(self) -> None:
+        self.ends: dict[object, list[int]] = {}
+
+    def assign(self, key: object, begin: int, end: int) -> int:
+        ends = self.ends.setdefault(key, [])
+        for lane, last in enumerate(ends):
+            if last <= begin:
+                ends[lane] = end
+                return lane
+        ends.append(end)
+        return len(ends) - 1
+
+
+class _TraceWriter:
+    def __init__(self, body) -> None:
+        self.body = body
+        self.pos = 0
+        self.model = MemoryModel()
+        self.interner = _Interner()
+        self.patches: list[tuple[int, int]] = []  # (body offset of an allocation packet, copy flow id)
+        self.next_copy_flow = 1
+        self.next_call_id = 1
+        self.first_ts: int | None = None
+        self.last_ts = 0
+        self.events: dict[str, int] = {}
+        self.threads: set[tuple[int, int]] = set()
+        self.counters: set[int] = set()
+        self.gpus: set[int] = set()
+        self.streams: dict[int, tuple[int, str, int, int]] = {}  # uuid -> (device, runtime, stream, lane)
+        self.copy_lanes = _Lanes()
+        self.lost_lanes = _Lanes()
+        self.memq_lanes = 1
+        self.api_names: list[str] = []
+        self.heap_cat = self.interner.iid("event_categories", "memq.heap")
+        self.heap_names = {k: self.interner.iid("event_names", k.name.lower())
+                           for k in (*HEAP_KINDS, EventKind.FREE)}
+
+    # -- output ----------------------------------------------------------------------------
+    def _write(self, data) -> int:
+        start = self.pos
+        self.body.write(data)
+        self.pos += len(data)
+        return start
+
+    def _flush_interned(self) -> None:
+        packet = self.interner.packet()
+        if packet is not None:
+            self._write(_record(packet))
+
+    def _emit(self, table: _Table, slices: bool = False) -> np.ndarray:
+        """Encode and write a table; each row's packet offset in the body back.
+
+        A slice table holds [all BEGINs, all ENDs] (rows i and i + n/2 are one slice).
+        It goes out in time order with, at equal times, the ENDs of earlier slices
+        first and BEGINs last, but a zero-length slice's END right after its BEGIN, so
+        every END closes its own slice.
+        """
+        if len(table.ts) == 0:
+            return np.zeros(0, np.int64)
+        self._flush_interned()
+        order = None
+        if slices:
+            half = len(table.ts) // 2
+            pair = np.tile(np.arange(half), 2)
+            is_end = np.arange(2 * half) >= half
+            zero_len = is_end & (table.ts == np.tile(table.ts[:half], 2))
+            rank = np.where(is_end & ~zero_len, 0, 1)
+            order = np.lexsort((is_end, pair, rank, table.ts))
+            table = table.take(order)
+        data, offsets = table.encode()
+        base = self._write(memoryview(data))
+        offsets = offsets + base
+        if order is not None:
+            unsorted = np.empty_like(offsets)
+            unsorted[order] = offsets
+            offsets = unsorted
+        return offsets
+
+    def _str(self, text: str) -> int:
+        return self.interner.iid("debug_annotation_string_values", text)
+
+    def _arg(self, name: str) -> int:
+        return self.interner.iid("debug_annotation_names", name)
+
+    # -- per batch -------------------------------------------------------------------------------
+    def add(self, batch: EventBatch) -> None:
+        n = len(batch)
+        if n == 0:
+            return
+        self.api_names = batch.api_names
+        if self.first_ts is None:
+            self.first_ts = int(batch["ts"][0])
+        self.first_ts = min(self.first_ts, int(batch["begin"].min()), int(batch["ts"].min()))
+        self.last_ts = max(self.last_ts, int(batch["ts"].max()))
+        kinds, counts = np.unique(batch["kind"], return_counts=True)
+        for k, c in zip(kinds.tolist(), counts.tolist()):
+            name = EventKind(k).name.lower()
+            self.events[name] = self.events.get(name, 0) + c
+        mb = self.model.process(batch)
+        thread_uuid = self._thread_uuids(batch)
+        row_offsets = np.zeros(n, np.int64)
+        sample_done = np.zeros(len(mb.sample_row), bool)
+
+        heap = np.flatnonzero(np.isin(batch["kind"], (*HEAP_KINDS, EventKind.FREE)))
+        if len(heap):
+            row_offsets[heap] = self._emit_heap(batch, mb, heap, thread_uuid, sample_done)
+        gpu = np.flatnonzero((batch["kind"] >= EventKind.GPU_ALLOC) & (batch["kind"] < EventKind.LOST))
+        if len(gpu):
+            call_ids = np.arange(self.next_call_id, self.next_call_id + len(gpu), dtype=np.uint64)
+            self.next_call_id += len(gpu)
+            row_call_id = np.zeros(n, np.uint64)
+            row_call_id[gpu] = call_ids
+            row_offsets[gpu] = self._emit_api(batch, mb, gpu, thread_uuid, row_call_id)
+            self._emit_copies(batch, mb, row_call_id, row_offsets)
+        rest = ~sample_done
+        if rest.any():
+            self._emit_counters(mb.sample_ts[rest], mb.sample_key[rest], mb.sample_value[rest])
+        lost = np.flatnonzero(batch["kind"] == EventKind.LOST)
+        if len(lost):
+            self._emit_lost(batch, lost)
+        self.model.set_tags(row_offsets)
+
+    def _thread_uuids(self, batch: EventBatch) -> np.ndarray:
+        """Thread track uuid per row (LOST rows belong to no thread)."""
+        pairs, inverse = np.unique(np.stack([batch["pid"], batch["tid"]], axis=1), axis=0, return_inverse=True)
+        uuids = np.array([thread_track_uuid(int(p), int(t)) for p, t in pairs.tolist()], np.uint64)
+        used = np.unique(inverse.ravel()[batch["kind"] != EventKind.LOST])
+        self.threads.update((int(p), int(t)) for p, t in pairs[used].tolist())
+        return uuids[inverse.ravel()]
+
+    def _counter_uuids(self, keys: np.ndarray) -> np.ndarray:
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        self.counters.update(uniq.tolist())
+        for key in uniq.tolist():
+            kind, owner = split_counter_key(key)
+            if kind == CNT_DEVICE:
+                self.gpus.add(owner)
+        return np.array([_counter_track_uuid(k) for k in uniq.tolist()], np.uint64)[inverse.ravel()]
+
+    def _emit_heap(self, batch, mb, rows, thread_uuid, sample_done) -> np.ndarray:
+        kind = batch["kind"][rows]
+        name_lut = np.zeros(256, np.uint32)
+        for k, iid in self.heap_names.items():
+            name_lut[k] = iid
+        alloc_id = mb.alloc_id[rows]
+        freed = mb.freed_alloc_id[rows]
+        unmatched = mb.unmatched[rows]
+        is_free = kind == EventKind.FREE
+        aligned = np.isin(kind, (EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN))
+        ip = batch["ip"][rows]
+        ones = np.ones(len(rows), bool)
+        args = [
+            (self._arg("ptr"), ARG_POINTER, batch["ptr"][rows], ones),
+            (self._arg("size"), ARG_UINT, batch["size"][rows], ~is_free),
+            (self._arg("in_ptr"), ARG_POINTER, batch["src"][rows], kind == EventKind.REALLOC),
+            (self._arg("nmemb"), ARG_UINT, batch["aux"][rows], kind == EventKind.CALLOC),
+            (self._arg("alignment"), ARG_UINT, batch["aux"][rows], aligned),
+            (self._arg("result"), ARG_INT, _arg_values(batch["result"][rows]), kind == EventKind.POSIX_MEMALIGN),
+            (self._arg("alloc_id"), ARG_UINT, alloc_id, alloc_id > 0),
+            (self._arg("freed_alloc_id"), ARG_UINT, freed, freed > 0),
+            (self._arg("unmatched"), ARG_UINT, unmatched.astype(np.uint64), unmatched),
+            (self._arg("ip"), ARG_POINTER, ip, ip != 0),
+        ]
+        # The heap counter sample of a row rides on its instant (same time): no packet of its own.
+        xc_track = np.zeros(len(rows), np.uint64)
+        xc_value = np.zeros(len(rows), np.int64)
+        pos = np.full(len(batch), -1, np.int64)
+        pos[rows] = np.arange(len(rows))
+        at = pos[mb.sample_row]
+        ride = (at >= 0) & (mb.sample_ts == batch["ts"][mb.sample_row])
+        if ride.any():
+            xc_track[at[ride]] = self._counter_uuids(mb.sample_key[ride])
+            xc_value[at[ride]] = mb.sample_value[ride]
+            sample_done |= ride
+        table = _Table(
+            ts=batch["ts"][rows], track=thread_uuid[rows], type=np.full(len(rows), TYPE_INSTANT, np.uint8),
+            name_iid=name_lut[kind], cat_iid=np.full(len(rows), self.heap_cat, np.uint32),
+            flow_out=np.where(alloc_id > 0, alloc_id | _ALLOC_FLOW, 0).astype(np.uint64),
+            flow_in=np.where(freed > 0, freed | _ALLOC_FLOW, 0).astype(np.uint64),
+            xc_track=xc_track, xc_value=xc_value, pad=(alloc_id > 0).astype(np.uint8), args=args)
+        return self._emit(table)
+
+    def _api_strings(self, api: np.ndarray) -> tuple[list[str], np.ndarray]:
+        names = [self.api_names[i] for i in api.tolist()]
+        runtime = [_runtime(nm) for nm in names]
+        return names, np.array([self._str(r) for r in runtime], np.uint64)
+
+    def _emit_api(self, batch, mb, rows, thread_uuid, row_call_id) -> np.ndarray:
+        """memq.api slices: BEGIN (all args, free flows) at the call's start, END (alloc flows) at its end."""
+        g = len(rows)
+        col = {c: batch[c][rows] for c in ("kind", "api", "ptr", "src", "size", "stream", "flags", "aux", "aux2",
+                                          "dpitch", "spitch", "ip", "mem", "copy_kind")}
+        kind = col["kind"]
+        names, runtime = self._api_strings(col["api"])
+        name_iid = np.array([self.interner.iid("event_names", nm) for nm in names], np.uint32)
+        op = np.array([self._str(_GPU_OPS[EventKind(k)]) for k in kind.tolist()], np.uint64)
+        mem_kind = np.array([self._str(_MEM_NAMES.get(MemKind(m), "untracked")) for m in col["mem"].tolist()],
+                            np.uint64)
+        is_ = {k: kind == k for k in _GPU_OPS}
+        allocish = is_[EventKind.GPU_ALLOC] | is_[EventKind.GPU_REGISTER]
+        freeish = is_[EventKind.GPU_FREE] | is_[EventKind.GPU_UNREGISTER]
+        copy, gset = is_[EventKind.GPU_COPY], is_[EventKind.GPU_SET]
+        prefetch, advise = is_[EventKind.GPU_PREFETCH], is_[EventKind.GPU_ADVISE]
+        two_d = copy & ((col["dpitch"] != 0) | (col["spitch"] != 0))
+        pitched = is_[EventKind.GPU_ALLOC] & (col["aux"] != 0)
+        peer = copy & np.array(["Peer" in nm for nm in names], bool)
+        has_stream = copy | gset | prefetch | np.array([("Async" in nm or "Stream" in nm) for nm in names], bool)
+        alloc_id, freed, unmatched = mb.alloc_id[rows], mb.freed_alloc_id[rows], mb.unmatched[rows]
+        ones = np.ones(g, bool)
+        a = self._arg
+        args = [
+            (a("runtime"), ARG_STRING, runtime, ones),
+            (a("op"), ARG_STRING, op, ones),
+            (a("result"), ARG_INT, _arg_values(batch["result"][rows]), ones),
+            (a("device"), ARG_INT, _arg_values(batch["device"][rows]), ones),
+            (a("stream"), ARG_UINT, col["stream"], has_stream),
+            (a("call_id"), ARG_UINT, row_call_id[rows], ones),
+            (a("ip"), ARG_POINTER, col["ip"], col["ip"] != 0),
+            (a("ptr"), ARG_POINTER, col["ptr"], allocish | freeish | prefetch | advise),
+            (a("size"), ARG_UINT, col["size"], allocish | freeish),
+            (a("mem_kind"), ARG_STRING, mem_kind, allocish | freeish),
+            (a("flags"), ARG_UINT, col["flags"], allocish),
+            (a("alloc_id"), ARG_UINT, alloc_id, alloc_id > 0),
+            (a("width"), ARG_UINT, col["aux"], pitched | two_d),
+            (a("height"), ARG_UINT, col["aux2"], pitched | two_d),
+            (a("freed_alloc_id"), ARG_UINT, freed, freed > 0),
+            (a("unmatched"), ARG_UINT, unmatched.astype(np.uint64), unmatched),
+            (a("dst"), ARG_POINTER, col["ptr"], copy | gset),
+            (a("src"), ARG_POINTER, col["src"], copy),
+            (a("bytes"), ARG_UINT, col["size"], copy | gset | prefetch | advise),
+            (a("copy_kind"), ARG_INT, _arg_values(col["copy_kind"]), copy),
+            (a("dpitch"), ARG_UINT, col["dpitch"], two_d),
+            (a("spitch"), ARG_UINT, col["spitch"], two_d),
+            (a("src_device"), ARG_INT, _arg_values(col["aux"]), peer),
+            (a("value"), ARG_UINT, col["aux"], gset),
+            (a("dst_device"), ARG_INT, _arg_values(col["aux"]), prefetch),
+            (a("advice"), ARG_UINT, col["aux"], advise),
+            (a("new_device"), ARG_INT, _arg_values(col["aux"]), is_[EventKind.GPU_SET_DEVICE]),
+        ]
+        none = np.zeros(g, bool)
+        zero = np.zeros(g, np.uint64)
+        table = _Table(
+            ts=np.concatenate([batch["begin"][rows], batch["ts"][rows]]),
+            track=np.concatenate([thread_uuid[rows]] * 2),
+            type=np.repeat(np.array([TYPE_BEGIN, TYPE_END], np.uint8), g),
+            name_iid=np.concatenate([name_iid, np.zeros(g, np.uint32)]),
+            cat_iid=np.concatenate([np.full(g, self.interner.iid("event_categories", "memq.api"), np.uint32),
+                                    np.zeros(g, np.uint32)]),
+            flow_out=np.concatenate([zero, np.where(alloc_id > 0, alloc_id | _ALLOC_FLOW, 0).astype(np.uint64)]),
+            flow_in=np.concatenate([np.where(freed > 0, freed | _ALLOC_FLOW, 0).astype(np.uint64), zero]),
+            pad=np.concatenate([none, alloc_id > 0]).astype(np.uint8),
+            args=[(nm, t, np.concatenate([v.astype(np.uint64), zero]), np.concatenate([p, none]))
+                  for nm, t, v, p in args])
+        offsets = self._emit(table, slices=True)
+        return offsets[g:]  # the END packet carries the allocation (its flows start there)
+
+    def _emit_copies(self, batch, mb, row_call_id, row_offsets) -> None:
+        """memq.copy / memq.set slices on per-stream lane tracks, with copy -> allocation flows."""
+        ep = mb.endpoints
+        rows = ep["row"]
+        if len(rows) == 0:
+            return
+        c = len(rows)
+        kind = batch["kind"][rows]
+        copy = kind == EventKind.GPU_COPY
+        names, runtime = self._api_strings(batch["api"][rows])
+        begin, end = batch["begin"][rows], batch["ts"][rows]
+        device, stream = batch["device"][rows], batch["stream"][rows]
+        copy_kind = batch["copy_kind"][rows]
+        track = np.zeros(c, np.uint64)
+        for i in np.lexsort((np.arange(c), begin)).tolist():
+            rt = _runtime(names[i])
+            dev, st = int(device[i]), int(stream[i])
+            lane = self.copy_lanes.assign((dev, rt, st), int(begin[i]), int(end[i]))
+            uuid = _stream_track_uuid(dev, rt, st, lane)
+            self.streams[uuid] = (dev, rt, st, lane)
+            self.gpus.add(dev)
+            track[i] = uuid
+        direction = [_direction(int(k), int(s), int(d)) if cp else "memset"
+                     for k, s, d, cp in zip(copy_kind.tolist(), ep["src_mem"].tolist(), ep["dst_mem"].tolist(),
+                                            copy.tolist())]
+        name_iid = np.array([self.interner.iid("event_names", d) for d in direction], np.uint32)
+        cat = np.where(copy, self.interner.iid("event_categories", "memq.copy"),
+                       self.interner.iid("event_categories", "memq.set")).astype(np.uint32)
+        flows = {}
+        for side in ("src", "dst"):
+            has = ep[f"{side}_alloc_id"] > 0
+            flow = np.zeros(c, np.uint64)
+            for i in np.flatnonzero(has).tolist():
+                flow[i] = _COPY_FLOW | self.next_copy_flow
+                self.next_copy_flow += 1
+                arow = int(ep[f"{side}_alloc_row"][i])
+                at = int(row_offsets[arow]) if arow >= 0 else int(ep[f"{side}_alloc_tag"][i])
+                self.patches.append((at, int(flow[i])))
+            flows[side] = flow
+        two_d = copy & ((batch["dpitch"][rows] != 0) | (batch["spitch"][rows] != 0))
+        peer = copy & np.array(["Peer" in nm for nm in names], bool)
+        aux = batch["aux"][rows]
+        ones = np.ones(c, bool)
+        a = self._arg
+        mem_str = {side: np.array([self._str(_MEM_NAMES.get(MemKind(m), "untracked"))
+                                   for m in ep[f"{side}_mem"].tolist()], np.uint64) for side in ("src", "dst")}
+        args = [
+            (a("api"), ARG_STRING, np.array([self._str(nm) for nm in names], np.uint64), ones),
+            (a("call_id"), ARG_UINT, row_call_id[rows], ones),
+            (a("dst"), ARG_POINTER, batch["ptr"][rows], ones),
+            (a("src"), ARG_POINTER, batch["src"][rows], copy),
+            (a("bytes"), ARG_UINT, batch["size"][rows], ones),
+            (a("copy_kind"), ARG_INT, _arg_values(copy_kind), copy),
+            (a("stream"), ARG_UINT, stream, ones),
+            (a("device"), ARG_INT, _arg_values(device), ones),
+            (a("result"), ARG_INT, _arg_values(batch["result"][rows]), ones),
+            (a("width"), ARG_UINT, aux, two_d),
+            (a("height"), ARG_UINT, batch["aux2"][rows], two_d),
+            (a("dpitch"), ARG_UINT, batch["dpitch"][rows], two_d),
+            (a("spitch"), ARG_UINT, batch["spitch"][rows], two_d),
+            (a("src_device"), ARG_INT, _arg_values(aux), peer),
+            (a("value"), ARG_UINT, aux, ~copy),
+            (a("dst_alloc_id"), ARG_UINT, ep["dst_alloc_id"], ep["dst_alloc_id"] > 0),
+            (a("src_alloc_id"), ARG_UINT, ep["src_alloc_id"], ep["src_alloc_id"] > 0),
+            (a("dst_mem"), ARG_STRING, mem_str["dst"], ones),
+            (a("src_mem"), ARG_STRING, mem_str["src"], copy),
+            (a("direction"), ARG_STRING, np.array([self._str(d) for d in direction], np.uint64), copy),
+        ]
+        none = np.zeros(c, bool)
+        zero = np.zeros(c, np.uint64)
+        # src flow terminates on the BEGIN, dst flow on the END: one terminating id per packet.
+        table = _Table(
+            ts=np.concatenate([begin, end]), track=np.concatenate([track, track]),
+            type=np.repeat(np.array([TYPE_BEGIN, TYPE_END], np.uint8), c),
+            name_iid=np.concatenate([name_iid, np.zeros(c, np.uint32)]),
+            cat_iid=np.concatenate([cat, np.zeros(c, np.uint32)]),
+            flow_in=np.concatenate([flows["src"], flows["dst"]]),
+            args=[(nm, t, np.concatenate([np.asarray(v).astype(np.uint64), zero]), np.concatenate([p, none]))
+                  for nm, t, v, p in args])
+        self._emit(table, slices=True)
+
+    def _emit_counters(self, ts, keys, values) -> None:
+        if len(ts) == 0:
+            return
+        self._emit(_Table(ts=ts, track=self._counter_uuids(keys), type=np.full(len(ts), TYPE_COUNTER, np.uint8),
+                          counter=values))
+
+    def _emit_lost(self, batch, rows) -> None:
+        """memq.lost slices on the memq track (lanes below it where loss ranges overlap)."""
+        g = len(rows)
+        begin, end = batch["begin"][rows], batch["ts"][rows]
+        packets = batch["aux2"][rows] == 1
+        track = np.zeros(g, np.uint64)
+        for i in np.lexsort((np.arange(g), begin)).tolist():
+            lane = self.lost_lanes.assign("lost", int(begin[i]), int(end[i]))
+            self.memq_lanes = max(self.memq_lanes, lane + 1)
+            track[i] = _memq_track_uuid(lane)
+        name = np.where(packets, self.interner.iid("event_names", "lost packets"),
+                        self.interner.iid("event_names", "lost events")).astype(np.uint32)
+        ones = np.ones(g, bool)
+        none = np.zeros(g, bool)
+        zero = np.zeros(g, np.uint64)
+        args = [(self._arg("count"), ARG_UINT, batch["aux"][rows], ones),
+                (self._arg("stream"), ARG_UINT, batch["stream"][rows], ones)]
+        self._emit(_Table(
+            ts=np.concatenate([begin, end]), track=np.concatenate([track, track]),
+            type=np.repeat(np.array([TYPE_BEGIN, TYPE_END], np.uint8), g),
+            name_iid=np.concatenate([name, np.zeros(g, np.uint32)]),
+            cat_iid=np.concatenate([np.full(g, self.interner.iid("event_categories", "memq.lost"), np.uint32),
+                                    np.zeros(g, np.uint32)]),
+            args=[(nm, t, np.concatenate([v, zero]), np.concatenate([p, none])) for nm, t, v, p in args]),
+            slices=True)
+
+    # -- end of trace ------------------------------------------------------------------------------
+    def add_meta(self, info: TraceInfo, summary: ConvertSummary) -> None:
+        """memq.meta, memq.device and memq.binary instants on the memq track."""
+        t0 = self.first_ts or 0
+        memq = _memq_track_uuid()
+
+        def instant(ts: int, cat: str, name: str, values: dict[str, object]) -> None:
+            args = []
+            for key, value in values.items():
+                if isinstance(value, str):
+                    args.append((self._arg(key), ARG_STRING, np.array([self._str(value)], np.uint64)))
+                else:
+                    value = int(value)
+                    args.append((self._arg(key), ARG_INT if value < 0 else ARG_UINT,
+                                 np.array([value & ((1 << 64) - 1)], np.uint64)))
+            self._emit(_Table(
+                ts=np.array([ts], np.int64), track=np.array([memq], np.uint64),
+                type=np.array([TYPE_INSTANT], np.uint8),
+                name_iid=np.array([self.interner.iid("event_names", name)], np.uint32),
+                cat_iid=np.array([self.interner.iid("event_categories", cat)], np.uint32),
+                args=[(nm, t, v, np.ones(1, bool)) for nm, t, v in args]))
+
+        instant(t0, "memq.meta", "memq trace info", {
+            "source": "lttng", "converter_version": __version__, "hostname": info.hostname,
+            "lost_events": info.lost_events, "lost_packets": info.lost_packets,
+            "unmatched_frees": summary.unmatched_frees, "skipped_events": sum(info.skipped.values()),
+            "events": summary.total_events})
+        for dev in info.devices:
+            instant(t0, "memq.device", f"GPU {dev.get('device', 0)}", {
+                "pid": dev.get("pid", 0), "device": dev.get("device", 0), "runtime": str(dev.get("runtime", "")),
+                "name": str(dev.get("name", "")), "integrated": int(bool(dev.get("integrated"))),
+                "unified_memory": int(bool(dev.get("unified_memory")))})
+        for binary in info.binaries:
+            values = {k: binary.get(k, 0) for k in ("pid", "baddr", "memsz")}
+            values["path"] = str(binary.get("path", ""))
+            build_id = binary.get("build_id")
+            if build_id:
+                values["build_id"] = build_id.hex() if isinstance(build_id, (bytes, bytearray)) else str(build_id)
+            instant(int(binary.get("ts", t0)), "memq.binary", values["path"], values)
+
+    def header(self, info: TraceInfo, extra_processes: Mapping[int, str],
+               extra_threads: Mapping[tuple[int, int], str]) -> tuple[bytes, str]:
+        """Packet 0 (clock snapshot), the state-clearing packet and every track descriptor."""
+        t0 = self.first_ts or 0
+        clock = clocks.correspondence(info, t0)
+        out = [_record(clocks.snapshot_packet(clock))]
+        clear = pb.TracePacket()
+        clear.trusted_packet_sequence_id = SEQ
+        clear.sequence_flags = (pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+                                | pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+        clear.trace_packet_defaults.timestamp_clock_id = clocks.MONOTONIC
+        out.append(_record(clear))
+
+        def descriptor(fill: Callable[[pb.TrackDescriptor], None], timestamped: bool = False) -> None:
+            packet = pb.TracePacket()
+            packet.trusted_packet_sequence_id = DESCRIPTOR_SEQ
+            if timestamped:
+                packet.timestamp = t0
+                packet.timestamp_clock_id = clocks.MONOTONIC
+            fill(packet.track_descriptor)
+            out.append(_record(packet))
+
+        threads = set(self.threads) | set(extra_threads)
+        pids = sorted({p for p, _ in threads} | set(extra_processes)
+                      | {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE})
+        names = {**info.processes, **extra_processes}
+        for pid in pids:
+            def fill(d, pid=pid):
+                d.uuid = process_track_uuid(pid)
+                d.process.pid = pid
+                if names.get(pid):
+                    d.process.process_name = names[pid]
+            descriptor(fill, timestamped=True)
+        thread_names = {**info.threads, **extra_threads}
+        for pid, tid in sorted(threads):
+            def fill(d, pid=pid, tid=tid):
+                d.uuid = thread_track_uuid(pid, tid)
+                d.thread.pid = pid
+                d.thread.tid = tid
+                name = thread_names.get((pid, tid)) or (names.get(pid) if pid == tid else None)
+                if name:
+                    d.thread.thread_name = name
+            descriptor(fill, timestamped=True)
+        for dev in sorted(self.gpus):
+            def fill(d, dev=dev):
+                d.uuid = _gpu_track_uuid(dev)
+                d.name = f"GPU {dev}"
+                d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+            descriptor(fill)
+        for uuid, (dev, runtime, stream, _lane) in sorted(self.streams.items(), key=lambda kv: kv[1]):
+            def fill(d, uuid=uuid, dev=dev, runtime=runtime, stream=stream):
+                d.uuid = uuid
+                d.parent_uuid = _gpu_track_uuid(dev)
+                d.name = f"{runtime} stream 0x{stream:x}"
+                d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+            descriptor(fill)
+        for lane in range(self.memq_lanes):
+            def fill(d, lane=lane):
+                d.uuid = _memq_track_uuid(lane)
+                d.name = "memq"
+                d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+                if lane:
+                    d.parent_uuid = _memq_track_uuid()
+            descriptor(fill)
+        for key in sorted(self.counters):
+            def fill(d, key=key):
+                kind, owner = split_counter_key(key)
+                d.uuid = _counter_track_uuid(key)
+                if kind == CNT_DEVICE:
+                    d.parent_uuid = _gpu_track_uuid(owner)
+                    d.name = f"GPU {owner} device live bytes"
+                else:
+                    d.parent_uuid = process_track_uuid(owner)
+                    d.name = COUNTER_NAMES[kind]
+                d.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
+            descriptor(fill)
+        return b"".join(out), clock.source
+
+
+def _runtime(api_name: str) -> str:
+    return "cuda" if api_name.startswith("cu") else "hip" if api_name.startswith("hip") else "unknown"
+
+
+def _direction(copy_kind: int, src_mem: int, dst_mem: int) -> str:
+    """Copy direction from the API's kind, or from the endpoints' memory for Default (and unknown) kinds."""
+    if copy_kind in _COPY_DIRECTIONS:
+        return _COPY_DIRECTIONS[copy_kind]
+    side = lambda m: "D" if m in (MemKind.DEVICE, MemKind.MANAGED) else "H"  # noqa: E731
+    return f"{side(src_mem)}to{side(dst_mem)}"
+
+
+def _patch_packet(packet: bytes, flow_ids: list[int]) -> bytes:
+    """Append flow ids to the TrackEvent of a padded record (0x0a, 4-byte length, ..., track_event last)."""
+    pos = 5
+    end = len(packet)
+    while pos < end:
+        tag_start = pos
+        tag = 0
+        shift = 0
+        while True:
+            byte = packet[pos]
+            pos += 1
+            tag |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        if tag == 0x5A:
+            extra = b"".join(b"\xf9\x02" + fid.to_bytes(8, "little") for fid in flow_ids)
+            event = packet[pos + 4:]
+            head = packet[5:tag_start] + b"\x5a" + _varint4(len(event) + len(extra))
+            body = head + event + extra
+            return b"\x0a" + _varint4(len(body)) + body
+        wire = tag & 7
+        if wire == 0:
+            while packet[pos] >= 0x80:
+                pos += 1
+            pos += 1
+        elif wire == 2:
+            length = 0
+            shift = 0
+            while True:
+                byte = packet[pos]
+                pos += 1
+                length |= (byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    break
+            pos += length
+        elif wire == 1:
+            pos += 8
+        else:
+            pos += 4
+    raise AssertionError("allocation packet without a track event")
+
+
+def _copy_range(src, dst, start: int, stop: int) -> None:
+    src.seek(start)
+    remaining = stop - start
+    while remaining > 0:
+        chunk = src.read(min(remaining, 1 << 22))
+        if not chunk:
+            break
+        dst.write(chunk)
+        remaining -= len(chunk)
+
+
+def _assemble(header: bytes, body_path: Path, patches: list[tuple[int, int]], extra: Iterable[bytes], out) -> None:
+    out.write(header)
+    by_offset: dict[int, list[int]] = {}
+    for offset, flow in patches:
+        by_offset.setdefault(offset, []).append(flow)
+    with open(body_path, "rb") as body:
+        pos = 0
+        for offset in sorted(by_offset):
+            _copy_range(body, out, pos, offset)
+            body.seek(offset)
+            head = body.read(5)
+            length = sum((head[1 + i] & 0x7F) << (7 * i) for i in range(4))
+            packet = head + body.read(length)
+            out.write(_patch_packet(packet, by_offset[offset]))
+            pos = offset + 5 + length
+        _copy_range(body, out, pos, os.fstat(body.fileno()).st_size)
+    for packet in extra:
+        out.write(b"\x0a" + _varint(len(packet)) + bytes(packet))
+
+
+def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], TraceInfo], out: Path, *,
+                progress: Callable[[int], None] | None = None, extra_packets: Iterable[bytes] = (),
+                extra_processes: Mapping[int, str] = {}, extra_threads: Mapping[tuple[int, int], str] = {}
+                ) -> ConvertSummary:
+    """Write `batches` as a memq Perfetto trace at `out` (atomically: nothing is left there on failure).
+
+    `info` may be a callable, called after the last batch (the decoder completes
+    TraceInfo while it reads). `extra_packets` are serialized TracePackets appended
+    as they are; `extra_processes` / `extra_threads` get track descriptors even
+    if no memq event uses them. `progress(events_done)` is called after each batch.
+    """
+    started = time.monotonic()
+    out = Path(out)
+    directory = out.parent if str(out.parent) else Path(".")
+    if not directory.is_dir():
+        raise MemqError(f"{out}: cannot write: {directory} is not a directory")
+    summary = ConvertSummary(output=str(out))
+    tmp_paths: list[Path] = []
+    try:
+        body_fd, body_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".body", dir=directory)
+        tmp_paths.append(Path(body_name))
+        with os.fdopen(body_fd, "wb", buffering=1 << 20) as body:
+            writer = _TraceWriter(body)
+            done = 0
+            for batch in batches:
+                writer.add(batch)
+                done += len(batch)
+                if progress is not None:
+                    progress(done)
+            trace_info = info() if callable(info) else info
+            totals = writer.model.totals
+            summary.events = dict(sorted(writer.events.items()))
+            summary.allocations = totals.allocations
+            summary.unmatched_frees = totals.unmatched_frees
+            summary.replaced_allocations = totals.replaced
+            writer.add_meta(trace_info, summary)
+        header, summary.clock_source = writer.header(trace_info, extra_processes, extra_threads)
+        final_fd, final_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
+        tmp_paths.append(Path(final_name))
+        with os.fdopen(final_fd, "wb", buffering=1 << 20) as final:
+            _assemble(header, Path(body_name), writer.patches, extra_packets, final)
+        os.replace(final_name, out)
+        tmp_paths.remove(Path(final_name))
+    except OSError as exc:
+        raise MemqError(f"{out}: cannot write: {exc.strerror or exc}") from exc
+    finally:
+        for path in tmp_paths:
+            path.unlink(missing_ok=True)
+    pids = {p for p, _ in writer.threads} | set(extra_processes)
+    summary.processes = len(pids)
+    summary.threads = len(writer.threads | set(extra_threads))
+    summary.lost_events = trace_info.lost_events
+    summary.lost_packets = trace_info.lost_packets
+    summary.skipped = dict(trace_info.skipped)
+    summary.warnings = list(trace_info.warnings)
+    if summary.clock_source != "recorder":
+        summary.warnings.append("no recorder clock readings: wall-clock time from the CTF clock offset")
+    summary.output_bytes = out.stat().st_size
+    summary.trace_duration_ns = (writer.last_ts - writer.first_ts) if writer.first_ts is not None else 0
+    summary.elapsed_s = time.monotonic() - started
+    return summary
