@@ -88,3 +88,6 @@ JOIN thread_track tt ON tt.id = a.track_id
 JOIN thread t USING (utid)
 LEFT JOIN _memq_alloc_end e USING (alloc_id)
 ORDER BY a.alloc_id;
+
+-- Lookup of an allocation by id.
+CREATE PERFETTO INDEX memq_allocation_idx ON memq_allocation(alloc_id);

@@ -1,0 +1,135 @@
+-- Duplicated bytes: destination bytes in an active mirror, as a counter over time.
+--
+-- DESIGN.md: duplicated bytes at time t = destination bytes in an active mirror at t
+-- (each byte once), reported as a counter, its peak and when, its time-weighted
+-- mean, split by the direction of the copy that made it and by allocation; a copy
+-- whose source lies in no traced allocation still creates mirrors, flagged
+-- untracked-source. Figures are upper bounds: CPU and kernel writes are not traced.
+--
+-- Decisions:
+-- * Every grouping is given for the whole trace (`upid` NULL) and per process.
+-- * Groupings (`grouping`, `key`): `total` (key NULL), `direction` (key = HtoD, ...),
+--   `allocation` (key = primary destination allocation id, NULL = untracked
+--   destination), `untracked_source` (key '1' / '0').
+-- * The mean is over the trace window [trace_start(), trace_end()], so per-process
+--   means add up to the trace's; `byte_ns` is the exact integral.
+-- * `peak_ts` is the first time the peak is reached; NULL when nothing is duplicated.
+
+INCLUDE PERFETTO MODULE memq.mirrors;
+
+-- Each mirror once per grouping it belongs to.
+CREATE PERFETTO TABLE _memq_dup_member AS
+WITH m AS (
+  SELECT upid, ts, ts + dur AS end_ts, bytes, direction,
+    CAST(dst_alloc_id AS TEXT) AS alloc_key, CAST(untracked_source AS TEXT) AS untracked_key
+  FROM memq_mirror WHERE dur > 0
+),
+scoped AS (
+  SELECT upid, ts, end_ts, bytes, direction, alloc_key, untracked_key FROM m
+  UNION ALL
+  SELECT NULL, ts, end_ts, bytes, direction, alloc_key, untracked_key FROM m
+)
+SELECT 'total' AS grouping, upid, NULL AS key, ts, end_ts, bytes FROM scoped
+UNION ALL SELECT 'direction', upid, direction, ts, end_ts, bytes FROM scoped
+UNION ALL SELECT 'allocation', upid, alloc_key, ts, end_ts, bytes FROM scoped WHERE upid IS NOT NULL
+UNION ALL SELECT 'untracked_source', upid, untracked_key, ts, end_ts, bytes FROM scoped;
+
+-- Duplicated bytes over time, per grouping: one row per change.
+CREATE PERFETTO TABLE memq_duplicated_counter(
+  -- `total`, `direction`, `allocation` or `untracked_source`.
+  grouping STRING,
+  -- Process; NULL for the whole trace.
+  upid LONG,
+  -- Group within the grouping (direction, allocation id, '1'/'0'); NULL for `total`.
+  key STRING,
+  -- When the value starts.
+  ts TIMESTAMP,
+  -- How long it holds (to the next change; the last sample holds to trace_end()).
+  dur DURATION,
+  -- Duplicated bytes from ts on.
+  value LONG
+) AS
+WITH ev AS (
+  SELECT grouping, upid, key, ts, bytes AS delta FROM _memq_dup_member
+  UNION ALL
+  SELECT grouping, upid, key, end_ts, -bytes FROM _memq_dup_member
+),
+step AS (
+  SELECT grouping, upid, key, ts, SUM(delta) AS delta FROM ev GROUP BY grouping, upid, key, ts
+),
+run AS (
+  SELECT grouping, upid, key, ts,
+    SUM(delta) OVER win AS value,
+    LEAD(ts) OVER win AS next_ts
+  FROM step
+  WINDOW win AS (PARTITION BY grouping, upid, key ORDER BY ts)
+)
+SELECT grouping, upid, key, ts, IFNULL(next_ts, trace_end()) - ts AS dur, value FROM run;
+
+-- Peak, time of the peak and time-weighted mean of duplicated bytes, per grouping.
+CREATE PERFETTO TABLE memq_duplicated_group(
+  -- `total`, `direction`, `allocation` or `untracked_source`.
+  grouping STRING,
+  -- Process; NULL for the whole trace.
+  upid LONG,
+  -- Group within the grouping; NULL for `total`.
+  key STRING,
+  -- Highest duplicated bytes.
+  peak_bytes LONG,
+  -- First time the peak is reached.
+  peak_ts TIMESTAMP,
+  -- Integral of duplicated bytes over the trace window, in byte*ns.
+  byte_ns LONG,
+  -- Time-weighted mean over the trace window, in bytes.
+  mean_bytes DOUBLE,
+  -- Start of the trace window.
+  window_start TIMESTAMP,
+  -- End of the trace window.
+  window_end TIMESTAMP
+) AS
+WITH c AS (
+  SELECT *, MAX(value) OVER (PARTITION BY grouping, upid, key) AS peak FROM memq_duplicated_counter
+),
+fig AS (
+  SELECT grouping, upid, key, MAX(value) AS peak_bytes, MIN(IIF(value = peak, ts, NULL)) AS peak_ts,
+    SUM(value * (MIN(ts + dur, trace_end()) - MAX(ts, trace_start()))) AS byte_ns
+  FROM c
+  GROUP BY grouping, upid, key
+)
+SELECT
+  f.grouping, f.upid, f.key, f.peak_bytes, f.peak_ts, f.byte_ns,
+  IIF(trace_end() > trace_start(), f.byte_ns * 1.0 / (trace_end() - trace_start()), 0.0) AS mean_bytes,
+  trace_start() AS window_start,
+  trace_end() AS window_end
+FROM fig f
+ORDER BY f.grouping, f.upid, f.key;
+
+-- Duplicated bytes per destination allocation (per process), with the allocation.
+CREATE PERFETTO TABLE memq_duplicated_by_allocation(
+  -- Process.
+  upid LONG,
+  -- Primary destination allocation; NULL for untracked destinations.
+  alloc_id LONG,
+  -- Its kind (`device`, `pinned`, ...); NULL when untracked.
+  kind STRING,
+  -- Its first byte.
+  addr LONG,
+  -- Its size.
+  size LONG,
+  -- When it was allocated.
+  alloc_ts TIMESTAMP,
+  -- Highest duplicated bytes in it.
+  peak_bytes LONG,
+  -- First time of the peak.
+  peak_ts TIMESTAMP,
+  -- Time-weighted mean over the trace window.
+  mean_bytes DOUBLE,
+  -- Integral over the trace window, byte*ns.
+  byte_ns LONG
+) AS
+SELECT g.upid, a.alloc_id, a.kind, a.addr, a.size, a.ts AS alloc_ts, g.peak_bytes, g.peak_ts, g.mean_bytes,
+  g.byte_ns
+FROM memq_duplicated_group g
+LEFT JOIN memq_allocation a ON a.alloc_id = CAST(g.key AS INT)
+WHERE g.grouping = 'allocation'
+ORDER BY g.peak_bytes DESC;

@@ -1,0 +1,213 @@
+-- Redundant copies: bytes (and the time spent on them) that moved nothing new.
+--
+-- DESIGN.md: for each copy, the bytes whose source and destination were already a
+-- mirror moved nothing new (same direction: *repeat*; reverse direction, copying data
+-- back where it came from: *round trip*). On a unified-memory device every
+-- host<->device copy is avoidable (*unified*), and so is any copy with a managed
+-- endpoint (*managed*). Time is the copy's duration prorated by its redundant bytes,
+-- as a sum and as wall-clock time (union of intervals across threads and streams).
+-- Host<->device copies from pageable host memory are reported separately (*staged*).
+-- Upper bounds: CPU and kernel writes are not traced, so a pair may no longer have
+-- been a mirror.
+--
+-- Decisions:
+-- * Classes are per byte, first match wins: repeat, round trip (the pair's mirror
+--   orientation decides: same source bytes -> repeat, reversed -> round trip), then
+--   managed (the source or destination byte lies in a managed allocation), then
+--   unified (a HtoD / DtoH copy on a unified-memory device).
+-- * A copy's `class` is the class with most bytes (ties in the order above).
+-- * Prorated time = floor(dur * class_bytes / bytes), computed in doubles; its
+--   wall-clock interval is [ts, ts + prorated) (the start of the copy).
+-- * `unified`: 'yes' (every device unified), 'no', or 'auto': the memq.device
+--   event of the copy's process and device says `unified_memory` = 1. Kineto traces
+--   carry no such event, so auto means no.
+-- * Kineto copies have no addresses: repeat, round trip and managed are NULL for
+--   them (not applicable); unified and staged still apply.
+-- * `count` is the number of copies with at least one byte in the class.
+
+INCLUDE PERFETTO MODULE memq.mirrors;
+
+-- Unified-memory devices described by the preload library (memq.device events).
+CREATE PERFETTO TABLE memq_device(
+  -- Process that queried the device.
+  pid LONG,
+  -- Device index.
+  device LONG,
+  -- `hip` or `cuda`.
+  runtime STRING,
+  -- Device name.
+  name STRING,
+  -- 1 for an integrated GPU (APU).
+  integrated BOOL,
+  -- 1 when host and device share one memory pool.
+  unified_memory BOOL
+) AS
+SELECT
+  EXTRACT_ARG(arg_set_id, 'debug.pid') AS pid,
+  EXTRACT_ARG(arg_set_id, 'debug.device') AS device,
+  EXTRACT_ARG(arg_set_id, 'debug.runtime') AS runtime,
+  EXTRACT_ARG(arg_set_id, 'debug.name') AS name,
+  EXTRACT_ARG(arg_set_id, 'debug.integrated') AS integrated,
+  EXTRACT_ARG(arg_set_id, 'debug.unified_memory') AS unified_memory
+FROM slice WHERE category = 'memq.device';
+
+-- Per copy with addresses: its bytes per history class.
+CREATE PERFETTO TABLE _memq_copy_class AS
+SELECT
+  p.copy_id,
+  SUM(IIF(h.is_repeat, p.len, 0)) AS repeat_bytes,
+  SUM(IIF(NOT h.is_repeat AND h.is_round_trip, p.len, 0)) AS round_trip_bytes,
+  SUM(IIF(NOT h.is_repeat AND NOT h.is_round_trip AND p.managed, p.len, 0)) AS managed_bytes,
+  SUM(IIF(NOT h.is_repeat AND NOT h.is_round_trip AND NOT p.managed, p.len, 0)) AS other_bytes
+FROM _memq_piece p
+JOIN _memq_piece_history h USING (piece_id)
+GROUP BY p.copy_id
+ORDER BY p.copy_id;
+
+CREATE PERFETTO INDEX _memq_copy_class_idx ON _memq_copy_class(copy_id);
+
+-- Per copy: redundant bytes per class and the prorated time.
+CREATE PERFETTO FUNCTION memq_redundant_copy(
+  -- 'auto', 'yes' or 'no': whether host<->device copies count as unified.
+  unified STRING
+)
+-- One row per copy.
+RETURNS TABLE(
+  -- Slice id of the copy.
+  id LONG,
+  -- Start.
+  ts TIMESTAMP,
+  -- Duration.
+  dur DURATION,
+  -- `lttng` or `kineto`.
+  source STRING,
+  -- Process.
+  upid LONG,
+  -- Thread.
+  utid LONG,
+  -- `debug.call_id` of the call (NULL for Kineto).
+  call_id LONG,
+  -- API function or event name.
+  api STRING,
+  -- HtoD, DtoH, DtoD, HtoH.
+  direction STRING,
+  -- Bytes copied.
+  bytes LONG,
+  -- Stream.
+  stream LONG,
+  -- Device.
+  device LONG,
+  -- 1 when the copy's device counts as unified memory.
+  unified_device BOOL,
+  -- Bytes already mirrored from the same source bytes (NULL: no addresses).
+  repeat_bytes LONG,
+  -- Bytes copied back onto their own source (NULL: no addresses).
+  round_trip_bytes LONG,
+  -- Bytes with a managed endpoint (NULL: no addresses).
+  managed_bytes LONG,
+  -- Host<->device bytes on a unified-memory device.
+  unified_bytes LONG,
+  -- Sum of the four classes.
+  redundant_bytes LONG,
+  -- Class with most bytes; NULL when nothing is redundant.
+  class STRING,
+  -- Duration prorated by the redundant bytes.
+  redundant_dur DURATION,
+  -- 1 when a host<->device copy from pageable host memory.
+  staged BOOL
+) AS
+WITH c AS (
+  SELECT
+    mc.*,
+    CASE $unified
+      WHEN 'yes' THEN 1
+      WHEN 'no' THEN 0
+      ELSE IFNULL((SELECT MAX(d.unified_memory) FROM memq_device d
+                   JOIN process p ON p.pid = d.pid
+                   WHERE p.upid = mc.upid AND d.device = mc.device), 0)
+    END AS unified_device,
+    k.repeat_bytes,
+    k.round_trip_bytes,
+    k.managed_bytes,
+    IIF(mc.source = 'lttng', IFNULL(k.other_bytes, 0), mc.bytes) AS other_bytes
+  FROM memq_copy mc
+  LEFT JOIN _memq_copy_class k ON k.copy_id = mc.id
+),
+u AS (
+  SELECT *,
+    IIF(unified_device AND direction IN ('HtoD', 'DtoH'), IFNULL(other_bytes, 0), 0) AS unified_bytes
+  FROM c
+),
+r AS (
+  SELECT *,
+    IFNULL(repeat_bytes, 0) + IFNULL(round_trip_bytes, 0) + IFNULL(managed_bytes, 0) + unified_bytes
+      AS redundant_bytes
+  FROM u
+)
+SELECT
+  id, ts, dur, source, upid, utid, call_id, api, direction, bytes, stream, device, unified_device,
+  repeat_bytes, round_trip_bytes, managed_bytes, unified_bytes, redundant_bytes,
+  CASE
+    WHEN redundant_bytes = 0 THEN NULL
+    WHEN IFNULL(repeat_bytes, 0) >= MAX(IFNULL(round_trip_bytes, 0), IFNULL(managed_bytes, 0), unified_bytes)
+      THEN 'repeat'
+    WHEN IFNULL(round_trip_bytes, 0) >= MAX(IFNULL(managed_bytes, 0), unified_bytes) THEN 'round_trip'
+    WHEN IFNULL(managed_bytes, 0) >= unified_bytes THEN 'managed'
+    ELSE 'unified'
+  END AS class,
+  IIF(bytes > 0, CAST(CAST(dur AS DOUBLE) * redundant_bytes / bytes AS INT), 0) AS redundant_dur,
+  IFNULL(pageable, 0) AS staged
+FROM r
+ORDER BY id;
+
+-- Totals per class, for the whole trace (upid NULL) and per process.
+CREATE PERFETTO FUNCTION memq_redundant_total(
+  -- 'auto', 'yes' or 'no' (see memq_redundant_copy).
+  unified STRING
+)
+-- One row per (scope, class): classes repeat, round_trip, managed, unified,
+-- redundant (any class) and staged (pageable host<->device copies, whole duration).
+RETURNS TABLE(
+  -- Process; NULL for the whole trace.
+  upid LONG,
+  -- Class.
+  class STRING,
+  -- Copies with bytes in the class.
+  count LONG,
+  -- Bytes in the class.
+  bytes LONG,
+  -- Summed prorated time.
+  dur_sum DURATION,
+  -- Wall-clock time: union of the prorated intervals.
+  wall_dur DURATION
+) AS
+WITH rc AS (SELECT * FROM memq_redundant_copy($unified)),
+per AS (
+  SELECT upid, 'repeat' AS class, ts, dur, bytes AS total, repeat_bytes AS n FROM rc
+  UNION ALL SELECT upid, 'round_trip', ts, dur, bytes, round_trip_bytes FROM rc
+  UNION ALL SELECT upid, 'managed', ts, dur, bytes, managed_bytes FROM rc
+  UNION ALL SELECT upid, 'unified', ts, dur, bytes, unified_bytes FROM rc
+  UNION ALL SELECT upid, 'redundant', ts, dur, bytes, redundant_bytes FROM rc
+),
+iv AS (
+  SELECT upid, class, ts, n, CAST(CAST(dur AS DOUBLE) * n / total AS INT) AS d FROM per WHERE n > 0
+  UNION ALL
+  SELECT upid, 'staged', ts, bytes, dur FROM rc WHERE staged
+),
+scoped AS (
+  SELECT upid, class, ts, n, d FROM iv
+  UNION ALL
+  SELECT NULL, class, ts, n, d FROM iv
+),
+walled AS (
+  SELECT *,
+    MAX(ts + d) OVER (PARTITION BY upid, class ORDER BY ts, d
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+  FROM scoped
+)
+SELECT
+  upid, class, COUNT(*) AS count, SUM(IFNULL(n, 0)) AS bytes, SUM(d) AS dur_sum,
+  SUM(MAX(0, ts + d - MAX(ts, IFNULL(prev_end, ts)))) AS wall_dur
+FROM walled
+GROUP BY upid, class
+ORDER BY upid, class;
