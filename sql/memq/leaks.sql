@@ -1,0 +1,51 @@
+-- Leaks: allocations never freed before the end of the trace.
+--
+-- Decisions: an allocation is leaked when no freeing event ends it in the trace
+-- (a lost free makes a false leak; the trace's lost-event count says how likely).
+-- Grouped by kind and size: a repeated (kind, size) is the usual leak signature.
+
+INCLUDE PERFETTO MODULE memq.allocations;
+
+-- Every allocation never freed.
+CREATE PERFETTO VIEW memq_leak(
+  -- Allocation id.
+  alloc_id LONG,
+  -- Process.
+  upid LONG,
+  -- Kind.
+  kind STRING,
+  -- Device (GPU allocations).
+  device LONG,
+  -- First byte.
+  addr LONG,
+  -- Size in bytes.
+  size LONG,
+  -- When it was allocated.
+  ts TIMESTAMP,
+  -- Allocating function.
+  api STRING,
+  -- Slice of the allocating call.
+  alloc_slice_id LONG
+) AS
+SELECT alloc_id, upid, kind, device, addr, size, ts, api, alloc_slice_id
+FROM memq_allocation WHERE leaked;
+
+-- Leaks grouped by kind and size.
+CREATE PERFETTO TABLE memq_leak_by_kind_size(
+  -- Kind.
+  kind STRING,
+  -- Size of each allocation.
+  size LONG,
+  -- How many were never freed.
+  count LONG,
+  -- count * size.
+  bytes LONG,
+  -- First such allocation.
+  first_ts TIMESTAMP,
+  -- Last such allocation.
+  last_ts TIMESTAMP
+) AS
+SELECT kind, size, COUNT(*) AS count, SUM(size) AS bytes, MIN(ts) AS first_ts, MAX(ts) AS last_ts
+FROM memq_leak
+GROUP BY kind, size
+ORDER BY bytes DESC;

@@ -1,0 +1,148 @@
+-- Summary: what rocmProfileData and `nsys stats` report, from memq's own tables.
+--
+-- Decisions:
+-- * API calls: memq.api slices (LTTng) and, for Kineto traces, the runtime slices
+--   (categories cuda_runtime, cuda_driver, hip_runtime). `share` is of the summed
+--   time of all listed calls.
+-- * Copies per (source, direction), memsets as direction `memset`: count, bytes,
+--   summed time, wall-clock time (union across streams), bandwidth = bytes / summed
+--   time (GB/s), and how many were staged (pageable host endpoint).
+-- * Allocations per kind: count, bytes, largest, peak live bytes across all
+--   processes (and when first reached), still live at the end.
+-- * Device busy share: per device, the union of its copy and memset intervals
+--   (plus kernels for Kineto, which records them) over the trace window.
+
+INCLUDE PERFETTO MODULE memq.allocations;
+INCLUDE PERFETTO MODULE memq.copies;
+INCLUDE PERFETTO MODULE memq.intervals;
+INCLUDE PERFETTO MODULE memq.units;
+
+-- API calls by total time.
+CREATE PERFETTO TABLE memq_summary_api(
+  -- Function name.
+  name STRING,
+  -- Number of calls.
+  calls LONG,
+  -- Summed duration.
+  total_dur DURATION,
+  -- Mean duration.
+  mean_dur DOUBLE,
+  -- Longest call.
+  max_dur DURATION,
+  -- Share of the summed time of all calls (0..1).
+  share DOUBLE
+) AS
+WITH calls AS (
+  SELECT name, COUNT(*) AS calls, SUM(dur) AS total_dur, AVG(dur) AS mean_dur, MAX(dur) AS max_dur
+  FROM slice
+  WHERE category IN ('memq.api', 'cuda_runtime', 'cuda_driver', 'hip_runtime') AND dur >= 0
+  GROUP BY name
+)
+SELECT name, calls, total_dur, mean_dur, max_dur,
+  IIF(SUM(total_dur) OVER () > 0, total_dur * 1.0 / SUM(total_dur) OVER (), 0.0) AS share
+FROM calls
+ORDER BY total_dur DESC;
+
+-- Copies per direction (and memsets), with bandwidth.
+CREATE PERFETTO TABLE memq_summary_copy(
+  -- `lttng` or `kineto`.
+  source STRING,
+  -- HtoD, DtoH, DtoD, HtoH (Kineto also PtoP), or `memset`.
+  direction STRING,
+  -- Number of copies.
+  count LONG,
+  -- Bytes moved (NULL when the source recorded none).
+  bytes LONG,
+  -- Summed duration.
+  dur_sum DURATION,
+  -- Wall-clock duration (union across threads and streams).
+  wall_dur DURATION,
+  -- bytes / dur_sum, GB/s.
+  gb_per_s DOUBLE,
+  -- Copies staged through a pageable host buffer.
+  staged LONG
+) AS
+WITH ops AS (
+  SELECT source, direction, ts, dur, bytes, IFNULL(pageable, 0) AS staged FROM memq_copy
+  UNION ALL
+  SELECT source, 'memset', ts, dur, bytes, 0 FROM memq_set
+),
+agg AS (
+  SELECT source, direction, COUNT(*) AS count, SUM(bytes) AS bytes, SUM(dur) AS dur_sum, SUM(staged) AS staged
+  FROM ops GROUP BY source, direction
+),
+wall AS (
+  SELECT grp, wall_dur FROM _memq_union_dur!((SELECT source || '/' || direction AS grp, ts, dur FROM ops))
+)
+SELECT a.source, a.direction, a.count, a.bytes, a.dur_sum, IFNULL(w.wall_dur, 0) AS wall_dur,
+  memq_gb_per_s(a.bytes, a.dur_sum) AS gb_per_s, a.staged
+FROM agg a
+LEFT JOIN wall w ON w.grp = a.source || '/' || a.direction
+ORDER BY a.source, a.direction;
+
+-- Allocations per kind.
+CREATE PERFETTO TABLE memq_summary_allocation(
+  -- host, pinned, registered, device, managed.
+  kind STRING,
+  -- Number of allocations.
+  count LONG,
+  -- Bytes allocated (summed over allocations).
+  bytes LONG,
+  -- Largest allocation.
+  max_size LONG,
+  -- Peak live bytes of the kind, all processes together.
+  peak_live_bytes LONG,
+  -- First time of the peak.
+  peak_ts TIMESTAMP,
+  -- Allocations still live at the end of the trace.
+  leaked LONG,
+  -- Their bytes.
+  leaked_bytes LONG
+) AS
+WITH ev AS (
+  SELECT kind, ts, size AS delta FROM memq_allocation
+  UNION ALL
+  SELECT kind, end_ts, -size FROM memq_allocation WHERE end_ts IS NOT NULL
+),
+step AS (SELECT kind, ts, SUM(delta) AS delta FROM ev GROUP BY kind, ts),
+run AS (SELECT kind, ts, SUM(delta) OVER (PARTITION BY kind ORDER BY ts) AS live FROM step),
+peak AS (
+  SELECT kind, MAX(live) AS peak_live_bytes FROM run GROUP BY kind
+),
+peak_at AS (
+  SELECT r.kind, MIN(r.ts) AS peak_ts FROM run r JOIN peak p ON p.kind = r.kind AND r.live = p.peak_live_bytes
+  GROUP BY r.kind
+),
+agg AS (
+  SELECT kind, COUNT(*) AS count, SUM(size) AS bytes, MAX(size) AS max_size,
+    SUM(leaked) AS leaked, SUM(IIF(leaked, size, 0)) AS leaked_bytes
+  FROM memq_allocation GROUP BY kind
+)
+SELECT a.kind, a.count, a.bytes, a.max_size, p.peak_live_bytes, pa.peak_ts, a.leaked, a.leaked_bytes
+FROM agg a JOIN peak p USING (kind) JOIN peak_at pa USING (kind)
+ORDER BY a.bytes DESC;
+
+-- Share of the trace window each device spends copying or setting memory.
+CREATE PERFETTO TABLE memq_summary_device(
+  -- Device.
+  device LONG,
+  -- Copies and memsets on it (plus kernels for Kineto).
+  ops LONG,
+  -- Union of their intervals.
+  busy_dur DURATION,
+  -- busy_dur / trace window (0..1).
+  busy_share DOUBLE
+) AS
+WITH ops AS (
+  SELECT device, ts, dur FROM memq_copy
+  UNION ALL SELECT device, ts, dur FROM memq_set
+  UNION ALL
+  SELECT EXTRACT_ARG(arg_set_id, 'args.device'), ts, dur FROM slice WHERE category = 'kernel'
+),
+n AS (SELECT device, COUNT(*) AS ops FROM ops GROUP BY device),
+busy AS (SELECT grp AS device, wall_dur FROM _memq_union_dur!((SELECT device AS grp, ts, dur FROM ops)))
+SELECT n.device, n.ops, IFNULL(b.wall_dur, 0) AS busy_dur,
+  IIF(trace_end() > trace_start(), IFNULL(b.wall_dur, 0) * 1.0 / (trace_end() - trace_start()), 0.0)
+    AS busy_share
+FROM n LEFT JOIN busy b ON b.device IS n.device
+ORDER BY n.device;
