@@ -107,6 +107,7 @@ class ModelBatch:
 
     alloc_id: np.ndarray  # uint64: allocation this row starts
     freed_alloc_id: np.ndarray  # uint64: allocation this row ends
+    replaced_alloc_id: np.ndarray  # uint64: live allocation at the address this row allocates (free not traced)
     unmatched: np.ndarray  # bool: a non-NULL free/realloc pointer that matched nothing
     # Counter samples, in time order: the value of counter `counter_key` after row `row`,
     # effective at `ts` (an allocation counts from its call's end, a free from its call's start).
@@ -145,7 +146,8 @@ class MemoryModel:
         n = len(batch)
         if n == 0:
             z = np.zeros(0, np.int64)
-            return ModelBatch(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, bool), z, z, z, z,
+            return ModelBatch(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
+                              np.zeros(0, bool), z, z, z, z,
                               endpoints=self._copy_endpoints(batch, _Allocs.empty()))
         kind = batch["kind"]
         ptr, src, size, result = batch["ptr"], batch["src"], batch["size"], batch["result"]
@@ -231,6 +233,8 @@ class MemoryModel:
         freed_alloc_id[s_row[e_idx[matched]]] = a_id[e_idx[matched] - 1]
         unmatched[s_row[e_idx[~matched]]] = True
         replaced = s_start & closes_prev
+        replaced_alloc_id = np.zeros(n, np.uint64)
+        replaced_alloc_id[s_row[replaced]] = a_id[np.flatnonzero(replaced) - 1]
 
         # -- counters: +size at starts, -size of the closed allocation at its closing entry ---
         new_start = s_start & ~src_live
@@ -259,7 +263,7 @@ class MemoryModel:
         t.frees += int(matched.sum())
         t.unmatched_frees += int((~matched).sum())
         t.replaced += int(replaced.sum())
-        return ModelBatch(alloc_id, freed_alloc_id, unmatched, *samples, endpoints=endpoints)
+        return ModelBatch(alloc_id, freed_alloc_id, replaced_alloc_id, unmatched, *samples, endpoints=endpoints)
 
     def set_tags(self, row_tags: np.ndarray) -> None:
         """Attach a value per row of the last processed batch to the allocations it started."""

@@ -39,6 +39,7 @@ SEQ = 1  # trusted_packet_sequence_id of every memq event packet
 DESCRIPTOR_SEQ = 3
 TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
 ARG_INT, ARG_UINT, ARG_POINTER, ARG_STRING = 0, 1, 2, 3
+_ENCODE_ROWS = 1 << 15  # rows per native call: bounds the encode buffers
 _ALLOC_FLOW = 1 << 56  # flow id = tag | alloc_id (allocation -> free)
 _COPY_FLOW = 2 << 56  # flow id = tag | n (allocation -> copy)
 _MEM_NAMES = {MemKind.UNKNOWN: "untracked", MemKind.HOST: "host", MemKind.PINNED: "pinned",
@@ -67,8 +68,23 @@ def thread_track_uuid(pid: int, tid: int) -> int:
     return _uuid("thread", pid, tid)
 
 
-def _gpu_track_uuid(device: int) -> int:
+def device_track_uuid(device: int) -> int:
+    """uuid of the `GPU <device>` track (parent of the stream tracks and the device counter)."""
     return _uuid("gpu", device)
+
+
+def device_track_packet(device: int) -> bytes:
+    """Serialized descriptor of the `GPU <device>` track, for writers of extra packets that use it."""
+    packet = pb.TracePacket()
+    packet.trusted_packet_sequence_id = DESCRIPTOR_SEQ
+    _fill_device_track(packet.track_descriptor, device)
+    return packet.SerializeToString()
+
+
+def _fill_device_track(d: pb.TrackDescriptor, device: int) -> None:
+    d.uuid = device_track_uuid(device)
+    d.name = f"GPU {device}"
+    d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
 
 
 def _stream_track_uuid(device: int, runtime: str, stream: int, lane: int) -> int:
@@ -90,6 +106,7 @@ class ConvertSummary:
     events: dict[str, int] = field(default_factory=dict)  # by EventKind name (lower case)
     processes: int = 0
     threads: int = 0
+    lttng_threads: set[tuple[int, int]] = field(default_factory=set)  # (pid, tid) pairs with memq events
     allocations: int = 0
     unmatched_frees: int = 0
     replaced_allocations: int = 0  # allocations started over a live one (their free was not traced)
@@ -287,6 +304,7 @@ class _TraceWriter:
         self.copy_lanes = _Lanes()
         self.lost_lanes = _Lanes()
         self.memq_lanes = 1
+        self.lost: list[dict[str, np.ndarray]] = []
         self.api_names: list[str] = []
         self.heap_cat = self.interner.iid("event_categories", "memq.heap")
         self.heap_names = {k: self.interner.iid("event_names", k.name.lower())
@@ -324,9 +342,11 @@ class _TraceWriter:
             rank = np.where(is_end & ~zero_len, 0, 1)
             order = np.lexsort((is_end, pair, rank, table.ts))
             table = table.take(order)
-        data, offsets = table.encode()
-        base = self._write(memoryview(data))
-        offsets = offsets + base
+        offsets = np.empty(len(table.ts), np.int64)
+        for lo in range(0, len(table.ts), _ENCODE_ROWS):
+            hi = min(lo + _ENCODE_ROWS, len(table.ts))
+            data, chunk = table.take(slice(lo, hi)).encode()
+            offsets[lo:hi] = chunk + self._write(memoryview(data))
         if order is not None:
             unsorted = np.empty_like(offsets)
             unsorted[order] = offsets
@@ -372,9 +392,9 @@ class _TraceWriter:
         rest = ~sample_done
         if rest.any():
             self._emit_counters(mb.sample_ts[rest], mb.sample_key[rest], mb.sample_value[rest])
-        lost = np.flatnonzero(batch["kind"] == EventKind.LOST)
-        if len(lost):
-            self._emit_lost(batch, lost)
+        lost = batch["kind"] == EventKind.LOST
+        if lost.any():  # written at the end, when the stream file names are known
+            self.lost.append({c: batch[c][lost] for c in ("ts", "size", "aux", "aux2", "stream")})
         self.model.set_tags(row_offsets)
 
     def _thread_uuids(self, batch: EventBatch) -> np.ndarray:
@@ -416,6 +436,7 @@ class _TraceWriter:
             (self._arg("alloc_id"), ARG_UINT, alloc_id, alloc_id > 0),
             (self._arg("freed_alloc_id"), ARG_UINT, freed, freed > 0),
             (self._arg("unmatched"), ARG_UINT, unmatched.astype(np.uint64), unmatched),
+            (self._arg("replaced_alloc_id"), ARG_UINT, mb.replaced_alloc_id[rows], mb.replaced_alloc_id[rows] > 0),
             (self._arg("ip"), ARG_POINTER, ip, ip != 0),
         ]
         # The heap counter sample of a row rides on its instant (same time): no packet of its own.
@@ -478,6 +499,7 @@ class _TraceWriter:
             (a("mem_kind"), ARG_STRING, mem_kind, allocish | freeish),
             (a("flags"), ARG_UINT, col["flags"], allocish),
             (a("alloc_id"), ARG_UINT, alloc_id, alloc_id > 0),
+            (a("replaced_alloc_id"), ARG_UINT, mb.replaced_alloc_id[rows], mb.replaced_alloc_id[rows] > 0),
             (a("width"), ARG_UINT, col["aux"], pitched | two_d),
             (a("height"), ARG_UINT, col["aux2"], pitched | two_d),
             (a("freed_alloc_id"), ARG_UINT, freed, freed > 0),
@@ -598,11 +620,14 @@ class _TraceWriter:
         self._emit(_Table(ts=ts, track=self._counter_uuids(keys), type=np.full(len(ts), TYPE_COUNTER, np.uint8),
                           counter=values))
 
-    def _emit_lost(self, batch, rows) -> None:
+    def _emit_lost(self, lost: dict[str, np.ndarray], stream_files: list[str]) -> None:
         """memq.lost slices on the memq track (lanes below it where loss ranges overlap)."""
-        g = len(rows)
-        begin, end = batch["begin"][rows], batch["ts"][rows]
-        packets = batch["aux2"][rows] == 1
+        g = len(lost["ts"])
+        if g == 0:
+            return
+        begin = lost["ts"]
+        end = begin + lost["size"].astype(np.int64)
+        packets = lost["aux2"] == 1
         track = np.zeros(g, np.uint64)
         for i in np.lexsort((np.arange(g), begin)).tolist():
             lane = self.lost_lanes.assign("lost", int(begin[i]), int(end[i]))
@@ -610,11 +635,12 @@ class _TraceWriter:
             track[i] = _memq_track_uuid(lane)
         name = np.where(packets, self.interner.iid("event_names", "lost packets"),
                         self.interner.iid("event_names", "lost events")).astype(np.uint32)
+        stream = np.array([self._str(stream_files[i] if 0 <= i < len(stream_files) else f"stream {i}")
+                           for i in lost["stream"].tolist()], np.uint64)
         ones = np.ones(g, bool)
         none = np.zeros(g, bool)
         zero = np.zeros(g, np.uint64)
-        args = [(self._arg("count"), ARG_UINT, batch["aux"][rows], ones),
-                (self._arg("stream"), ARG_UINT, batch["stream"][rows], ones)]
+        args = [(self._arg("count"), ARG_UINT, lost["aux"], ones), (self._arg("stream"), ARG_STRING, stream, ones)]
         self._emit(_Table(
             ts=np.concatenate([begin, end]), track=np.concatenate([track, track]),
             type=np.repeat(np.array([TYPE_BEGIN, TYPE_END], np.uint8), g),
@@ -629,6 +655,9 @@ class _TraceWriter:
         """memq.meta, memq.device and memq.binary instants on the memq track."""
         t0 = self.first_ts or 0
         memq = _memq_track_uuid()
+        if self.lost:
+            self._emit_lost({c: np.concatenate([part[c] for part in self.lost]) for c in self.lost[0]},
+                            info.stream_files)
 
         def instant(ts: int, cat: str, name: str, values: dict[str, object]) -> None:
             args = []
@@ -708,15 +737,11 @@ class _TraceWriter:
                     d.thread.thread_name = name
             descriptor(fill, timestamped=True)
         for dev in sorted(self.gpus):
-            def fill(d, dev=dev):
-                d.uuid = _gpu_track_uuid(dev)
-                d.name = f"GPU {dev}"
-                d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
-            descriptor(fill)
+            descriptor(lambda d, dev=dev: _fill_device_track(d, dev))
         for uuid, (dev, runtime, stream, _lane) in sorted(self.streams.items(), key=lambda kv: kv[1]):
             def fill(d, uuid=uuid, dev=dev, runtime=runtime, stream=stream):
                 d.uuid = uuid
-                d.parent_uuid = _gpu_track_uuid(dev)
+                d.parent_uuid = device_track_uuid(dev)
                 d.name = f"{runtime} stream 0x{stream:x}"
                 d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
             descriptor(fill)
@@ -733,7 +758,7 @@ class _TraceWriter:
                 kind, owner = split_counter_key(key)
                 d.uuid = _counter_track_uuid(key)
                 if kind == CNT_DEVICE:
-                    d.parent_uuid = _gpu_track_uuid(owner)
+                    d.parent_uuid = device_track_uuid(owner)
                     d.name = f"GPU {owner} device live bytes"
                 else:
                     d.parent_uuid = process_track_uuid(owner)
@@ -881,12 +906,13 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
     pids = {p for p, _ in writer.threads} | set(extra_processes)
     summary.processes = len(pids)
     summary.threads = len(writer.threads | set(extra_threads))
+    summary.lttng_threads = set(writer.threads)
     summary.lost_events = trace_info.lost_events
     summary.lost_packets = trace_info.lost_packets
     summary.skipped = dict(trace_info.skipped)
     summary.warnings = list(trace_info.warnings)
     if summary.clock_source != "recorder":
-        summary.warnings.append("no recorder clock readings: wall-clock time from the CTF clock offset")
+        summary.warnings.append("no recorder clock readings: wall-clock time from the CTF clock offset (no BOOTTIME in the clock snapshot)")
     summary.output_bytes = out.stat().st_size
     summary.trace_duration_ns = (writer.last_ts - writer.first_ts) if writer.first_ts is not None else 0
     summary.elapsed_s = time.monotonic() - started

@@ -1,0 +1,171 @@
+"""`ctf2perfetto TRACE_DIR -o OUT.pftrace` (also `memq convert`): LTTng CTF to a memq Perfetto trace."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import run_command, stderr_is_terminal
+
+DESCRIPTION = (
+    "Convert the LTTng trace(s) under TRACE_DIR (a `memq record` output, or any LTTng output directory with "
+    "the libc wrapper and memq GPU events) into a Perfetto protobuf trace: heap calls as instants, HIP/CUDA "
+    "memory calls as slices, live-bytes counters per process and device, copies on per-stream tracks, flows "
+    "from allocations to their frees and copies. The layout is docs/TRACE_FORMAT.md. Prints a summary on "
+    "stderr; lost events, unmatched frees and anything dropped are reported there."
+)
+EPILOG = """examples:
+  ctf2perfetto trace/ -o out.pftrace
+  ctf2perfetto damaged-trace/ -o out.pftrace --salvage
+  ctf2perfetto trace/ --kineto profile.json -o out.pftrace
+
+exit status: 0 converted, 1 the trace could not be read or the output written, 2 bad usage."""
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", type=Path, metavar="TRACE_DIR", help="LTTng output directory (searched recursively)")
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.pftrace",
+                        help="Perfetto trace to write (replaced atomically; nothing is left there on failure)")
+    parser.add_argument("--salvage", action="store_true",
+                        help="convert what can be read from a damaged trace (stream files cut back to their last "
+                             "complete packet, on a temporary copy) and report exactly what was dropped")
+    parser.add_argument("--kineto", type=Path, metavar="PROFILE.json",
+                        help="merge a PyTorch-profiler (Kineto) JSON trace of the same run (plain or .gz): its "
+                             "events join the same process/thread tracks (docs/TIMELINE.md)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (warnings only)")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("convert", help="convert an LTTng trace to Perfetto (same as ctf2perfetto)",
+                                   description=DESCRIPTION, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+class _Progress:
+    """One redrawn line on stderr: how far the decoder is through the trace files, and events written."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.fraction = 0.0
+        self.events = 0
+        self.drawn = 0.0
+
+    def decoded(self, done: int, total: int) -> None:
+        if total > 0:
+            self.fraction = min(1.0, done / total)
+        self._draw()
+
+    def written(self, events: int) -> None:
+        self.events = events
+        self._draw()
+
+    def _draw(self, final: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not final and now - self.drawn < 0.1):
+            return
+        self.drawn = now
+        width = 30
+        filled = int(self.fraction * width)
+        sys.stderr.write(f"\rconverting [{'#' * filled}{'.' * (width - filled)}] {self.fraction:4.0%} "
+                         f"{self.events:,} events")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.drawn:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
+def _check_output(out: Path) -> None:
+    from ..errors import UsageError
+
+    if out.is_dir():
+        raise UsageError(f"{out}: is a directory, expected the output trace file")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{out}: cannot write: directory {parent} does not exist")
+
+
+def _print_summary(summary, prog: str) -> None:
+    mib = summary.output_bytes / (1 << 20)
+    kinds = ", ".join(f"{name} {count:,}" for name, count in sorted(summary.events.items(), key=lambda kv: -kv[1]))
+    lines = [
+        f"{prog}: wrote {summary.output} ({mib:.1f} MiB) in {summary.elapsed_s:.1f} s",
+        f"  events: {summary.total_events:,} ({kinds})",
+        f"  processes: {summary.processes}, threads: {summary.threads}",
+        f"  allocations: {summary.allocations:,}, unmatched frees: {summary.unmatched_frees:,}"
+        + (f", allocations over a live one (free not traced): {summary.replaced_allocations:,}"
+           if summary.replaced_allocations else ""),
+        f"  lost: {summary.lost_events:,} events, {summary.lost_packets:,} packets",
+    ]
+    if summary.skipped:
+        lines.append("  skipped: " + ", ".join(f"{n:,} {reason}" for reason, n in sorted(summary.skipped.items())))
+    print("\n".join(lines), file=sys.stderr)
+
+
+def convert(args: argparse.Namespace, prog: str) -> int:
+    from ..decode import decode
+    from ..write import device_track_packet, device_track_uuid, process_track_uuid, thread_track_uuid, write_trace
+
+    _check_output(args.output)
+    extra_packets: list[bytes] = []
+    kineto_packets = None
+    if args.kineto is not None:
+        from .. import kineto
+
+        devices: set[int] = set()
+
+        def device_uuid(device: int) -> int:
+            devices.add(int(device))
+            return device_track_uuid(device)
+
+        kineto_packets = kineto.to_packets(kineto.load(args.kineto), thread_track_uuid=thread_track_uuid,
+                                           process_track_uuid=process_track_uuid, device_track_uuid=device_uuid)
+        # The GPU tracks the Kineto streams hang under, in case the LTTng events have none.
+        extra_packets = [device_track_packet(d) for d in sorted(devices)] + list(kineto_packets.packets)
+    progress = _Progress(stderr_is_terminal() and not args.quiet)
+    try:
+        with decode(args.trace, salvage=args.salvage, progress=progress.decoded) as decoding:
+            summary = write_trace(
+                decoding, lambda: decoding.info, args.output, progress=progress.written,
+                extra_packets=extra_packets,
+                extra_processes=kineto_packets.processes if kineto_packets else {},
+                extra_threads=kineto_packets.threads if kineto_packets else {})
+    finally:
+        progress.close()
+    if not args.quiet:
+        _print_summary(summary, prog)
+    warnings = list(summary.warnings)
+    if kineto_packets is not None:
+        warnings += kineto_packets.warnings(summary.lttng_threads)
+    for line in warnings:
+        print(f"{prog}: warning: {line}", file=sys.stderr)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return convert(args, "memq convert")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .memq import _ArgumentParser
+
+    parser = _ArgumentParser(prog="ctf2perfetto", description=DESCRIPTION, epilog=EPILOG,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"ctf2perfetto {__version__}")
+    _add_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command("ctf2perfetto", lambda: convert(args, "ctf2perfetto"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
