@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from .paths import native_library
 from .salvage import SalvagedCopy
 
 RECORD_FILE = "memq-record.json"
+READ_FAILURE = "cannot read the trace"  # decode.c take_error() text while running the graph
 Progress = Callable[[int, int], None]
 
 
@@ -125,38 +127,27 @@ class _Native:
             self.handle = None
 
 
-def _cause_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
 def error_line(text: str, traces: list[Path], failed: str | None = None) -> str:
-    """One line from a babeltrace2 error: the file concerned, then the root cause."""
-    lines = _cause_lines(text)
+    """One line from a decoder error text (what failed, then babeltrace2's causes, root first)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    reading = bool(lines) and lines[0] == READ_FAILURE
+    causes = lines[1:] or ["unknown error"]
+    root = re.sub(r"\b[\w-]+-addr=0x[0-9a-f]+(, )?", "", causes[0])
+    root = re.sub(r"[:,]\s*$", "", re.sub(r"\s+", " ", root)).rstrip(".")
     where = failed
+    named = [m.group(1) for line in causes for m in re.finditer(r"[`'\"](/[^`'\"]+)[`'\"]", line)]
+    if where is None and named:
+        where = named[0]
     if where is None:
-        for line in lines:
-            m = re.search(r"[`'\"](/[^`'\"]+)[`'\"]", line)
-            if m and any(m.group(1).startswith(str(t)) for t in traces):
-                where = m.group(1)
-                break
-    if where is None:
-        where = str(traces[0]) if len(traces) == 1 else str(Path(*_common_parts(traces)))
-    root = lines[-1] if len(lines) > 1 else (lines[0] if lines else "unknown error")
-    root = re.sub(r":\s*(msg-it-addr|comp-addr|iter-addr|stream-class-addr|trace-class-addr)=.*$", "", root)
-    root = re.sub(r"\s+", " ", root).rstrip(".")
-    what = lines[0] if lines else ""
-    kind = "corrupt or truncated CTF data" if what.startswith("cannot read") else "cannot open the trace"
-    return f"{where}: {kind}: {root}"
-
-
-def _common_parts(paths: list[Path]) -> tuple[str, ...]:
-    parts = paths[0].parts
-    for p in paths[1:]:
-        n = 0
-        while n < min(len(parts), len(p.parts)) and parts[n] == p.parts[n]:
-            n += 1
-        parts = parts[:n]
-    return parts or ("/",)
+        where = str(traces[0]) if len(traces) == 1 else os.path.commonpath([str(t) for t in traces])
+    if root.startswith("Failed to index CTF stream file"):
+        return f"{where}: stream file is cut mid-packet or corrupt (babeltrace2 cannot index its packets); " \
+               "--salvage converts what is readable"
+    if root.startswith("Cannot create trace for") and Path(where, "metadata").is_file():
+        return f"{Path(where, 'metadata')}: unreadable CTF metadata (babeltrace2 cannot parse it)"
+    if reading:
+        return f"{where}: corrupt CTF data: {root}; --salvage converts what is readable"
+    return f"{where}: cannot open the trace: {root}"
 
 
 class Decoding:
@@ -227,10 +218,11 @@ class Decoding:
                 n = native.next(batch.columns, self.batch_size)
                 self._absorb(native.side())
                 if n < 0:
-                    err = native.error() or "cannot read the trace"
+                    err = native.error() or READ_FAILURE
                     raise MemqError(error_line(err, self._traces, self._failed_file()))
                 if self.progress is not None:
-                    self.progress(*native.progress())
+                    done, total = native.progress()
+                    self.progress(total if n == 0 else done, total)
                 if n == 0:
                     break
                 if n < self.batch_size:
@@ -325,7 +317,7 @@ def _check_readable(traces: list[Path]) -> tuple[str, str, int, int] | None:
                 native.side()
             if n == 0:
                 return None
-            err = native.error() or "cannot read the trace"
+            err = native.error() or READ_FAILURE
         failed = native.failed_stream()
         if failed is None:
             return (error_line(err, traces), "", 0, 0)

@@ -99,11 +99,9 @@ class SalvagedCopy:
             raise
 
     def original(self, name: str) -> str:
-        """The user's path for a path inside the copy."""
-        for i, trace in enumerate(self.originals):
-            prefix = str(self.root / str(i))
-            if name == prefix or name.startswith(prefix + os.sep):
-                return str(trace) + name[len(prefix):]
+        """`name` (a path or a message) with paths inside the copy shown as the user's paths."""
+        for i, trace in reversed(list(enumerate(self.originals))):
+            name = name.replace(str(self.root / str(i)), str(trace))
         return name
 
     def warnings(self) -> list[str]:

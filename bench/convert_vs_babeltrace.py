@@ -1,0 +1,145 @@
+"""Conversion speed: ctf2perfetto (and its decoder alone) against babeltrace2's own C decoder.
+
+Records (once, cached in bench/out/) a libc-heavy LTTng trace of >= 3M events: a Python
+allocation loop under the lttng-ust libc wrapper (LD_PRELOAD), on a blocking channel so
+that nothing is lost. Then, in one run and on that trace, times:
+
+  1. babeltrace2 -c source.ctf.fs --params 'inputs=["<trace>"]' -c sink.utils.counter
+  2. ctf2perfetto.decode alone (iterate every EventBatch)
+  3. ctf2perfetto <dir> -o out.pftrace (the whole converter), when its CLI is installed
+
+and prints events/s, the ratios to babeltrace2 and the peak RSS of each. Usage:
+
+    python3 bench/convert_vs_babeltrace.py [--events 3000000] [--repeat 3] [--rerecord]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "out"
+LIBC_WRAPPER = "liblttng-ust-libc-wrapper.so"
+# Each iteration: a bytearray (malloc + free of its buffer) and list growth (realloc).
+WORKLOAD = """
+import sys
+n = int(sys.argv[1])
+keep = []
+for i in range(n):
+    b = bytearray(1000 + (i & 1023))
+    if i % 64 == 0:
+        keep.append(b)
+    if len(keep) > 4096:
+        keep.clear()
+"""
+
+
+def lttng(*args: str) -> None:
+    subprocess.run(["lttng", *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def record(trace: Path, events: int) -> None:
+    """A discard-free recording of the allocation loop into `trace`."""
+    session = f"memq-bench-{os.getpid()}"
+    if trace.exists():
+        shutil.rmtree(trace)
+    lttng("create", session, f"--output={trace}")
+    try:
+        lttng("enable-channel", "-u", "--session", session, "--subbuf-size=4M", "--num-subbuf=8",
+              "--blocking-timeout=inf", "libc")
+        lttng("enable-event", "-u", "--session", session, "--channel", "libc", "lttng_ust_libc:*")
+        for ctx in ("vpid", "vtid", "ip"):
+            lttng("add-context", "-u", "--session", session, "--channel", "libc", "-t", ctx)
+        lttng("start", session)
+        env = dict(os.environ, LD_PRELOAD=LIBC_WRAPPER, LTTNG_UST_ALLOW_BLOCKING="1")
+        # ~2 events per iteration (malloc + free), plus interpreter start-up.
+        subprocess.run([os.path.realpath(sys.executable), "-c", WORKLOAD, str(events // 2 + 1)], env=env,
+                       check=True)
+        lttng("stop", session)
+    finally:
+        lttng("destroy", session)
+
+
+def trace_dirs(trace: Path) -> list[Path]:
+    return sorted(p.parent for p in trace.rglob("metadata"))
+
+
+def run_child(cmd: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS (KiB, from wait4) and stdout of a child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {err.decode(errors='replace').strip()[-500:]}")
+    return wall, usage.ru_maxrss, out.decode()
+
+
+DECODE_ONLY = """
+import sys
+from ctf2perfetto.decode import decode
+rows = 0
+with decode(sys.argv[1]) as d:
+    for batch in d:
+        rows += len(batch)
+print(rows)
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=3_000_000, help="events to record (default 3M)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per tool; the best is kept")
+    parser.add_argument("--rerecord", action="store_true", help="record the trace again")
+    args = parser.parse_args()
+
+    trace = OUT / f"libc-{args.events}"
+    if args.rerecord or not trace.is_dir():
+        print(f"recording {args.events:,} libc events into {trace} ...", file=sys.stderr)
+        record(trace, args.events)
+    dirs = trace_dirs(trace)
+    if len(dirs) != 1:
+        print(f"{trace}: expected one CTF trace, found {len(dirs)}", file=sys.stderr)
+        return 1
+    inputs = '["' + str(dirs[0]) + '"]'
+
+    results: dict[str, tuple[float, int]] = {}
+    events = 0
+
+    def best(name: str, cmd: list[str]) -> str:
+        runs = [run_child(cmd) for _ in range(args.repeat)]
+        wall = min(r[0] for r in runs)
+        results[name] = (wall, max(r[1] for r in runs))
+        return runs[0][2]
+
+    out = best("babeltrace2 counter", ["babeltrace2", "-c", "source.ctf.fs", "--params", f"inputs={inputs}",
+                                       "-c", "sink.utils.counter"])
+    # The counter prints running totals; the last one is the trace's.
+    events = int([line.split()[0] for line in out.splitlines() if line.strip().endswith("Event messages")][-1])
+    rows = int(best("memq decode", [sys.executable, "-c", DECODE_ONLY, str(trace)]).strip())
+    converter = shutil.which("ctf2perfetto")
+    if converter:
+        pftrace = OUT / "bench.pftrace"
+        try:
+            best("ctf2perfetto", [converter, str(trace), "-o", str(pftrace), "--quiet"])
+        except RuntimeError as exc:
+            print(f"ctf2perfetto: not measured ({exc})", file=sys.stderr)
+
+    base = results["babeltrace2 counter"][0]
+    print(f"trace: {trace} ({events:,} events, {rows:,} rows, "
+          f"{sum(f.stat().st_size for f in dirs[0].iterdir() if f.is_file()) / 2**20:.0f} MiB)")
+    print(f"{'tool':22} {'seconds':>8} {'events/s':>12} {'ratio':>6} {'peak RSS':>10}")
+    for name, (wall, rss) in results.items():
+        print(f"{name:22} {wall:8.2f} {events / wall:12,.0f} {wall / base:6.2f} {rss / 1024:8.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
