@@ -26,7 +26,7 @@ import zlib
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import MemqError, UsageError
 
@@ -66,29 +66,28 @@ class KinetoPackets:
     # passed to write_trace as extra_threads / extra_processes.
     threads: dict[tuple[int, int], str]
     processes: dict[int, str]
-    unmatched_pids: list[int]  # CPU pids absent from the LTTng trace
-    unmatched_threads: list[tuple[int, int]]  # (pid, tid) absent from the LTTng trace
     events: int  # Kineto events written (slices, instants)
     flows: int  # flows written
-    skipped: dict[str, int]  # reason -> count of Kineto events not written
+    skipped: dict[str, int]  # reason -> count of Kineto events not written (or changed)
 
-    def warnings(self) -> list[str]:
-        """One line per thing the user should know about the merge."""
+    def warnings(self, lttng_threads: set[tuple[int, int]]) -> list[str]:
+        """One line per thing the user should know, given the LTTng trace's (pid, tid) pairs."""
         lines = []
-        if self.unmatched_pids:
-            pids = ", ".join(map(str, self.unmatched_pids[:8])) + (" ..." if len(self.unmatched_pids) > 8 else "")
+        lttng_pids = {pid for pid, _ in lttng_threads}
+        unmatched_pids = sorted(self.processes.keys() - lttng_pids)
+        unmatched_threads = sorted(t for t in self.threads.keys() - lttng_threads if t[0] in lttng_pids)
+        if unmatched_pids:
+            pids = ", ".join(map(str, unmatched_pids[:8])) + (" ..." if len(unmatched_pids) > 8 else "")
             lines.append(
                 f"Kineto pid(s) {pids} match no process of the LTTng trace: their events are kept on their own "
                 "tracks (was the profile recorded in another run?)"
             )
-        elif self.unmatched_threads:
-            lines.append(
-                f"{len(self.unmatched_threads)} Kineto thread(s) match no thread of the LTTng trace: "
-                "kept on their own thread tracks"
-            )
+        if unmatched_threads:
+            tids = ", ".join(f"{p}/{t}" for p, t in unmatched_threads[:8])
+            lines.append(f"Kineto thread(s) {tids} (pid/tid) have no LTTng events: kept on their own thread tracks")
         if self.skipped:
             detail = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
-            lines.append(f"Kineto events not merged: {detail}")
+            lines.append(f"Kineto events not merged as they were: {detail}")
         return lines
 
 
@@ -249,22 +248,18 @@ def _us_to_ns(value: Any) -> int | None:
 def to_packets(
     trace: KinetoTrace,
     *,
-    lttng_threads: Iterable[tuple[int, int]],
     thread_track_uuid: Any,
     process_track_uuid: Any,
     device_track_uuid: Any = None,
 ) -> KinetoPackets:
     """Serialized TracePackets for every Kineto event.
 
-    `lttng_threads` are the (pid, tid) pairs of the LTTng trace; the uuid
-    functions are write.py's, so CPU events share the LTTng tracks.
+    The uuid functions are write.py's, so CPU events share the LTTng tracks.
     `device_track_uuid(device)` (optional) parents the stream tracks under the
     trace's `GPU <device>` track; without it Kineto gets its own device tracks.
     """
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-    lttng_threads = set(lttng_threads)
-    lttng_pids = {pid for pid, _ in lttng_threads}
     gpu_pids = _gpu_pids(trace)
     skipped: dict[str, int] = {}
 
@@ -370,9 +365,7 @@ def to_packets(
     builder.items.sort(key=lambda item: (item.ts, item.order))
     packets += [item.packet.SerializeToString() for item in builder.items]
 
-    unmatched_pids = sorted(processes.keys() - lttng_pids)
-    unmatched_threads = sorted(threads.keys() - lttng_threads)
-    return KinetoPackets(packets, threads, processes, unmatched_pids, unmatched_threads, events, flows, skipped)
+    return KinetoPackets(packets, threads, processes, events, flows, skipped)
 
 
 def _nest(lane_slices: list[_Slice]) -> int:

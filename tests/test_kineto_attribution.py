@@ -1,0 +1,115 @@
+"""Copies attributed to PyTorch ops (`by="op"`) and to call sites (`by="callsite"`).
+
+A C program drives the fake HIP runtime under `memq record`: two hipMemcpy calls
+from two known functions. Call sites come from the real recording. For ops, a
+Kineto trace is written for the same pid/tid around the recorded calls (an outer
+op enclosing both, an inner op enclosing only the first, a decoy op on another
+thread), merged, and each copy must get its innermost op on its own thread.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ctf2perfetto.attribution import attribute
+from ctf2perfetto.engine import open_trace
+from support.fakes import build_fakes
+
+PROGRAM = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int hipMalloc(void **, size_t);
+int hipFree(void *);
+int hipMemcpy(void *, const void *, size_t, int);
+static char host[8192];
+__attribute__((noinline)) void upload_weights(void *dev) { hipMemcpy(dev, host, 4096, 1); }
+__attribute__((noinline)) void download_result(void *dev) { hipMemcpy(host, dev, 2048, 2); }
+int main(void)
+{
+	void *dev = 0;
+	if (hipMalloc(&dev, 8192))
+		return 1;
+	memset(host, 7, sizeof host);
+	upload_weights(dev);
+	usleep(2000);
+	download_result(dev);
+	hipFree(dev);
+	printf("%d %d\n", getpid(), gettid());
+	return 0;
+}
+"""
+FUNCTIONS = {4096: "upload_weights", 2048: "download_result"}
+
+COPIES_SQL = """
+SELECT EXTRACT_ARG(arg_set_id, 'debug.call_id') AS call_id, EXTRACT_ARG(arg_set_id, 'debug.bytes') AS bytes,
+       ts, dur FROM slice WHERE category = 'memq.copy' ORDER BY ts"""
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("kineto_attr")
+    fakes = build_fakes(work / "fakes")
+    (work / "prog.c").write_text(PROGRAM)
+    exe = work / "copier"
+    subprocess.run(["gcc", "-g", "-O1", "-o", str(exe), str(work / "prog.c"), f"-L{fakes.dir}", "-l:libamdhip64.so",
+                    f"-Wl,-rpath,{fakes.dir}"], check=True)
+    trace = work / "trace"
+    rec = subprocess.run(["memq", "record", "-o", str(trace), "--", str(exe)], capture_output=True, text=True,
+                         timeout=120)
+    assert rec.returncode == 0, rec.stderr
+    pid, tid = map(int, rec.stdout.split()[-2:])
+    plain = work / "plain.pftrace"
+    subprocess.run(["ctf2perfetto", str(trace), "-o", str(plain)], check=True, capture_output=True, timeout=120)
+    return {"work": work, "trace": trace, "plain": plain, "pid": pid, "tid": tid}
+
+
+def test_copies_by_callsite(recording: dict) -> None:
+    with open_trace(recording["plain"]) as engine:
+        copies = engine.query(COPIES_SQL)
+        result = attribute(engine, copies, "callsite")
+    assert sorted(result["bytes"]) == sorted(FUNCTIONS)
+    assert {int(b): f for b, f in zip(result["bytes"], result["function"])} == FUNCTIONS
+    assert all(Path(b).name == "copier" for b in result["binary"])
+    assert all(s.startswith(str(recording["work"] / "prog.c")) for s in result["source"])
+
+
+def _kineto_ops(pid: int, tid: int, copies: pd.DataFrame) -> dict:
+    """Kineto JSON with ops around the recorded copies (REALTIME µs relative to a base)."""
+    first, second = copies.iloc[0], copies.iloc[1]
+    base = int(first["ts"]) // 10**9 * 10**9
+
+    def op(name: str, begin_ns: int, end_ns: int, tid_: int = tid) -> dict:
+        # µs with the ns digits, relative to the base, as Kineto writes them
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": tid_,
+                "ts": round((begin_ns - base) / 1000, 3), "dur": round((end_ns - begin_ns) / 1000, 3)}
+
+    end_second = int(second["ts"] + second["dur"])
+    return {"baseTimeNanoseconds": base, "traceEvents": [
+        op("train_step", int(first["ts"]) - 50_000, end_second + 50_000),
+        op("aten::copy_", int(first["ts"]) - 10_000, int(first["ts"] + first["dur"]) + 10_000),
+        op("decoy_on_other_thread", int(first["ts"]) - 100_000, end_second + 100_000, tid + 1),
+    ]}
+
+
+def test_copies_by_innermost_op_on_their_thread(recording: dict) -> None:
+    with open_trace(recording["plain"]) as engine:
+        copies = engine.query(COPIES_SQL)
+    assert len(copies) == 2
+    profile = recording["work"] / "ops.json"
+    profile.write_text(json.dumps(_kineto_ops(recording["pid"], recording["tid"], copies)))
+    merged = recording["work"] / "merged.pftrace"
+    conv = subprocess.run(["ctf2perfetto", str(recording["trace"]), "--kineto", str(profile), "-o", str(merged)],
+                          capture_output=True, text=True, timeout=120)
+    assert conv.returncode == 0, conv.stderr
+    assert f"{recording['pid']}/{recording['tid'] + 1}" in conv.stderr  # the decoy thread has no LTTng events
+    with open_trace(merged) as engine:
+        assert engine.import_problems().empty, engine.import_problems().to_string()
+        result = attribute(engine, engine.query(COPIES_SQL), "op")
+    assert dict(zip(result["bytes"].astype(int), result["op"])) == {4096: "aten::copy_", 2048: "train_step"}
+    assert result["op_slice_id"].notna().all()
