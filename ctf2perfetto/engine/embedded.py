@@ -136,6 +136,10 @@ class EmbeddedEngine(Engine):
         batches = [batch for result in results for batch in result.batch]
         return typed_frame(column_names, batches)
 
+    def wasm_heap_bytes(self) -> int:
+        """Bytes of WebAssembly linear memory this trace holds (its heap's high-water mark)."""
+        return self._tp.heap_bytes() if self._tp is not None else 0
+
     def wasm_log(self) -> list[str]:
         """trace_processor's recent log lines (for diagnostics)."""
         return self._tp.log_tail() if self._tp is not None else []

@@ -342,6 +342,12 @@ class WasmTraceProcessor:
             self.close()
             raise MemqError(message) from exc
 
+    def heap_bytes(self) -> int:
+        """Size of the linear memory (trace_processor's heap high-water mark: it never shrinks)."""
+        if self._store is None or self._host.memory is None:
+            return 0
+        return self._host.memory.data_len(self._store)
+
     def log_tail(self) -> list[str]:
         """trace_processor's last log lines (its stderr), oldest first."""
         return list(self._host.log)
