@@ -1,0 +1,256 @@
+"""The memq analyses as pandas DataFrames, for notebooks (HolisticTraceAnalysis style).
+
+    from ctf2perfetto import analyses
+    with analyses.load("out.pftrace") as engine:
+        analyses.duplicated(engine)          # peak / mean duplicated bytes per grouping
+        analyses.redundant(engine)           # totals per class
+        analyses.summary(engine)["copies"]   # copies per direction
+
+Every function takes a trace (a .pftrace, a PyTorch-profiler .json/.json.gz, an
+LTTng trace directory, converted on the fly) or an engine from `load`. The SQL is
+the `memq` package (sql/memq/*.sql); this module only runs it and shapes the
+result. Each frame carries in `df.attrs`:
+
+* `applies`: False when the trace's source has no addresses (Kineto), so the
+  figure cannot be computed; the frame is then empty.
+* `note`: why not, or the upper-bound caveat (CPU and kernel writes are not traced).
+* `source`: the trace's sources (`lttng`, `kineto`, or `none`).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+from .errors import UsageError
+
+UPPER_BOUND = ("Figures are upper bounds: writes by CPU code and GPU kernels are not traced, "
+               "so copied data may have changed (and a mirror ended) earlier than shown.")
+NO_ADDRESSES = ("not applicable: the trace's copies carry no addresses (PyTorch-profiler/Kineto source); "
+                "only address-free figures (counts, bytes, time, bandwidth, staged, unified) apply.")
+NO_EVENTS = "the trace holds no memory events (no allocations, copies or memsets)."
+UNIFIED_MODES = ("auto", "yes", "no")
+CLASSES = ("repeat", "round_trip", "managed", "unified", "redundant", "staged")
+ADDRESS_CLASSES = ("repeat", "round_trip", "managed")
+DUP_GROUPINGS = ("total", "direction", "allocation", "untracked_source")
+
+
+@contextlib.contextmanager
+def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None) -> Iterator[Any]:
+    """An engine over `trace` (path or an open engine, which is passed through)."""
+    if hasattr(trace, "query"):
+        yield trace
+        return
+    path = Path(trace)
+    if not path.exists():
+        raise UsageError(f"{path}: no such trace file or directory")
+    from .engine import open_trace
+
+    if path.is_dir():
+        with tempfile.TemporaryDirectory(prefix="memq-") as tmp:
+            converted = Path(tmp) / "trace.pftrace"
+            _convert(path, converted)
+            with open_trace(converted, trace_processor=trace_processor) as engine:
+                yield engine
+        return
+    with open_trace(path, trace_processor=trace_processor) as engine:
+        yield engine
+
+
+def _convert(directory: Path, out: Path) -> None:
+    """Decode an LTTng trace directory and write it as a memq trace."""
+    from .decode import decode
+    from .write import write_trace
+
+    with decode(directory) as decoding:
+        write_trace(decoding, lambda: decoding.info, out)
+
+
+def _query(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
+    includes = "".join(f"INCLUDE PERFETTO MODULE memq.{m};\n" for m in modules)
+    return engine.query(includes + sql)
+
+
+def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str]) -> pd.DataFrame:
+    df.attrs.update(applies=applies, note=note, source=",".join(sources) or "none")
+    return df
+
+
+def sources(trace: Any) -> pd.DataFrame:
+    """What the trace holds: one row per source with has_addresses, copies, sets."""
+    with load(trace) as engine:
+        return _query(engine, ("copies",), "SELECT * FROM memq_source ORDER BY source")
+
+
+def _source_info(engine: Any) -> tuple[list[str], bool, bool]:
+    """(sources, has addresses, has any memory event)."""
+    df = sources(engine)
+    events = _query(engine, ("allocations",), "SELECT COUNT(*) AS n FROM memq_allocation")["n"].iloc[0]
+    names = df["source"].tolist()
+    has_events = bool(events) or bool((df["copies"] + df["sets"]).sum())
+    return names, bool(df["has_addresses"].astype(bool).any()) if len(df) else False, has_events
+
+
+def _note(has_events: bool, applies: bool, caveat: str = UPPER_BOUND) -> str:
+    if not has_events:
+        return NO_EVENTS
+    return caveat if applies else NO_ADDRESSES
+
+
+# -- duplicated --------------------------------------------------------------------------
+def duplicated(trace: Any) -> pd.DataFrame:
+    """Peak (and when), time-weighted mean and byte*ns of duplicated bytes per grouping.
+
+    Rows: grouping (total, direction, allocation, untracked_source), pid (None =
+    whole trace), key, peak_bytes, peak_ts, mean_bytes, byte_ns, window_start, window_end.
+    """
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = _query(engine, ("duplicated",), """
+            SELECT g.grouping, p.pid, g.key, g.peak_bytes, g.peak_ts, g.mean_bytes, g.byte_ns,
+                   g.window_start, g.window_end
+            FROM memq_duplicated_group g LEFT JOIN process p USING (upid)
+            ORDER BY g.grouping, p.pid IS NOT NULL, p.pid, g.key""")
+        applies = addressed or not has_events
+        if not applies:
+            df = df.iloc[0:0]
+        elif not ((df["grouping"] == "total") & df["pid"].isna()).any():
+            window = engine.query("SELECT trace_start() AS s, trace_end() AS e").iloc[0]
+            zero = pd.DataFrame([{"grouping": "total", "pid": None, "key": None, "peak_bytes": 0, "peak_ts": None,
+                                  "mean_bytes": 0.0, "byte_ns": 0, "window_start": window["s"],
+                                  "window_end": window["e"]}])
+            df = zero if df.empty else pd.concat([zero, df], ignore_index=True)
+        return _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names)
+
+
+def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
+    """Duplicated bytes over time for one grouping: pid (None = trace), key, ts, dur, value."""
+    if grouping not in DUP_GROUPINGS:
+        raise UsageError(f"grouping {grouping!r}: expected one of {', '.join(DUP_GROUPINGS)}")
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = _query(engine, ("duplicated",), f"""
+            SELECT p.pid, c.key, c.ts, c.dur, c.value
+            FROM memq_duplicated_counter c LEFT JOIN process p USING (upid)
+            WHERE c.grouping = '{grouping}' ORDER BY p.pid IS NOT NULL, p.pid, c.key, c.ts""")
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+
+
+def mirrors(trace: Any) -> pd.DataFrame:
+    """Every mirror piece: copy_id, call_id, pid, dst, src, bytes, ts, dur, end_ts, direction, allocations."""
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = _query(engine, ("mirrors",), """
+            SELECT m.id, m.copy_id, m.call_id, p.pid, m.dst, m.src, m.bytes, m.ts, m.dur, m.end_ts, m.direction,
+                   m.dst_alloc_id, m.src_alloc_id, m.untracked_source
+            FROM memq_mirror m LEFT JOIN process p USING (upid) ORDER BY m.ts, m.dst""")
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+
+
+# -- redundant ---------------------------------------------------------------------------
+def _check_unified(unified: str) -> str:
+    if unified not in UNIFIED_MODES:
+        raise UsageError(f"--unified {unified}: expected one of {', '.join(UNIFIED_MODES)}")
+    return unified
+
+
+def redundant_copies(trace: Any, unified: str = "auto") -> pd.DataFrame:
+    """Per copy: redundant bytes per class (repeat, round_trip, managed, unified), class,
+    prorated time, staged; keeps `id` (memq.copy slice) and `call_id`."""
+    _check_unified(unified)
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = _query(engine, ("redundant",), f"""
+            SELECT r.id, r.call_id, p.pid, t.tid, r.ts, r.dur, r.source, r.api, r.direction, r.bytes, r.stream,
+                   r.device, r.unified_device, r.repeat_bytes, r.round_trip_bytes, r.managed_bytes, r.unified_bytes,
+                   r.redundant_bytes, r.class, r.redundant_dur, r.staged
+            FROM memq_redundant_copy('{unified}') r
+            LEFT JOIN process p USING (upid) LEFT JOIN thread t USING (utid)
+            ORDER BY r.ts, r.id""")
+        return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
+                           sources=names)
+
+
+def _redundant_note(addressed: bool) -> str:
+    if addressed:
+        return UPPER_BOUND
+    return ("repeat, round_trip and managed are not applicable: the trace's copies carry no addresses "
+            "(PyTorch-profiler/Kineto source); unified and staged apply.")
+
+
+def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:
+    """Totals per class: count, bytes, dur_sum (prorated), wall_dur (union across threads and streams).
+
+    Rows for the whole trace (pid None) for every class, zeros included, then per process.
+    `applies` is False on the rows of address-only classes for sources without addresses.
+    """
+    _check_unified(unified)
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        got = _query(engine, ("redundant",), f"""
+            SELECT p.pid, r.class, r.count, r.bytes, r.dur_sum, r.wall_dur
+            FROM memq_redundant_total('{unified}') r LEFT JOIN process p USING (upid)""")
+        whole = got[got["pid"].isna()].set_index("class")
+        rows = []
+        for cls in CLASSES:
+            applies = addressed or cls not in ADDRESS_CLASSES
+            row = {"pid": None, "class": cls, "applies": applies, "count": 0, "bytes": 0, "dur_sum": 0, "wall_dur": 0}
+            if cls in whole.index:
+                row.update({k: int(whole.loc[cls, k]) for k in ("count", "bytes", "dur_sum", "wall_dur")})
+            rows.append(row)
+        per = got[got["pid"].notna()].copy()
+        per.insert(2, "applies", [addressed or c not in ADDRESS_CLASSES for c in per["class"]])
+        df = pd.DataFrame(rows)
+        if len(per):
+            per = per.sort_values(["pid", "class"], key=lambda s: s.map(CLASSES.index) if s.name == "class" else s)
+            df = pd.concat([df, per], ignore_index=True)
+        return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
+                           sources=names)
+
+
+# -- summary -----------------------------------------------------------------------------
+SUMMARY_TABLES = {
+    "api": "SELECT * FROM memq_summary_api",
+    "copies": "SELECT * FROM memq_summary_copy",
+    "allocations": "SELECT * FROM memq_summary_allocation",
+    "devices": "SELECT * FROM memq_summary_device",
+}
+
+
+def summary(trace: Any) -> dict[str, pd.DataFrame]:
+    """Top API calls by time, copies per direction (count, bytes, time, bandwidth),
+    allocations per kind, device busy share: one frame each, keyed api/copies/allocations/devices."""
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        out = {}
+        for key, sql in SUMMARY_TABLES.items():
+            df = _query(engine, ("summary",), sql)
+            applies = addressed or key != "allocations"
+            out[key] = _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names)
+        return out
+
+
+# -- leaks -------------------------------------------------------------------------------
+def leaks(trace: Any) -> pd.DataFrame:
+    """Allocations never freed, grouped by kind and size: count, bytes, first_ts, last_ts."""
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = _query(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
+        return _with_attrs(df, applies=addressed or not has_events,
+                           note=_note(has_events, addressed or not has_events,
+                                      "Allocations with no free in the trace; a lost free shows as a leak."),
+                           sources=names)
+
+
+def leaked_allocations(trace: Any) -> pd.DataFrame:
+    """Every allocation never freed (keeps `alloc_id` for attribution)."""
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = _query(engine, ("leaks",), """
+            SELECT l.alloc_id, p.pid, l.kind, l.device, l.addr, l.size, l.ts, l.api, l.alloc_slice_id
+            FROM memq_leak l LEFT JOIN process p USING (upid) ORDER BY l.size DESC, l.ts""")
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)

@@ -1,0 +1,147 @@
+"""`memq duplicated | redundant | summary | leaks TRACE`: the analyses on the command line.
+
+TRACE is a .pftrace, a PyTorch-profiler JSON (.json / .json.gz) or an LTTng trace
+directory (converted on the fly). Human tables by default (bytes in MiB, times in
+ms), `--format json|csv` for machines. Every output says the figures are upper
+bounds (CPU and kernel writes are not traced) and which figures do not apply to a
+source without addresses.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from typing import Any
+
+from .output import add_engine_args, add_format_arg, print_frame
+
+COMMANDS = {
+    "duplicated": "bytes duplicated between host and device over time: peak, when, mean; by direction, "
+                  "allocation and untracked source",
+    "redundant": "copies that moved nothing new (repeat, round trip, managed endpoint, unified memory) and "
+                 "staged (pageable) copies: count, bytes, summed and wall-clock time",
+    "summary": "top API calls by time, copies per direction with bandwidth, allocations per kind, "
+               "device busy share",
+    "leaks": "allocations never freed, by kind and size",
+}
+TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
+              "(converted on the fly)")
+
+
+def _has_attribution() -> bool:
+    return importlib.util.find_spec("ctf2perfetto.attribution") is not None
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register duplicated, redundant, summary and leaks."""
+    for name, text in COMMANDS.items():
+        parser = subparsers.add_parser(
+            name, help=text, description=f"memq {name}: {text}. Figures are upper bounds: writes by CPU code and "
+                                         "GPU kernels are not traced.")
+        parser.add_argument("trace", metavar="TRACE", help=TRACE_HELP)
+        add_format_arg(parser)
+        add_engine_args(parser)
+        if name == "redundant":
+            parser.add_argument("--unified", choices=("auto", "yes", "no"), default="auto",
+                                help="count every host<->device copy as avoidable (unified-memory device, e.g. "
+                                     "MI300A, GH200): auto = as the trace's recorded device property says "
+                                     "(default), yes, no")
+        if name in ("duplicated", "redundant") and _has_attribution():
+            parser.add_argument("--by", choices=("op", "callsite"), default=None,
+                                help="also break the figures down by PyTorch op (needs a trace merged with "
+                                     "`ctf2perfetto --kineto`) or by call site (binary + function)")
+        parser.set_defaults(func=lambda args, name=name: run(name, args))
+
+
+def run(name: str, args: argparse.Namespace) -> int:
+    from .. import analyses
+
+    with analyses.load(args.trace, trace_processor=args.trace_processor) as engine:
+        if name == "summary":
+            tables = analyses.summary(engine)
+        elif name == "duplicated":
+            tables = {"duplicated": analyses.duplicated(engine)}
+        elif name == "redundant":
+            tables = {"redundant": analyses.redundant(engine, args.unified)}
+        else:
+            tables = {"leaks": analyses.leaks(engine)}
+        by = getattr(args, "by", None)
+        if by:
+            tables[f"by {by}"] = _attributed(engine, name, by, args)
+    _print(name, tables, args.format)
+    return 0
+
+
+def _attributed(engine: Any, name: str, by: str, args: argparse.Namespace) -> Any:
+    """Per-copy or per-mirror rows attributed to op / call site, summed per group."""
+    from .. import analyses
+    from ..attribution import attribute
+
+    column = "op" if by == "op" else "callsite"
+    if name == "redundant":
+        rows = analyses.redundant_copies(engine, args.unified)
+        rows = attribute(engine, rows[rows["redundant_bytes"] > 0], by)
+        grouped = rows.groupby(column, dropna=False).agg(copies=("id", "count"), bytes=("redundant_bytes", "sum"),
+                                                       dur_sum=("redundant_dur", "sum"))
+    else:
+        rows = analyses.mirrors(engine)
+        rows = attribute(engine, rows.assign(byte_ns=rows["bytes"] * rows["dur"]), by)
+        grouped = rows.groupby(column, dropna=False).agg(mirrors=("id", "count"), bytes=("bytes", "sum"),
+                                                       byte_ns=("byte_ns", "sum"))
+    out = grouped.reset_index().sort_values("bytes", ascending=False)
+    out.attrs.update(rows.attrs)
+    return out
+
+
+def _human(df: Any) -> Any:
+    """Bytes as MiB and durations as ms, for reading."""
+    out = df.copy()
+    for col in list(out.columns):
+        if col == "bytes" or col.endswith("_bytes") or col == "size" or col == "max_size":
+            out[col] = (out[col].astype("float64") / 1048576.0).round(3)
+            out = out.rename(columns={col: f"{col} MiB"})
+        elif col.endswith("_dur") or col == "dur_sum" or col == "byte_ns":
+            scale, unit = (1e6, "ms") if col != "byte_ns" else (1048576.0 * 1e9, "MiB*s")
+            out[col] = (out[col].astype("float64") / scale).round(3)
+            out = out.rename(columns={col: f"{col} {unit}"})
+    return out
+
+
+def _print(name: str, tables: dict, fmt: str) -> None:
+    from ..analyses import UPPER_BOUND
+
+    first = next(iter(tables.values()))
+    notes = [UPPER_BOUND]
+    for df in tables.values():
+        notes += [n for n in [df.attrs.get("note", "")] + list(df.attrs.get("warnings", [])) if n and n not in notes]
+    source = first.attrs.get("source", "none")
+    if fmt == "json":
+        payload = {
+            "analysis": name, "source": source, "upper_bound": True, "notes": notes,
+            "tables": {key: {"applies": bool(df.attrs.get("applies", True)),
+                             "rows": json.loads(df.to_json(orient="records"))} for key, df in tables.items()},
+        }
+        json.dump(payload, sys.stdout)
+        sys.stdout.write("\n")
+        return
+    if fmt == "csv":
+        for line in [f"memq {name} (source: {source})"] + notes:
+            print(f"# {line}")
+        for key, df in tables.items():
+            if len(tables) > 1:
+                print(f"# table: {key}")
+            print_frame(df, "csv")
+        return
+    print(f"memq {name} (source: {source})")
+    for key, df in tables.items():
+        print()
+        if len(tables) > 1 or key != name:
+            print(f"== {key} ==")
+        if not df.attrs.get("applies", True):
+            print(f"({df.attrs.get('note') or 'not applicable'})")
+            continue
+        print_frame(_human(df), "table")
+    print()
+    for line in notes:
+        print(f"note: {line}")
