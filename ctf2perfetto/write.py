@@ -16,7 +16,9 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import queue
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -399,11 +401,19 @@ class _TraceWriter:
 
     def _thread_uuids(self, batch: EventBatch) -> np.ndarray:
         """Thread track uuid per row (LOST rows belong to no thread)."""
-        pairs, inverse = np.unique(np.stack([batch["pid"], batch["tid"]], axis=1), axis=0, return_inverse=True)
-        uuids = np.array([thread_track_uuid(int(p), int(t)) for p, t in pairs.tolist()], np.uint64)
-        used = np.unique(inverse.ravel()[batch["kind"] != EventKind.LOST])
-        self.threads.update((int(p), int(t)) for p, t in pairs[used].tolist())
-        return uuids[inverse.ravel()]
+        key = (batch["pid"] << 32) ^ (batch["tid"] & 0xFFFFFFFF)
+        if key[0] == key[-1] and (key == key[0]).all():  # one thread: the common case, no sort
+            keys, inverse = key[:1], np.zeros(len(key), np.int64)
+        else:
+            keys, inverse = np.unique(key, return_inverse=True)
+        first = np.zeros(len(keys), np.int64)
+        first[inverse[::-1]] = np.arange(len(key))[::-1]  # a row of each thread
+        pairs = [(int(batch["pid"][i]), int(batch["tid"][i])) for i in first.tolist()]
+        uuids = np.array([thread_track_uuid(p, t) for p, t in pairs], np.uint64)
+        used = np.zeros(len(keys), bool)
+        used[inverse[batch["kind"] != EventKind.LOST]] = True
+        self.threads.update(pair for pair, u in zip(pairs, used.tolist()) if u)
+        return uuids[inverse]
 
     def _counter_uuids(self, keys: np.ndarray) -> np.ndarray:
         uniq, inverse = np.unique(keys, return_inverse=True)
@@ -825,14 +835,26 @@ def _patch_packet(packet: bytes, flow_ids: list[int]) -> bytes:
 
 
 def _copy_range(src, dst, start: int, stop: int) -> None:
-    src.seek(start)
-    remaining = stop - start
+    """Copy bytes [start, stop) of file src to the end of dst, in the kernel where it can."""
+    dst.flush()
+    offset, remaining = start, stop - start
     while remaining > 0:
-        chunk = src.read(min(remaining, 1 << 22))
-        if not chunk:
-            break
-        dst.write(chunk)
-        remaining -= len(chunk)
+        try:
+            done = os.copy_file_range(src.fileno(), dst.fileno(), remaining, offset)
+        except OSError:
+            done = 0
+        if done <= 0:  # not supported here: plain reads and writes
+            src.seek(offset)
+            while remaining > 0:
+                chunk = src.read(min(remaining, 1 << 22))
+                if not chunk:
+                    raise MemqError(f"{src.name}: temporary file shrank while writing the trace")
+                dst.write(chunk)
+                remaining -= len(chunk)
+            dst.flush()
+            return
+        offset += done
+        remaining -= done
 
 
 def _assemble(header: bytes, body_path: Path, patches: list[tuple[int, int]], extra: Iterable[bytes], out) -> None:
@@ -853,6 +875,57 @@ def _assemble(header: bytes, body_path: Path, patches: list[tuple[int, int]], ex
         _copy_range(body, out, pos, os.fstat(body.fileno()).st_size)
     for packet in extra:
         out.write(b"\x0a" + _varint(len(packet)) + bytes(packet))
+
+
+def _prefetched(batches: Iterable[EventBatch]) -> Iterable[EventBatch]:
+    """Iterate `batches` in a background thread, one batch ahead.
+
+    The decoder spends its time in C with the GIL released, so decoding the next
+    batch overlaps with modelling and encoding this one.
+    """
+    slot: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        iterator = iter(batches)
+        try:
+            for batch in iterator:
+                while not stop.is_set():
+                    try:
+                        slot.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            else:
+                slot.put(done)
+        except BaseException as exc:  # handed to the consumer, which raises it
+            slot.put(exc)
+        finally:
+            close = getattr(iterator, "close", None)
+            if stop.is_set() and close is not None:
+                close()
+
+    thread = threading.Thread(target=produce, name="memq-decode", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = slot.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a producer waiting on the full slot
+            try:
+                slot.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        thread.join()
 
 
 def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], TraceInfo], out: Path, *,
@@ -879,7 +952,7 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
         with os.fdopen(body_fd, "wb", buffering=1 << 20) as body:
             writer = _TraceWriter(body)
             done = 0
-            for batch in batches:
+            for batch in _prefetched(batches):
                 writer.add(batch)
                 done += len(batch)
                 if progress is not None:
