@@ -230,7 +230,7 @@
 		return r;                                                    \
 	}
 
-/* ---- sets: `vt` is the element type, bytes = count * sizeof(vt) ---- */
+/* ---- sets: `vt` is the value's type, bytes = count * `elem` ---- */
 #define EMIT_SET(name, d, v, n, strm)                                        \
 	do {                                                                 \
 		struct memq_set_rec rec = {                                  \
@@ -239,21 +239,21 @@
 		memq_emit_set(&c, &rec);                                     \
 	} while (0)
 
-#define SET(rt, name, vt, strm)                                              \
+#define SET(rt, name, vt, elem, strm)                                              \
 	MEMQ_REAL_FN(rt, int, name, (void *, vt, size_t));                   \
 	MEMQ_EXPORT int name(void *d, vt v, size_t count)                    \
 	{                                                                    \
 		WRAP_HEAD(rt, name, set, (d, v, count));                     \
-		EMIT_SET(name, d, (int32_t) v, (uint64_t) count * sizeof(vt), strm); \
+		EMIT_SET(name, d, (int32_t) v, (uint64_t) count * (elem), strm); \
 		return r;                                                    \
 	}
 
-#define SET_ASYNC(rt, name, vt)                                              \
+#define SET_ASYNC(rt, name, vt, elem)                                              \
 	MEMQ_REAL_FN(rt, int, name, (void *, vt, size_t, void *));           \
 	MEMQ_EXPORT int name(void *d, vt v, size_t count, void *stream)      \
 	{                                                                    \
 		WRAP_HEAD(rt, name, set, (d, v, count, stream));             \
-		EMIT_SET(name, d, (int32_t) v, (uint64_t) count * sizeof(vt), stream); \
+		EMIT_SET(name, d, (int32_t) v, (uint64_t) count * (elem), stream); \
 		return r;                                                    \
 	}
 

@@ -38,3 +38,30 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def bt2():
     return import_bt2()
+
+
+# --- live recordings of the fake GPU runtimes (RECORD area; shared by decode/write/timeline/ui tests) ---
+
+@pytest.fixture(scope="session")
+def fake_gpu(tmp_path_factory):
+    """Fake HIP/CUDA runtimes and workloads, built with gcc (support.fakes.FakeGpu)."""
+    from support.fakes import build_fakes
+
+    return build_fakes(tmp_path_factory.mktemp("fake_gpu"))
+
+
+@pytest.fixture(scope="session")
+def fake_hip_trace(fake_gpu, tmp_path_factory):
+    """The HIP workload (every wrapped HIP call) recorded with `memq record` (support.lttng.RecordedWorkload):
+    `.dir` the trace directory, `.calls` what the workload did (one dict per call), `.pid` its pid."""
+    from support.lttng import record_workload
+
+    return record_workload(fake_gpu, tmp_path_factory.mktemp("fake_hip") / "trace", "hip")
+
+
+@pytest.fixture(scope="session")
+def fake_cuda_trace(fake_gpu, tmp_path_factory):
+    """The CUDA workload (every wrapped CUDA 12 call, _ptds/_ptsz included) recorded with `memq record`."""
+    from support.lttng import record_workload
+
+    return record_workload(fake_gpu, tmp_path_factory.mktemp("fake_cuda") / "trace", "cuda")

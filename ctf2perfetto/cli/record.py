@@ -1,0 +1,64 @@
+"""`memq record -o DIR [--api hip,cuda,libc] [--mode blocking|discard] [--force] -- CMD ...`"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "record host heap and HIP/CUDA memory calls of a command with LTTng"
+DESCRIPTION = """\
+Run COMMAND under an LTTng user-space session and write its trace (CTF) to DIR:
+libc heap calls (LTTng's libc wrapper), every HIP and CUDA runtime memory call
+(memq's preload library: allocations, frees with the size they free, copies,
+sets, prefetch/advise, synchronisations, device selection), loaded libraries
+and process names, with vpid/vtid/ip contexts. A session daemon is started if
+none is running. Ctrl-C reaches COMMAND; the session is stopped and destroyed
+whatever happens to COMMAND, and DIR/memq-record.json records the command,
+its exit code, clocks, versions, what was enabled and how many events were
+lost. memq record exits with COMMAND's exit code (127: not found).
+"""
+EPILOG = """\
+notes:
+  LTTng records every instrumented process of your user while the session is
+  active, not only COMMAND's: tell them apart by pid. LD_PRELOAD is inherited
+  by COMMAND's children; a pyenv shim is replaced by the interpreter it runs.
+  --mode blocking (default) makes the program wait (up to 200 ms per event)
+  instead of losing events when the consumer falls behind; --mode discard
+  never stalls it, and lost events are counted.
+
+example:
+  memq record -o trace/ -- python train.py --epochs 1
+  ctf2perfetto trace/ -o trace.pftrace
+"""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("record", help=HELP, description=DESCRIPTION, epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
+                        help="trace directory (created; must be empty unless --force)")
+    parser.add_argument("--api", default="hip,cuda,libc", metavar="LIST",
+                        help="what to record, comma-separated from hip,cuda,libc (default: all)")
+    parser.add_argument("--mode", choices=("blocking", "discard"), default="blocking",
+                        help="when buffers are full: make the program wait (default) or lose events")
+    parser.add_argument("--force", action="store_true",
+                        help="record into a non-empty DIR (replaces a previous recording's ust/ and "
+                             "memq-record.json, leaves other files)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                        help="the program to run and its arguments")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from ..record import RecordOptions, parse_apis, record, summary
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("no command given: memq record -o DIR -- COMMAND ...")
+    result = record(RecordOptions(output=args.output, command=command, apis=parse_apis(args.api),
+                                  mode=args.mode, force=args.force))
+    print(summary(result), file=sys.stderr)
+    return result.exit_code

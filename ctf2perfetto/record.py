@@ -1,0 +1,437 @@
+"""`memq record`: one LTTng user-space session around one command.
+
+The whole LTTng dance, in order: a reachable session daemon (started when
+none is), a session writing to the output directory, one user-space channel
+(blocking with a finite timeout, or discard), the events and contexts, the
+LD_PRELOAD set (fork/dl helpers, LTTng's libc wrapper, our HIP/CUDA wrapper),
+the command itself with SIGINT/SIGTERM forwarded, then stop, the discarded
+event count, destroy -- the last three whatever happened to the command.
+`memq-record.json` in the output directory says what was done.
+
+LTTng semantics worth knowing: a session records every instrumented process
+of the user that registers while it is active, not only the command's tree
+(processes are told apart by the vpid context); LD_PRELOAD is inherited by
+every child, so wrapper scripts (pyenv shims) are resolved to the program
+they run before the command starts.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import datetime as _dt
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .errors import MemqError, UsageError
+from .paths import native_library
+
+APIS = ("hip", "cuda", "libc")
+MODES = ("blocking", "discard")
+RECORD_FILE = "memq-record.json"
+CHANNEL = "memq"
+# Finite, so a stuck consumer daemon delays the program (at most this long per
+# event) instead of hanging it forever; events then count as discarded.
+BLOCKING_TIMEOUT_US = 200_000
+# Per-CPU ring buffer: 8 x 2 MiB absorbs bursts of ~600k events between
+# consumer reads.
+SUBBUF_SIZE = "2M"
+NUM_SUBBUF = 8
+CONTEXTS = ("vpid", "vtid", "ip")
+LTTNG_TIMEOUT_S = 120
+INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run scripts/install.sh)"
+
+# memq events that carry the `api` enum (HIP 1..99, CUDA 101..199, see
+# docs/EVENTS.md), and the per-process ones (`runtime` 1 = hip, 2 = cuda).
+MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "prefetch", "advise", "sync",
+                    "set_device")
+API_FILTER = {"hip": "api < 100", "cuda": "api > 100"}
+RUNTIME_FILTER = {"hip": "runtime == 1", "cuda": "runtime == 2"}
+
+# LTTng's own preload helpers (liblttng-ust1): fork re-registers children
+# that fork without exec, dl reports libraries dlopen'ed after start-up.
+LTTNG_HELPERS = ("liblttng-ust-fork.so", "liblttng-ust-dl.so")
+LIBC_WRAPPER = "liblttng-ust-libc-wrapper.so"
+PRELOAD_LIBRARY = "libmemq_preload.so"
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """What the user asked for."""
+
+    output: Path
+    command: list[str]
+    apis: tuple[str, ...] = APIS
+    mode: str = "blocking"
+    force: bool = False
+
+
+@dataclass
+class RecordResult:
+    """What happened; also written as memq-record.json."""
+
+    command: list[str]
+    executable: str
+    exit_code: int
+    session: str
+    trace_dir: str
+    host: str
+    started_at: str
+    duration_s: float
+    versions: dict[str, str]
+    clock_readings: list[dict]
+    enabled: dict
+    discarded_events: int
+    lost_packets: int
+    events: int | None = None  # filled after the session is gone
+    size_bytes: int = 0
+    preload: list[str] = field(default_factory=list)
+
+
+def parse_apis(text: str) -> tuple[str, ...]:
+    """`hip,cuda,libc` -> ('hip', 'cuda', 'libc'), validated."""
+    apis = tuple(dict.fromkeys(a.strip() for a in text.split(",") if a.strip()))
+    unknown = [a for a in apis if a not in APIS]
+    if not apis or unknown:
+        raise UsageError(f"--api {text!r}: choose from {','.join(APIS)}")
+    return apis
+
+
+def clock_reading(where: str) -> dict:
+    """REALTIME, MONOTONIC and BOOTTIME read back to back (ns)."""
+    realtime = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    monotonic = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    boottime = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    return {"pid": os.getpid(), "where": where, "realtime": realtime, "monotonic": monotonic, "boottime": boottime}
+
+
+# --------------------------------------------------------------------------
+# lttng command line
+# --------------------------------------------------------------------------
+
+class Lttng:
+    """The `lttng` client, with the environment that reaches our session daemon."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.binary = shutil.which("lttng", path=env.get("PATH"))
+        if not self.binary or not shutil.which("lttng-sessiond", path=env.get("PATH")):
+            raise MemqError(f"LTTng is not installed (no lttng / lttng-sessiond on PATH): {INSTALL_HINT}")
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        try:
+            proc = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True,
+                                  timeout=LTTNG_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise MemqError(f"`lttng {' '.join(args)}` did not finish in {LTTNG_TIMEOUT_S} s") from exc
+        if check and proc.returncode != 0:
+            raise MemqError(f"`lttng {' '.join(args)}` failed: {_last_line(proc.stderr or proc.stdout)}")
+        return proc
+
+    def reachable(self) -> bool:
+        """Whether a session daemon answers (`lttng list` fails without one)."""
+        return self.run("list", check=False).returncode == 0
+
+    def version(self) -> str:
+        text = self.run("--version", check=False).stdout
+        match = re.search(r"\d+\.\d+(\.\d+)?", text)
+        return match.group(0) if match else _last_line(text)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def lttng_environment() -> dict[str, str]:
+    """Environment for lttng, the daemon and the traced command.
+
+    root uses the system daemon (/var/run/lttng). Another user gets a private
+    daemon under LTTNG_HOME (default $HOME); when HOME is not writable, under a
+    per-user directory in /tmp, so memq still records.
+    """
+    env = dict(os.environ)
+    if os.geteuid() != 0 and "LTTNG_HOME" not in env:
+        home = env.get("HOME", "")
+        if not home or not os.access(home, os.W_OK):
+            private = Path("/tmp") / f"memq-lttng-{os.geteuid()}"
+            private.mkdir(mode=0o700, exist_ok=True)
+            env["LTTNG_HOME"] = str(private)
+    return env
+
+
+def ensure_sessiond(lttng: Lttng) -> None:
+    """Start a session daemon when none answers (user-space only)."""
+    if lttng.reachable():
+        return
+    daemon = shutil.which("lttng-sessiond", path=lttng.env.get("PATH"))
+    proc = subprocess.run([daemon, "--daemonize", "--no-kernel"], env=lttng.env, capture_output=True, text=True,
+                          timeout=LTTNG_TIMEOUT_S)
+    # Another memq may have started one meanwhile: what matters is an answer.
+    for _ in range(50):
+        if lttng.reachable():
+            return
+        time.sleep(0.1)
+    raise MemqError(f"cannot start lttng-sessiond: {_last_line(proc.stderr or proc.stdout)}")
+
+
+# --------------------------------------------------------------------------
+# What to enable and preload
+# --------------------------------------------------------------------------
+
+def event_rules(apis: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    """(event names, filter) pairs for `lttng enable-event -u`."""
+    rules: list[tuple[str, str | None]] = [("lttng_ust_statedump:*", None), ("lttng_ust_lib:*", None)]
+    if "libc" in apis:
+        rules.append(("lttng_ust_libc:*", None))
+    gpu = [a for a in apis if a in ("hip", "cuda")]
+    if len(gpu) == 2:
+        rules.append(("memq:*", None))
+    elif gpu:
+        calls = ",".join(f"memq:{e}" for e in MEMQ_CALL_EVENTS)
+        rules += [(calls, API_FILTER[gpu[0]]), ("memq:device", RUNTIME_FILTER[gpu[0]]), ("memq:clock", None)]
+    return rules
+
+
+def _system_library(name: str) -> str:
+    """The soname of an installed LTTng library (e.g. liblttng-ust-fork.so.1)."""
+    found = ctypes.util.find_library(name[len("lib"):-len(".so")])
+    if not found:
+        raise MemqError(f"{name} is missing: {INSTALL_HINT}")
+    return found
+
+
+def preload_list(apis: tuple[str, ...]) -> list[str]:
+    """LD_PRELOAD entries, in load order."""
+    libs = [_system_library(name) for name in LTTNG_HELPERS]
+    if "libc" in apis:
+        libs.append(_system_library(LIBC_WRAPPER))
+    if "hip" in apis or "cuda" in apis:
+        libs.append(str(native_library(PRELOAD_LIBRARY)))
+    return libs
+
+
+def resolve_command(argv0: str, env: dict[str, str]) -> str | None:
+    """The program that will really run, or None when there is none.
+
+    A pyenv shim is a bash script that spawns pyenv, readlink, ... before
+    exec'ing the interpreter: with LD_PRELOAD set, every one of them would be
+    traced. Ask pyenv (without the preload) which program it would run.
+    """
+    path = shutil.which(argv0, path=env.get("PATH"))
+    if path is None:
+        return None
+    if Path(path).parent.name == "shims" and shutil.which("pyenv", path=env.get("PATH")):
+        proc = subprocess.run(["pyenv", "which", Path(path).name], env=env, capture_output=True, text=True)
+        real = proc.stdout.strip()
+        if proc.returncode == 0 and real and os.access(real, os.X_OK):
+            return real
+    return path
+
+
+# --------------------------------------------------------------------------
+# Output directory
+# --------------------------------------------------------------------------
+
+def prepare_output(output: Path, force: bool) -> Path:
+    """Create/validate the output directory; --force clears what memq wrote."""
+    output = output.expanduser().resolve()
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"{output}: exists and is not a directory")
+    if output.is_dir() and any(output.iterdir()):
+        if not force:
+            raise UsageError(f"{output}: directory is not empty (use --force to record into it anyway)")
+        # Only what a previous recording wrote: never the user's other files.
+        for name in ("ust", RECORD_FILE):
+            target = output / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = output / ".memq-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise MemqError(f"{output}: output directory is not writable ({exc.strerror})") from exc
+    return output
+
+
+def trace_size(output: Path) -> int:
+    return sum(p.stat().st_size for p in output.rglob("*") if p.is_file())
+
+
+def count_events(output: Path) -> int | None:
+    """Events in the recorded trace (babeltrace2's counter sink); None if unreadable."""
+    babeltrace = shutil.which("babeltrace2")
+    if babeltrace is None or not (output / "ust").is_dir():
+        return None
+    proc = subprocess.run([babeltrace, str(output / "ust"), "-c", "sink.utils.counter"], capture_output=True,
+                          text=True)
+    match = re.search(r"^\s*(\d+) Event messages", proc.stdout, re.MULTILINE)
+    return int(match.group(1)) if proc.returncode == 0 and match else None
+
+
+# --------------------------------------------------------------------------
+# Running the command
+# --------------------------------------------------------------------------
+
+class Foreground:
+    """The command runs in its own process group, given the terminal if we have one.
+
+    Ctrl-C on a terminal then reaches the command (and its children) once, as
+    without memq; SIGINT/SIGTERM sent to memq itself are forwarded to the
+    command's group. Either way memq lives on to stop the session.
+    """
+
+    def __init__(self) -> None:
+        self.tty = None
+        try:
+            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+            if os.tcgetpgrp(fd) == os.getpgrp():
+                self.tty = fd
+            else:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def preexec(self) -> None:
+        """In the child, before exec: take the terminal (SIGTTOU ignored meanwhile)."""
+        if self.tty is not None:
+            old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+            os.tcsetpgrp(self.tty, os.getpgrp())
+            signal.signal(signal.SIGTTOU, old)
+
+    def restore(self) -> None:
+        if self.tty is not None:
+            old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+            try:
+                os.tcsetpgrp(self.tty, os.getpgrp())
+            except OSError:
+                pass
+            signal.signal(signal.SIGTTOU, old)
+            os.close(self.tty)
+
+
+def run_command(argv: list[str], env: dict[str, str]) -> int:
+    """Run the command to its end; returns its exit code (128+N when killed by signal N)."""
+    foreground = Foreground()
+    try:
+        child = subprocess.Popen(argv, env=env, process_group=0, preexec_fn=foreground.preexec)
+    except OSError as exc:
+        foreground.restore()
+        raise MemqError(f"{argv[0]}: cannot run: {exc.strerror}", exit_code=126) from exc
+
+    def forward(signum: int, _frame) -> None:
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        foreground.restore()
+    return 128 - code if code < 0 else code
+
+
+def discarded_counts(lttng: Lttng, session: str) -> tuple[int, int]:
+    """(discarded events, lost packets) of the session's channels, from `lttng list`."""
+    text = lttng.run("list", session, check=False).stdout
+    events = sum(int(n) for n in re.findall(r"Discarded events:\s*(\d+)", text))
+    packets = sum(int(n) for n in re.findall(r"Lost packets:\s*(\d+)", text))
+    return events, packets
+
+
+def record(options: RecordOptions) -> RecordResult:
+    """Record `options.command` into `options.output`; see the module docstring."""
+    if not options.command:
+        raise UsageError("no command to record (memq record -o DIR -- COMMAND ...)")
+    if options.mode not in MODES:
+        raise UsageError(f"--mode {options.mode!r}: choose blocking or discard")
+    env = lttng_environment()
+    lttng = Lttng(env)
+    executable = resolve_command(options.command[0], env)
+    if executable is None:
+        raise MemqError(f"{options.command[0]}: command not found", exit_code=127)
+    output = prepare_output(options.output, options.force)
+    preload = preload_list(options.apis)
+    ensure_sessiond(lttng)
+
+    session = f"memq-{os.getpid()}-{int(time.time())}"
+    rules = event_rules(options.apis)
+    channel = ["enable-channel", "-u", "-s", session, f"--subbuf-size={SUBBUF_SIZE}",
+               f"--num-subbuf={NUM_SUBBUF}", "--discard"]
+    if options.mode == "blocking":
+        channel.append(f"--blocking-timeout={BLOCKING_TIMEOUT_US}")
+    child_env = dict(env)
+    child_env["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
+    if options.mode == "blocking":
+        child_env["LTTNG_UST_ALLOW_BLOCKING"] = "1"
+
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    lttng.run("create", session, f"--output={output}")
+    readings: list[dict] = []
+    exit_code = 1
+    t0 = time.monotonic()
+    try:
+        lttng.run(*channel, CHANNEL)
+        for events, filt in rules:
+            lttng.run("enable-event", "-u", "-s", session, "-c", CHANNEL, events,
+                      *(["--filter", filt] if filt else []))
+        lttng.run("add-context", "-u", "-s", session, "-c", CHANNEL, *[a for c in CONTEXTS for a in ("-t", c)])
+        lttng.run("start", session)
+        readings.append(clock_reading("start"))
+        exit_code = run_command([executable, *options.command[1:]], child_env)
+        readings.append(clock_reading("end"))
+    finally:
+        duration = time.monotonic() - t0
+        try:
+            lttng.run("stop", session, check=False)
+            discarded, lost_packets = discarded_counts(lttng, session)
+        finally:
+            lttng.run("destroy", session, check=False)
+
+    result = RecordResult(
+        command=list(options.command), executable=executable, exit_code=exit_code, session=session,
+        trace_dir=str(output), host=socket.gethostname(), started_at=started_at, duration_s=round(duration, 3),
+        versions={"memq": __version__, "lttng": lttng.version(), "python": sys.version.split()[0],
+                  "kernel": os.uname().release},
+        clock_readings=readings,
+        enabled={"apis": list(options.apis), "mode": options.mode,
+                 "channel": {"name": CHANNEL, "buffers": "per-uid", "subbuf_size": SUBBUF_SIZE,
+                             "num_subbuf": NUM_SUBBUF,
+                             "blocking_timeout_us": BLOCKING_TIMEOUT_US if options.mode == "blocking" else 0},
+                 "events": [{"events": e, "filter": f} for e, f in rules], "contexts": list(CONTEXTS)},
+        discarded_events=discarded, lost_packets=lost_packets, preload=preload)
+    result.events = count_events(output)
+    result.size_bytes = trace_size(output)
+    (output / RECORD_FILE).write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return result
+
+
+def summary(result: RecordResult) -> str:
+    """A few lines for the terminal."""
+    events = "unknown number of" if result.events is None else f"{result.events:,}"
+    lost = result.discarded_events + result.lost_packets
+    lost_text = f"{result.discarded_events:,} lost events" + (
+        f", {result.lost_packets:,} lost packets" if result.lost_packets else "")
+    lines = [f"memq record: {events} events, {lost_text}, {result.size_bytes / 2**20:.1f} MiB in {result.trace_dir}",
+             f"memq record: command exited with {result.exit_code} after {result.duration_s:.1f} s"]
+    if lost:
+        lines.append("memq record: WARNING: events were lost; use --mode blocking (default) or record less "
+                     "(--api) to keep them all")
+    lines.append(f"memq record: next: ctf2perfetto {result.trace_dir} -o trace.pftrace")
+    return "\n".join(lines)
