@@ -1,0 +1,327 @@
+"""write_trace on hand-written logs, read back through trace_processor (ctf2perfetto.engine).
+
+Every figure expected here is worked out from the log in this file: slices, args,
+counters, flows, tracks, clocks; plus zero import problems and byte-identical output.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from ctf2perfetto.engine import open_trace
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
+from ctf2perfetto.write import process_track_uuid, thread_track_uuid, write_trace
+
+# The full check of perfetto.md section 6: errors, data losses and the info/notice stats they miss.
+IMPORT_PROBLEMS = """
+SELECT name, idx, severity, source, value FROM stats
+WHERE value > 0 AND (
+  severity IN ('error', 'data_loss')
+  OR name IN (
+    'track_event_parser_errors', 'track_event_tokenizer_errors',
+    'interned_data_tokenizer_errors', 'track_hierarchy_missing_uuid',
+    'packet_skipped_seq_needs_incremental_state_invalid',
+    'interned_data_skipped_incremental_state_invalid',
+    'thread_descriptor_skipped_incremental_state_invalid',
+    'track_event_skipped_timestamp_delta_without_valid_state',
+    'flow_step_without_start', 'flow_end_without_start'))"""
+
+OFFSET = 1_700_000_000_000_000_000  # REALTIME - MONOTONIC of the CTF clock class
+A, B = 10, 20  # pids
+T0 = 1_000_000
+ROWS = [
+    dict(ts=T0 + 0, kind=K.MALLOC, api="malloc", pid=A, tid=A, ptr=0x1000, size=100, ip=0x401000),
+    dict(ts=T0 + 10, kind=K.CALLOC, api="calloc", pid=A, tid=A, ptr=0x2000, size=48, aux=3),
+    dict(ts=T0 + 20, kind=K.REALLOC, api="realloc", pid=A, tid=A + 1, ptr=0x3000, src=0x1000, size=200),
+    dict(ts=T0 + 30, kind=K.POSIX_MEMALIGN, api="posix_memalign", pid=A, tid=A, ptr=0x4000, size=64, aux=64),
+    dict(ts=T0 + 40, kind=K.MEMALIGN, api="memalign", pid=B, tid=B, ptr=0x1000, size=32, aux=16),
+    dict(ts=T0 + 50, kind=K.FREE, api="free", pid=A, tid=A, ptr=0x9999),  # unmatched
+    dict(ts=T0 + 60, kind=K.FREE, api="free", pid=A, tid=A, ptr=0),  # free(NULL)
+    dict(ts=T0 + 100, begin=T0 + 70, kind=K.GPU_ALLOC, api="hipMalloc", pid=A, tid=A, ptr=0x700000, size=4096,
+         mem=M.DEVICE, flags=0),
+    dict(ts=T0 + 120, begin=T0 + 110, kind=K.GPU_ALLOC, api="hipHostMalloc", pid=A, tid=A, ptr=0x500000,
+         size=1024, mem=M.PINNED, flags=1),
+    # two copies on stream 7 overlapping in host time (two threads): two lanes
+    dict(ts=T0 + 200, begin=T0 + 130, kind=K.GPU_COPY, api="hipMemcpyAsync", pid=A, tid=A, ptr=0x700010,
+         src=0x3008, size=16, copy_kind=4, stream=7),
+    dict(ts=T0 + 210, begin=T0 + 150, kind=K.GPU_COPY, api="hipMemcpyAsync", pid=A, tid=A + 1, ptr=0x500000,
+         src=0x700000, size=32, copy_kind=2, stream=7),
+    dict(ts=T0 + 230, begin=T0 + 220, kind=K.GPU_SET, api="hipMemset", pid=A, tid=A, ptr=0x700000, size=64,
+         aux=0xAB),
+    dict(ts=T0 + 250, begin=T0 + 240, kind=K.GPU_SYNC, api="hipDeviceSynchronize", pid=A, tid=A),
+    dict(ts=T0 + 260, begin=T0 + 255, kind=K.GPU_COPY, api="hipMemcpy", pid=A, tid=A, ptr=0x700000, src=0x4000,
+         size=8, copy_kind=1, result=1),  # failed: API slice only
+    dict(ts=T0 + 300, begin=T0 + 280, kind=K.GPU_FREE, api="hipFree", pid=A, tid=A, ptr=0x700000, size=4096,
+         mem=M.DEVICE),
+    dict(ts=T0 + 310, kind=K.FREE, api="free", pid=A, tid=A, ptr=0x3000),
+    dict(ts=T0 + 320, kind=K.LOST, aux=5, aux2=0, size=30, stream=1),  # events lost in [320, 350)
+    dict(ts=T0 + 330, kind=K.LOST, aux=2, aux2=1, size=40, stream=0),  # packets lost in [330, 370): overlaps
+]
+INFO = TraceInfo(
+    clock_offset_ns=OFFSET, hostname="node1", processes={A: "python3", B: "worker"},
+    threads={(A, A + 1): "loader"},
+    devices=[dict(pid=A, device=0, name="AMD Instinct MI300A", integrated=True, unified_memory=True,
+                  runtime="hip")],
+    binaries=[dict(pid=A, baddr=0x400000, memsz=0x2000, path="/usr/bin/python3", build_id="abcd")],
+    lost_events=5, lost_packets=2, skipped={"unknown event class": 3},
+    stream_files=["ust/uid/0/64-bit/chan_0", "ust/uid/0/64-bit/chan_1"])
+
+
+def rt(mono: int) -> int:
+    return mono + OFFSET
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    out = tmp_path_factory.mktemp("write") / "t.pftrace"
+    summary = write_trace([EventBatch.from_rows(ROWS[:9]), EventBatch.from_rows(ROWS[9:], None)], INFO, out)
+    return out, summary
+
+
+@pytest.fixture(scope="module")
+def tp(written):
+    with open_trace(written[0]) as engine:
+        yield engine
+
+
+def rows(engine, sql) -> list[tuple]:
+    return [tuple(r) for r in engine.query(sql).itertuples(index=False)]
+
+
+def test_imports_without_problems(tp):
+    assert tp.query(IMPORT_PROBLEMS).empty, tp.query(IMPORT_PROBLEMS).to_string()
+
+
+def test_summary(written):
+    out, s = written
+    assert s.events == {"malloc": 1, "calloc": 1, "realloc": 1, "posix_memalign": 1, "memalign": 1, "free": 3,
+                        "gpu_alloc": 2, "gpu_copy": 3, "gpu_set": 1, "gpu_sync": 1, "gpu_free": 1, "lost": 2}
+    assert (s.processes, s.threads, s.allocations, s.unmatched_frees) == (2, 3, 7, 1)
+    assert (s.lost_events, s.lost_packets, s.skipped) == (5, 2, {"unknown event class": 3})
+    assert s.output_bytes == out.stat().st_size and s.clock_source == "ctf clock offset"
+    assert any("CTF clock offset" in w for w in s.warnings)
+
+
+def test_slices_on_their_tracks(tp):
+    got = rows(tp, """
+        SELECT s.ts, s.dur, s.category, s.name, COALESCE(th.tid, t.name) AS track
+        FROM slice s JOIN track t ON s.track_id = t.id LEFT JOIN thread_track tt ON tt.id = s.track_id
+        LEFT JOIN thread th USING (utid) ORDER BY s.ts, s.category, s.name""")
+    expected = [
+        (rt(T0), 0, "memq.binary", "/usr/bin/python3", "memq"), (rt(T0), 0, "memq.device", "GPU 0", "memq"),
+        (rt(T0), 0, "memq.heap", "malloc", A), (rt(T0), 0, "memq.meta", "memq trace info", "memq"),
+        (rt(T0 + 10), 0, "memq.heap", "calloc", A), (rt(T0 + 20), 0, "memq.heap", "realloc", A + 1),
+        (rt(T0 + 30), 0, "memq.heap", "posix_memalign", A), (rt(T0 + 40), 0, "memq.heap", "memalign", B),
+        (rt(T0 + 50), 0, "memq.heap", "free", A), (rt(T0 + 60), 0, "memq.heap", "free", A),
+        (rt(T0 + 70), 30, "memq.api", "hipMalloc", A), (rt(T0 + 110), 10, "memq.api", "hipHostMalloc", A),
+        (rt(T0 + 130), 70, "memq.api", "hipMemcpyAsync", A), (rt(T0 + 130), 70, "memq.copy", "HtoD", "hip stream 0x7"),
+        (rt(T0 + 150), 60, "memq.api", "hipMemcpyAsync", A + 1),
+        (rt(T0 + 150), 60, "memq.copy", "DtoH", "hip stream 0x7"),
+        (rt(T0 + 220), 10, "memq.api", "hipMemset", A), (rt(T0 + 220), 10, "memq.set", "memset", "hip stream 0x0"),
+        (rt(T0 + 240), 10, "memq.api", "hipDeviceSynchronize", A), (rt(T0 + 255), 5, "memq.api", "hipMemcpy", A),
+        (rt(T0 + 280), 20, "memq.api", "hipFree", A), (rt(T0 + 310), 0, "memq.heap", "free", A),
+        (rt(T0 + 320), 30, "memq.lost", "lost events", "memq"), (rt(T0 + 330), 40, "memq.lost", "lost packets", "memq"),
+    ]
+    assert got == expected
+    # overlapping copies of one stream, and overlapping losses, went on distinct lanes (tracks)
+    lanes = rows(tp, "SELECT count(DISTINCT track_id) FROM slice WHERE category IN ('memq.copy', 'memq.lost')")
+    assert lanes == [(4,)]
+
+
+def args_of(tp, where: str) -> dict:
+    got = rows(tp, f"""SELECT a.key, a.value_type, a.int_value, a.string_value FROM slice s
+                       JOIN args a USING (arg_set_id) WHERE {where} AND a.key GLOB 'debug.*' ORDER BY a.key""")
+    return {k[6:]: (s if t == "string" else int(i)) for k, t, i, s in got}
+
+
+def test_heap_instant_args(tp):
+    assert args_of(tp, "s.name = 'malloc'") == {"ptr": 0x1000, "size": 100, "alloc_id": 1, "ip": 0x401000}
+    assert args_of(tp, "s.name = 'calloc'") == {"ptr": 0x2000, "size": 48, "nmemb": 3, "alloc_id": 2}
+    assert args_of(tp, "s.name = 'realloc'") == {"ptr": 0x3000, "size": 200, "in_ptr": 0x1000, "alloc_id": 3,
+                                                 "freed_alloc_id": 1}
+    assert args_of(tp, "s.name = 'posix_memalign'") == {"ptr": 0x4000, "size": 64, "alignment": 64, "result": 0,
+                                                        "alloc_id": 4}
+    assert args_of(tp, "s.name = 'memalign'") == {"ptr": 0x1000, "size": 32, "alignment": 16, "alloc_id": 5}
+    assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 50)}") == {"ptr": 0x9999, "unmatched": 1}
+    assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 60)}") == {"ptr": 0}
+    assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 310)}") == {"ptr": 0x3000, "freed_alloc_id": 3}
+
+
+def test_api_and_copy_slice_args(tp):
+    assert args_of(tp, "s.name = 'hipMalloc'") == {
+        "runtime": "hip", "op": "alloc", "result": 0, "device": 0, "call_id": 1, "ptr": 0x700000, "size": 4096,
+        "mem_kind": "device", "flags": 0, "alloc_id": 6}
+    assert args_of(tp, "s.name = 'hipFree'") == {
+        "runtime": "hip", "op": "free", "result": 0, "device": 0, "call_id": 8, "ptr": 0x700000, "size": 4096,
+        "mem_kind": "device", "freed_alloc_id": 6}
+    api = args_of(tp, f"s.category = 'memq.api' AND s.ts = {rt(T0 + 130)}")
+    assert api == {"runtime": "hip", "op": "copy", "result": 0, "device": 0, "stream": 7, "call_id": 3,
+                   "dst": 0x700010, "src": 0x3008, "bytes": 16, "copy_kind": 4}
+    # Default kind: direction from the endpoints (host block 3 -> device block 6)
+    assert args_of(tp, f"s.category = 'memq.copy' AND s.ts = {rt(T0 + 130)}") == {
+        "api": "hipMemcpyAsync", "call_id": 3, "dst": 0x700010, "src": 0x3008, "bytes": 16, "copy_kind": 4,
+        "stream": 7, "device": 0, "result": 0, "dst_alloc_id": 6, "src_alloc_id": 3, "dst_mem": "device",
+        "src_mem": "host", "direction": "HtoD"}
+    assert args_of(tp, "s.category = 'memq.copy' AND s.name = 'DtoH'")["dst_mem"] == "pinned"
+    assert args_of(tp, "s.category = 'memq.set'") == {
+        "api": "hipMemset", "call_id": 5, "dst": 0x700000, "bytes": 64, "stream": 0, "device": 0, "result": 0,
+        "value": 0xAB, "dst_alloc_id": 6, "dst_mem": "device"}
+    assert args_of(tp, "s.name = 'hipMemcpy'")["result"] == 1
+
+
+def test_meta_device_binary_and_lost_args(tp):
+    assert args_of(tp, "s.category = 'memq.meta'") == {
+        "source": "lttng", "converter_version": __import__("ctf2perfetto").__version__, "hostname": "node1",
+        "lost_events": 5, "lost_packets": 2, "unmatched_frees": 1, "skipped_events": 3, "events": len(ROWS)}
+    assert args_of(tp, "s.category = 'memq.device'") == {
+        "pid": A, "device": 0, "runtime": "hip", "name": "AMD Instinct MI300A", "integrated": 1, "unified_memory": 1}
+    assert args_of(tp, "s.category = 'memq.binary'") == {
+        "pid": A, "baddr": 0x400000, "memsz": 0x2000, "path": "/usr/bin/python3", "build_id": "abcd"}
+    assert args_of(tp, "s.name = 'lost events'") == {"count": 5, "stream": "ust/uid/0/64-bit/chan_1"}
+    assert args_of(tp, "s.name = 'lost packets'") == {"count": 2, "stream": "ust/uid/0/64-bit/chan_0"}
+
+
+def test_counters(tp):
+    got = rows(tp, """
+        SELECT COALESCE(p.pid, -1), t.name, t.unit, c.ts, CAST(c.value AS INT) FROM counter c
+        JOIN counter_track t ON c.track_id = t.id LEFT JOIN process_counter_track pt ON pt.id = t.id
+        LEFT JOIN process p USING (upid) ORDER BY t.name, p.pid, c.ts""")
+    assert got == [
+        (-1, "GPU 0 device live bytes", "bytes", rt(T0 + 100), 4096),
+        (-1, "GPU 0 device live bytes", "bytes", rt(T0 + 280), 0),  # freed at the call's start
+        (A, "Host heap live bytes", "bytes", rt(T0), 100), (A, "Host heap live bytes", "bytes", rt(T0 + 10), 148),
+        (A, "Host heap live bytes", "bytes", rt(T0 + 20), 248), (A, "Host heap live bytes", "bytes", rt(T0 + 30), 312),
+        (A, "Host heap live bytes", "bytes", rt(T0 + 310), 112),
+        (B, "Host heap live bytes", "bytes", rt(T0 + 40), 32),
+        (A, "Pinned live bytes", "bytes", rt(T0 + 120), 1024),
+    ]
+    parents = rows(tp, """SELECT t.name, p.name FROM track t JOIN track p ON t.parent_id = p.id
+                          WHERE t.name = 'GPU 0 device live bytes'""")
+    assert parents == [("GPU 0 device live bytes", "GPU 0")]
+
+
+def test_flows(tp):
+    got = rows(tp, """
+        SELECT so.name, EXTRACT_ARG(so.arg_set_id, 'debug.alloc_id'), si.name, si.category FROM flow f
+        JOIN slice so ON f.slice_out = so.id JOIN slice si ON f.slice_in = si.id ORDER BY si.ts, so.ts""")
+    assert got == [
+        ("malloc", 1, "realloc", "memq.heap"),  # allocation -> free
+        ("realloc", 3, "HtoD", "memq.copy"), ("hipMalloc", 6, "HtoD", "memq.copy"),  # allocation -> copy
+        ("hipMalloc", 6, "DtoH", "memq.copy"), ("hipHostMalloc", 7, "DtoH", "memq.copy"),
+        ("hipMalloc", 6, "memset", "memq.set"),
+        ("hipMalloc", 6, "hipFree", "memq.api"),
+        ("realloc", 3, "free", "memq.heap"),
+    ]
+
+
+def test_tracks(tp):
+    assert rows(tp, "SELECT pid, name FROM process WHERE pid > 0 ORDER BY pid") == [(A, "python3"), (B, "worker")]
+    assert rows(tp, "SELECT tid, name FROM thread WHERE tid > 0 ORDER BY tid") == [
+        (A, "python3"), (A + 1, "loader"), (B, "worker")]
+    streams = rows(tp, """SELECT t.name, p.name FROM track t JOIN track p ON t.parent_id = p.id
+                          WHERE t.name GLOB 'hip stream*' ORDER BY t.name""")
+    assert streams == [("hip stream 0x0", "GPU 0"), ("hip stream 0x7", "GPU 0"), ("hip stream 0x7", "GPU 0")]
+
+
+def test_byte_identical_and_snapshot(written, tmp_path):
+    again = tmp_path / "again.pftrace"
+    write_trace([EventBatch.from_rows(ROWS[:9]), EventBatch.from_rows(ROWS[9:])], INFO, again)
+    assert again.read_bytes() == written[0].read_bytes()
+    trace = pb.Trace.FromString(again.read_bytes())
+    first = trace.packet[0]
+    assert first.WhichOneof("data") == "clock_snapshot"
+    assert first.clock_snapshot.primary_trace_clock == pb.BUILTIN_CLOCK_REALTIME
+    assert [(c.clock_id, c.timestamp) for c in first.clock_snapshot.clocks] == [
+        (pb.BUILTIN_CLOCK_MONOTONIC, T0), (pb.BUILTIN_CLOCK_REALTIME, T0 + OFFSET)]
+    assert all(p.trusted_packet_sequence_id != 0 for p in trace.packet)
+    events = [p for p in trace.packet if p.HasField("track_event")]
+    assert events and all(p.sequence_flags == pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE for p in events)
+    cleared = [p for p in trace.packet if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED]
+    assert len(cleared) == 1 and cleared[0].trace_packet_defaults.timestamp_clock_id == pb.BUILTIN_CLOCK_MONOTONIC
+
+
+def test_recorder_clock_readings_and_info_callable(tmp_path):
+    readings = [dict(where="start", realtime=5_000_000_000, monotonic=1_000, boottime=2_000),
+                dict(where="end", realtime=6_000_000_000, monotonic=1_000_001_000, boottime=1_000_002_000)]
+    info = TraceInfo(clock_offset_ns=123, clock_readings=readings, processes={A: "late name"})
+    seen = []
+
+    def batches():
+        yield EventBatch.from_rows(ROWS[:2])
+        seen.append("done")
+
+    out = tmp_path / "r.pftrace"
+    summary = write_trace(batches(), lambda: (seen.append("info"), info)[1], out)
+    assert seen == ["done", "info"] and summary.clock_source == "recorder" and summary.warnings == []
+    with open_trace(out) as engine:
+        assert engine.query(IMPORT_PROBLEMS).empty
+        snap = rows(engine, "SELECT clock_name, clock_value FROM clock_snapshot ORDER BY clock_name")
+        assert snap == [("BOOTTIME", 2_000), ("MONOTONIC", 1_000), ("REALTIME", 5_000_000_000)]
+        assert rows(engine, "SELECT ts FROM slice WHERE name = 'malloc'") == [(T0 - 1_000 + 5_000_000_000,)]
+        assert rows(engine, f"SELECT name FROM process WHERE pid = {A}") == [("late name",)]
+
+
+def test_extra_packets_join_the_same_tracks(tmp_path):
+    packet = pb.TracePacket(timestamp=rt(T0 + 5), timestamp_clock_id=pb.BUILTIN_CLOCK_REALTIME,
+                            trusted_packet_sequence_id=777)
+    packet.track_event.type = pb.TrackEvent.TYPE_INSTANT
+    packet.track_event.name = "op"
+    packet.track_event.track_uuid = thread_track_uuid(A, A)
+    other = pb.TracePacket(timestamp=rt(T0 + 6), timestamp_clock_id=pb.BUILTIN_CLOCK_REALTIME,
+                           trusted_packet_sequence_id=777)
+    other.track_event.type = pb.TrackEvent.TYPE_INSTANT
+    other.track_event.name = "elsewhere"
+    other.track_event.track_uuid = thread_track_uuid(99, 98)
+    proc = pb.TracePacket(trusted_packet_sequence_id=777)
+    proc.track_event.type = pb.TrackEvent.TYPE_INSTANT
+    out = tmp_path / "x.pftrace"
+    write_trace([EventBatch.from_rows(ROWS[:1])], INFO, out,
+                extra_packets=[p.SerializeToString() for p in (packet, other)],
+                extra_processes={99: "kineto-only"}, extra_threads={(99, 98): "ghost"})
+    with open_trace(out) as engine:
+        assert engine.query(IMPORT_PROBLEMS).empty, engine.query(IMPORT_PROBLEMS).to_string()
+        got = rows(engine, """SELECT s.name, t.tid, t.name, p.pid, p.name FROM slice s
+                              JOIN thread_track tt ON s.track_id = tt.id JOIN thread t USING (utid)
+                              JOIN process p USING (upid) ORDER BY s.ts""")
+    assert got == [("malloc", A, "python3", A, "python3"), ("op", A, "python3", A, "python3"),
+                   ("elsewhere", 98, "ghost", 99, "kineto-only")]
+    assert process_track_uuid(A) != thread_track_uuid(A, A)
+
+
+def test_failure_leaves_nothing(tmp_path):
+    out = tmp_path / "f.pftrace"
+    out.write_bytes(b"previous")
+
+    def broken():
+        yield EventBatch.from_rows(ROWS[:3])
+        raise MemqError("trace.ctf: garbage inside a packet")
+
+    with pytest.raises(MemqError, match="garbage"):
+        write_trace(broken(), INFO, out)
+    assert out.read_bytes() == b"previous"  # untouched, and no temporary files beside it
+    assert sorted(os.listdir(tmp_path)) == ["f.pftrace"]
+    with pytest.raises(MemqError, match="not a directory"):
+        write_trace([EventBatch.from_rows(ROWS[:1])], INFO, tmp_path / "missing" / "x.pftrace")
+
+
+def test_empty_log_and_many_batches_are_valid(tmp_path):
+    out = tmp_path / "e.pftrace"
+    summary = write_trace([], TraceInfo(), out)
+    assert summary.total_events == 0
+    with open_trace(out) as engine:
+        assert engine.query(IMPORT_PROBLEMS).empty
+    # one row per batch: the same trace as one batch
+    one, many = tmp_path / "one.pftrace", tmp_path / "many.pftrace"
+    write_trace([EventBatch.from_rows(ROWS)], INFO, one)
+    names: list[str] = []
+    write_trace([EventBatch.from_rows([r], names) for r in ROWS], INFO, many)
+    with open_trace(one) as a, open_trace(many) as b:
+        sql = """SELECT s.ts, s.dur, s.name, a.key, a.display_value FROM slice s LEFT JOIN args a USING (arg_set_id)
+                 ORDER BY s.ts, s.name, a.key"""
+        assert rows(a, sql) == rows(b, sql)
+        csql = "SELECT c.ts, c.value FROM counter c ORDER BY c.ts, c.value"
+        assert rows(a, csql) == rows(b, csql)
