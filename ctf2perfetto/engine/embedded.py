@@ -7,6 +7,7 @@ results are decoded by the perfetto package's QueryResultIterator.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any, Callable
 
 import numpy as np
@@ -23,7 +24,7 @@ from ..errors import MemqError
 from .base import Engine, sql_error
 from .source import TraceSource
 from .sql_package import PACKAGE, sql_modules
-from .wasm import WasmTraceProcessor
+from .wasm import WasmTrap, WasmTraceProcessor
 
 # Traces whose (uncompressed) size exceeds this use the memory64 build. trace_processor
 # holds several times a trace's size while importing it (measured: bench/engine_ingest.py
@@ -37,8 +38,14 @@ def protos() -> ProtoFactory:
     return ProtoFactory(PlatformDelegate())
 
 
+MEMORY64_ENV = "MEMQ_WASM_MEMORY64"  # "1": always the memory64 build, "0": always the 32-bit one
+
+
 def needs_memory64(source: TraceSource) -> bool:
-    """Whether a trace is too large for the 32-bit build (see MEMORY64_THRESHOLD_BYTES)."""
+    """Whether to use the memory64 build: $MEMQ_WASM_MEMORY64 if set, else size > MEMORY64_THRESHOLD_BYTES."""
+    forced = os.environ.get(MEMORY64_ENV, "")
+    if forced in ("0", "1"):
+        return forced == "1"
     return source.expanded_size() > MEMORY64_THRESHOLD_BYTES
 
 
@@ -93,7 +100,11 @@ class EmbeddedEngine(Engine):
         request.request = method
         if fill is not None:
             fill(request)
-        replies = protos().TraceProcessorRpcStream.FromString(self._tp.request(stream.SerializeToString())).msg
+        try:
+            reply_bytes = self._tp.request(stream.SerializeToString())
+        except WasmTrap as exc:
+            raise MemqError(f"{self.label}: {exc}") from exc
+        replies = protos().TraceProcessorRpcStream.FromString(reply_bytes).msg
         for reply in replies:
             if reply.fatal_error:
                 raise MemqError(f"{self.label}: trace_processor RPC failure: {reply.fatal_error}")

@@ -24,6 +24,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import re
 import struct
 import sys
 import tempfile
@@ -45,6 +46,9 @@ ENOSYS = 52  # musl/WASI errno numbering, used by both Emscripten and WASI impor
 EBADF = 8
 WASM_PAGE = 65536
 LOG_LINES_KEPT = 50
+# Log lines that never explain a crash (Emscripten's syscall warnings, crash-log markers).
+_LOG_NOISE = re.compile(r"^(-----|trace_uuid:|warning: unsupported syscall)")
+_LOG_PREFIX = re.compile(r"^\[[\d.]+\]\s+")  # trace_processor's "[seconds]  file.cc:line" prefix: keep file.cc
 # The memory64 build's heap limit, as set by its Emscripten JS (16 GiB).
 HEAP_MAX_MEMORY64 = 16 << 30
 
@@ -103,12 +107,17 @@ def _wasmtime_version() -> str:
     return version("wasmtime")
 
 
+def cache_file(path: Path, data: bytes) -> Path:
+    """Where the compiled form of the wasm `data` (read from `path`) is cached."""
+    key = hashlib.sha256(data + repr((_wasmtime_version(), _ENGINE_SETTINGS)).encode()).hexdigest()[:24]
+    return cache_dir() / f"{path.stem}-{key}.cwasm"
+
+
 @functools.cache
 def load_module(path: Path) -> wasmtime.Module:
     """The compiled module for `path`, from the cache when it is there (compiled and cached otherwise)."""
     data = path.read_bytes()
-    key = hashlib.sha256(data + repr((_wasmtime_version(), _ENGINE_SETTINGS)).encode()).hexdigest()[:24]
-    cached = cache_dir() / f"{path.stem}-{key}.cwasm"
+    cached = cache_file(path, data)
     if cached.is_file():
         try:
             return wasmtime.Module.deserialize_file(_engine(), str(cached))
@@ -214,14 +223,14 @@ class _Host:
     def emscripten_date_now(self, caller: wasmtime.Caller) -> float:
         return time.time() * 1000.0
 
-    def _tzset_js(self, caller: wasmtime.Caller, timezone: int, daylight: int, std_name: int, dst_name: int) -> None:
+    def tzset(self, caller: wasmtime.Caller, timezone: int, daylight: int, std_name: int, dst_name: int) -> None:
         # Everything runs in UTC: trace timestamps are not wall-clock local times.
         self.write(caller, timezone, b"\0" * 4)
         self.write(caller, daylight, b"\0" * 4)
         self.write(caller, std_name, b"UTC\0")
         self.write(caller, dst_name, b"UTC\0")
 
-    def _gmtime_js(self, caller: wasmtime.Caller, seconds: int, tm: int) -> None:
+    def gmtime(self, caller: wasmtime.Caller, seconds: int, tm: int) -> None:
         t = time.gmtime(seconds)
         fields = (t.tm_sec, t.tm_min, t.tm_hour, t.tm_mday, t.tm_mon - 1, t.tm_year - 1900, (t.tm_wday + 1) % 7,
                   t.tm_yday - 1, 0)
@@ -229,9 +238,7 @@ class _Host:
         # tm_gmtoff (a long) follows the nine ints, aligned to its own size.
         self.write(caller, tm + (40 if self.memory64 else 36), b"\0" * (8 if self.memory64 else 4))
 
-    _localtime_js = _gmtime_js
-
-    def _timegm_js(self, caller: wasmtime.Caller, tm: int) -> int:
+    def timegm(self, caller: wasmtime.Caller, tm: int) -> int:
         sec, minute, hour, mday, mon, year = struct.unpack("<6i", self.read(caller, tm, 24))
         return calendar.timegm((year + 1900, mon + 1, mday, hour, minute, sec, 0, 0, 0))
 
@@ -250,21 +257,44 @@ class _Host:
         self.write(caller, out, bytes([2]) + b"\0" * 23)  # filetype 2: character device (stdio)
         return 0
 
-    def _abort_js(self, caller: wasmtime.Caller) -> None:
-        raise WasmTrap(self.failure("aborted"))
+    def abort(self, caller: wasmtime.Caller) -> None:
+        raise WasmTrap(self.failure())
 
-    def __assert_fail(self, caller: wasmtime.Caller, cond: int, file: int, line: int, func: int) -> None:
-        raise WasmTrap(self.failure(f"assertion failed: {self.c_string(caller, cond)}"))
+    def assert_fail(self, caller: wasmtime.Caller, cond: int, file: int, line: int, func: int) -> None:
+        self.add_log(f"assertion failed: {self.c_string(caller, cond)} ({self.c_string(caller, file)}:{line})")
+        raise WasmTrap(self.failure())
 
-    def failure(self, what: str) -> str:
-        """One line describing a crash, with trace_processor's last log line as the reason."""
-        last = self.log[-1] if self.log else ""
-        return f"trace_processor {what}" + (f": {last}" if last else "")
+    def failure(self) -> str:
+        """One line describing a crash: trace_processor's last meaningful log line, and what to do about memory."""
+        reason = next((_LOG_PREFIX.sub("", line) for line in reversed(self.log) if not _LOG_NOISE.match(line)),
+                      "no message")
+        if "Out of memory" in reason or "Cannot enlarge memory" in reason:
+            limit = f"{self.heap_max / 2**30:.0f} GiB" if self.heap_max >= 2**30 else f"{self.heap_max >> 20} MiB"
+            hint = ("set MEMQ_WASM_MEMORY64=1 to use the memory64 build, or pass a native trace_processor_shell"
+                    if not self.memory64 else "pass a native trace_processor_shell")
+            return f"trace_processor ran out of its {limit} WebAssembly heap ({reason}); {hint} (--trace-processor)"
+        return f"trace_processor crashed: {reason}"
 
-    def implementation(self, name: str) -> Callable[..., Any] | None:
-        if name == "__assert_fail":
-            return self.__assert_fail
-        return getattr(self, name, None) if not name.startswith("_Host") else None
+    def imports(self) -> dict[str, Callable[..., Any]]:
+        """Host implementations by import name; every other import answers ENOSYS."""
+        return {
+            "fd_write": self.fd_write,
+            "emscripten_err": self.emscripten_err,
+            "emscripten_resize_heap": self.emscripten_resize_heap,
+            "emscripten_get_heap_max": self.emscripten_get_heap_max,
+            "clock_time_get": self.clock_time_get,
+            "emscripten_get_now": self.emscripten_get_now,
+            "emscripten_date_now": self.emscripten_date_now,
+            "_tzset_js": self.tzset,
+            "_gmtime_js": self.gmtime,
+            "_localtime_js": self.gmtime,  # local time is UTC here
+            "_timegm_js": self.timegm,
+            "environ_sizes_get": self.environ_sizes_get,
+            "environ_get": self.environ_get,
+            "fd_fdstat_get": self.fd_fdstat_get,
+            "_abort_js": self.abort,
+            "__assert_fail": self.assert_fail,
+        }
 
 
 def _unsupported(results: list[wasmtime.ValType]) -> Callable[..., Any]:
@@ -301,7 +331,8 @@ class WasmTraceProcessor:
         self.memory64 = memory64
         self._host = _Host(memory64, _heap_max(memory_type, memory64))
         self._store: wasmtime.Store | None = wasmtime.Store(_engine())
-        imports = [self._import(imp) for imp in module.imports]
+        implementations = self._host.imports()
+        imports = [self._import(imp, implementations) for imp in module.imports]
         try:
             instance = wasmtime.Instance(self._store, module, imports)
         except wasmtime.WasmtimeError as exc:
@@ -318,10 +349,10 @@ class WasmTraceProcessor:
         self._buffer = self._guard(lambda: exports["trace_processor_rpc_init"](self._store, reply_index,
                                                                                  REQUEST_BUFFER_BYTES))
 
-    def _import(self, imp: wasmtime.ImportType) -> wasmtime.Func:
+    def _import(self, imp: wasmtime.ImportType, implementations: dict[str, Callable[..., Any]]) -> wasmtime.Func:
         ty = imp.type
         assert isinstance(ty, wasmtime.FuncType), f"unexpected import {imp.module}.{imp.name}"
-        impl = self._host.implementation(imp.name or "")
+        impl = implementations.get(imp.name or "")
         if impl is not None:
             return wasmtime.Func(self._store, ty, impl, access_caller=True)
         stub = _wasi_unsupported if imp.module == "wasi_snapshot_preview1" else _unsupported(list(ty.results))
@@ -337,10 +368,10 @@ class WasmTraceProcessor:
             self.close()
             raise
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            message = self._host.failure(f"crashed ({reason})")
+            # A PERFETTO_CHECK failure ends in an `unreachable` trap; its reason is in the log.
+            message = self._host.failure()
             self.close()
-            raise MemqError(message) from exc
+            raise WasmTrap(message) from exc
 
     def heap_bytes(self) -> int:
         """Size of the linear memory (trace_processor's heap high-water mark: it never shrinks)."""
