@@ -18,7 +18,9 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import queue
 import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -208,33 +210,34 @@ class Decoding:
             self.salvaged.cleanup()
 
     def __iter__(self) -> Iterator[EventBatch]:
+        """Batches in time order. A worker thread decodes the next batch (in C, without
+        the GIL) while the consumer works on this one: two cores, one pipeline."""
         native = self._native
         if native is None:
             raise MemqError(f"{self.path}: decoding already finished")
-        rows_total = 0
+        ahead = _DecodeAhead(native, self.batch_size)
         try:
             while True:
-                batch = _uninitialised(self.batch_size, self.api_names)
-                n = native.next(batch.columns, self.batch_size)
-                self._absorb(native.side())
+                n, batch, side, (done, total) = ahead.get()
+                self._absorb(side)
                 if n < 0:
                     err = native.error() or READ_FAILURE
                     raise MemqError(error_line(err, self._traces, self._failed_file()))
                 if self.progress is not None:
-                    done, total = native.progress()
                     self.progress(total if n == 0 else done, total)
                 if n == 0:
                     break
+                batch.api_names = self.api_names
                 if n < self.batch_size:
                     batch.columns = {k: v[:n].copy() for k, v in batch.columns.items()}
                 self._count_lost(batch)
-                rows_total += n
                 yield batch
             if native.lib.memq_events_seen(native.handle) == 0:
                 raise MemqError(f"{self.path}: empty trace: no events in "
                                 + ", ".join(str(self._display(str(t))) for t in self._traces))
             self.info.clock_offset_ns = native.lib.memq_reference_offset_ns(native.handle)
         finally:
+            ahead.stop()
             self.close()
 
     def _count_lost(self, batch: EventBatch) -> None:
@@ -289,6 +292,47 @@ class Decoding:
             self._warned_pid.add(trace_dir)
             source = f"the trace environment (vpid {vpid})" if vpid is not None else "nowhere: pid 0"
             info.warnings.append(f"{trace_dir}: no vpid/vtid context; process id taken from {source}")
+
+
+class _DecodeAhead:
+    """Runs the native decoder one batch ahead of the consumer, in a thread (ctypes calls
+    release the GIL). At most two batches wait, so memory stays bounded."""
+
+    def __init__(self, native: _Native, batch_size: int) -> None:
+        self.native = native
+        self.batch_size = batch_size
+        self.queue: queue.Queue = queue.Queue(maxsize=1)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._work, name="memq-decode", daemon=True)
+        self.thread.start()
+
+    def _work(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                batch = _uninitialised(self.batch_size, [])
+                n = self.native.next(batch.columns, self.batch_size)
+                item = (n, batch, self.native.side(), self.native.progress())
+            except BaseException as exc:  # handed to the consumer, raised there
+                n, item = -1, (None, exc, [], (0, 0))
+            while not self.stopping.is_set():
+                try:
+                    self.queue.put(item, timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
+            if n <= 0:
+                return
+
+    def get(self) -> tuple[int, EventBatch, list[dict], tuple[int, int]]:
+        item = self.queue.get()
+        if item[0] is None:
+            raise item[1]
+        return item
+
+    def stop(self) -> None:
+        """Stops the worker (it finishes the batch it is decoding) before the decoder closes."""
+        self.stopping.set()
+        self.thread.join()
 
 
 def _uninitialised(n: int, api_names: list[str]) -> EventBatch:
