@@ -358,6 +358,18 @@ def test_native_binary_not_executable(tmp_path: Path, trace_file: Path) -> None:
         open_trace(trace_file, trace_processor=binary)
 
 
+def test_native_binary_that_fails_to_start(tmp_path: Path, trace_file: Path) -> None:
+    # Not a trace_processor (none can be downloaded here): an executable that exits at once, as a broken install would.
+    binary = tmp_path / "trace_processor_shell"
+    binary.write_text("#!/bin/sh\necho 'error while loading shared libraries: libz.so.1' >&2\nexit 127\n")
+    binary.chmod(0o755)
+    with pytest.raises(MemqError) as info:
+        open_trace(trace_file, trace_processor=binary)
+    assert str(info.value) == (f"{binary}: trace_processor_shell failed to start "
+                               "(stdout: stderr: error while loading shared libraries: libz.so.1)")
+    assert info.value.exit_code == 1
+
+
 def test_closed_engine_refuses_queries(trace_bytes: bytes) -> None:
     engine = open_trace(trace_bytes)
     engine.close()

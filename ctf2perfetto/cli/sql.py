@@ -13,11 +13,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "sql",
         help="run PerfettoSQL over a trace",
         description=(
-            "Load TRACE into trace_processor and print the result of the last statement of QUERY. TRACE is a "
-            "Perfetto protobuf (.pftrace, e.g. from ctf2perfetto) or anything trace_processor reads, such as a "
-            "PyTorch-profiler (Kineto) JSON, plain or gzipped. The memq SQL package is registered: "
-            "`INCLUDE PERFETTO MODULE memq.units;` and the other memq.* modules work, as does the Perfetto "
-            "standard library."
+            "Load TRACE into trace_processor and print the result of the last statement of QUERY.\n\n"
+            "TRACE is a Perfetto protobuf (.pftrace, e.g. from ctf2perfetto) or anything trace_processor reads,\n"
+            "such as a PyTorch-profiler (Kineto) JSON, plain or gzipped. The memq SQL package is registered\n"
+            "(`INCLUDE PERFETTO MODULE memq.units;` and the other memq.* modules), and the Perfetto standard\n"
+            "library is there (`INCLUDE PERFETTO MODULE slices.with_context;`).\n\n"
+            "trace_processor runs in this process as WebAssembly (no download, no server); traces over 512 MiB\n"
+            "use its memory64 build. Exit status: 0 ok, 1 the trace or the query failed, 2 bad arguments."
         ),
         epilog=("examples:\n"
                 "  memq sql out.pftrace 'SELECT name, count(*) AS n FROM slice GROUP BY name ORDER BY n DESC'\n"

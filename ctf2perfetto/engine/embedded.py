@@ -2,7 +2,7 @@
 
 Each call sends one `TraceProcessorRpc` (framed as a `TraceProcessorRpcStream`)
 and collects the replies trace_processor produced before returning. Query
-results are decoded by the perfetto package's QueryResultIterator.
+results are decoded by the perfetto package's QueryResultIterator (frames.py).
 """
 from __future__ import annotations
 
@@ -10,26 +10,22 @@ import functools
 import os
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
-from perfetto.common.query_result_iterator import (
-    QUERY_CELL_FLOAT64_FIELD_ID,
-    QUERY_CELL_VARINT_FIELD_ID,
-    QueryResultIterator,
-)
 from perfetto.trace_processor.platform import PlatformDelegate
 from perfetto.trace_processor.protos import ProtoFactory
 
 from ..errors import MemqError
 from .base import Engine, sql_error
+from .frames import typed_frame
 from .source import TraceSource
 from .sql_package import PACKAGE, sql_modules
 from .wasm import WasmTrap, WasmTraceProcessor
 
 # Traces whose (uncompressed) size exceeds this use the memory64 build. trace_processor
-# holds several times a trace's size while importing it (measured: bench/engine_ingest.py
-# prints the heap high-water mark), and the 32-bit build stops at 4 GiB of heap.
+# holds 3-6x a trace's size while importing it (bench/engine_ingest.py prints the heap
+# high-water mark), and the 32-bit build stops at 4 GiB of heap.
 MEMORY64_THRESHOLD_BYTES = 512 << 20
+MEMORY64_ENV = "MEMQ_WASM_MEMORY64"  # "1": always the memory64 build, "0": always the 32-bit one
 
 
 @functools.cache
@@ -38,36 +34,12 @@ def protos() -> ProtoFactory:
     return ProtoFactory(PlatformDelegate())
 
 
-MEMORY64_ENV = "MEMQ_WASM_MEMORY64"  # "1": always the memory64 build, "0": always the 32-bit one
-
-
 def needs_memory64(source: TraceSource) -> bool:
     """Whether to use the memory64 build: $MEMQ_WASM_MEMORY64 if set, else size > MEMORY64_THRESHOLD_BYTES."""
     forced = os.environ.get(MEMORY64_ENV, "")
     if forced in ("0", "1"):
         return forced == "1"
     return source.expanded_size() > MEMORY64_THRESHOLD_BYTES
-
-
-def typed_frame(column_names: list[str], batches: list[Any]) -> pd.DataFrame:
-    """A DataFrame from query batches: integer and float columns get numeric dtypes.
-
-    QueryResultIterator gives object columns. A column is made int64 only when
-    every cell is an integer (so 64-bit addresses never pass through float), and
-    float64 when every cell is a number and one is a float; the rest (strings,
-    NULLs) stays object, with None for NULL.
-    """
-    frame = QueryResultIterator(column_names, batches).as_pandas_dataframe()
-    if frame.empty or not column_names:
-        return frame
-    kinds = np.concatenate([np.asarray(b.cells, dtype=np.int8) for b in batches]).reshape(-1, len(column_names))
-    for i, name in enumerate(column_names):
-        column_kinds = set(np.unique(kinds[:, i]).tolist())
-        if column_kinds == {QUERY_CELL_VARINT_FIELD_ID}:
-            frame[name] = frame[name].astype(np.int64)
-        elif column_kinds <= {QUERY_CELL_VARINT_FIELD_ID, QUERY_CELL_FLOAT64_FIELD_ID}:
-            frame[name] = frame[name].astype(np.float64)
-    return frame
 
 
 class EmbeddedEngine(Engine):
@@ -103,6 +75,7 @@ class EmbeddedEngine(Engine):
         try:
             reply_bytes = self._tp.request(stream.SerializeToString())
         except WasmTrap as exc:
+            self.close()  # the instance died with the trap
             raise MemqError(f"{self.label}: {exc}") from exc
         replies = protos().TraceProcessorRpcStream.FromString(reply_bytes).msg
         for reply in replies:

@@ -10,7 +10,7 @@ import pandas as pd
 from ..errors import MemqError, UsageError
 from ..paths import sql_package_dir
 from .base import Engine, sql_error
-from .embedded import typed_frame
+from .frames import typed_frame
 from .sql_package import PACKAGE
 from .source import TraceSource
 
@@ -33,8 +33,8 @@ class NativeEngine(Engine):
     kind = "native"
 
     def __init__(self, source: TraceSource, binary: Path) -> None:
-        from perfetto.trace_processor import SqlPackage, TraceProcessor, TraceProcessorConfig
         from perfetto.common.exceptions import PerfettoException
+        from perfetto.trace_processor.api import SqlPackage, TraceProcessor, TraceProcessorConfig
 
         self.label = source.label
         self._error = PerfettoException
@@ -49,7 +49,7 @@ class NativeEngine(Engine):
         try:
             self._tp = TraceProcessor(trace=trace, config=config)
         except PerfettoException as exc:
-            raise MemqError(f"{self.label}: {_one_line(exc)} (trace_processor_shell {binary})") from exc
+            raise MemqError(_startup_failure(self.label, binary, str(exc))) from exc
         except OSError as exc:
             raise MemqError(f"{binary}: cannot run trace_processor_shell: {exc.strerror or exc}") from exc
 
@@ -69,6 +69,15 @@ class NativeEngine(Engine):
         tp, self._tp = getattr(self, "_tp", None), None
         if tp is not None:
             tp.close()
+
+
+def _startup_failure(label: str, binary: Path, report: str) -> str:
+    """One line for a shell that did not start or could not load the trace."""
+    if report.startswith("Trace processor failed to start"):
+        # perfetto's report: "...failed to start.\nstdout: ...\nstderr: ...\nIf this is a slow machine..."
+        output = report.split("\n", 1)[-1].rsplit("If this is a slow machine", 1)[0]
+        return f"{binary}: trace_processor_shell failed to start ({' '.join(output.split()) or 'no output'})"
+    return f"{label}: {' '.join(report.split())} (trace_processor_shell {binary})"
 
 
 def _one_line(exc: BaseException) -> str:
