@@ -19,20 +19,24 @@ import {LONG, NUM, STR} from '../../trace_processor/query_result';
 import QueryPagePlugin from '../dev.perfetto.QueryPage';
 
 // Track names from docs/TRACE_FORMAT.md and ctf2perfetto/annotate.py.
-const MEMORY_TRACKS =
-  /^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|Duplicated bytes.*)$/;
+const MEMORY_TRACKS = new RegExp('^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|' +
+  'Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations)$');
 const MEMQ_CATEGORIES = `('memq.heap', 'memq.api', 'memq.copy', 'memq.set')`;
 
 // One command per analysis: the memq module to include and the table to show.
 const ANALYSES: ReadonlyArray<{verb: string; title: string; module: string; query: string}> = [
-  {verb: 'ShowDuplicated', title: 'memq: duplicated bytes',
-   module: 'memq.duplicated', query: 'SELECT * FROM memq_duplicated_summary'},
+  {verb: 'ShowDuplicated', title: 'memq: duplicated bytes (peak, mean) per grouping',
+   module: 'memq.duplicated',
+   query: 'SELECT grouping, upid, key, peak_bytes, peak_ts, mean_bytes FROM memq_duplicated_group'},
   {verb: 'ShowRedundant', title: 'memq: redundant copies per class',
-   module: 'memq.redundant', query: 'SELECT * FROM memq_redundant_by_class'},
-  {verb: 'ShowLeaks', title: 'memq: leaked allocations',
-   module: 'memq.leaks', query: 'SELECT * FROM memq_leaks ORDER BY size DESC'},
+   module: 'memq.redundant', query: "SELECT * FROM memq_redundant_total('auto')"},
+  {verb: 'ShowRedundantCopies', title: 'memq: redundant copies, one row per copy',
+   module: 'memq.redundant',
+   query: "SELECT * FROM memq_redundant_copy('auto') WHERE redundant_bytes > 0 ORDER BY redundant_dur DESC"},
+  {verb: 'ShowLeaks', title: 'memq: leaked allocations by kind and size',
+   module: 'memq.leaks', query: 'SELECT * FROM memq_leak_by_kind_size'},
   {verb: 'ShowCopies', title: 'memq: copies per direction',
-   module: 'memq.summary', query: 'SELECT * FROM memq_summary_copies'},
+   module: 'memq.summary', query: 'SELECT * FROM memq_summary_copy'},
 ];
 
 export default class MemQ implements PerfettoPlugin {
@@ -62,7 +66,7 @@ export default class MemQ implements PerfettoPlugin {
         WHERE t.name GLOB 'GPU * device live bytes')`);
     if (hasPackage && !annotated) {
       addCounter(trace, group, 'Duplicated', 'Duplicated bytes (upper bound)',
-        'SELECT ts, value FROM memq_duplicated_counter');
+        "SELECT ts, value FROM memq_duplicated_counter WHERE grouping = 'total' AND upid IS NULL");
     }
     const uri = `${trace.pluginId}#Copies`;
     trace.tracks.registerTrack({

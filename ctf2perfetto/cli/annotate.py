@@ -1,0 +1,52 @@
+"""`memq annotate TRACE -o OUT`: the analyses' results appended to the trace as tracks."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .output import add_engine_args
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "annotate",
+        help="append the analyses to the trace as tracks any Perfetto UI shows",
+        description=(
+            "Run the memq analyses on TRACE and write OUT = TRACE followed by tracks holding their results, so "
+            "the stock Perfetto UI (ui.perfetto.dev, memq open) shows them with no plugin: counters "
+            "'Duplicated bytes' (total) and 'Duplicated bytes HtoD|DtoH|DtoD|HtoH', slice tracks "
+            "'Redundant copies: <class>' (one slice per copy, with its redundant bytes and the reason), "
+            "'Staged copies', and 'Leaked allocations' at the trace's end. Nothing in TRACE is changed. "
+            "Duplicated and redundant figures are upper bounds: writes by CPU code and GPU kernels are not traced."
+        ),
+    )
+    parser.add_argument("trace", type=Path, metavar="TRACE", help="memq trace (.pftrace from ctf2perfetto)")
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                        help="annotated trace to write (must differ from TRACE)")
+    parser.add_argument("--unified", choices=("auto", "yes", "no"), default="auto",
+                        help="treat devices as unified memory (every host<->device copy avoidable): auto reads "
+                             "the device property the recorder stored (default auto)")
+    add_engine_args(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..annotate import annotation_packets, collect, write_annotated
+    from ..engine import open_trace
+    from ..errors import UsageError
+
+    if not args.trace.is_file():
+        raise UsageError(f"{args.trace}: no such trace file")
+    started = time.monotonic()
+    with open_trace(args.trace, trace_processor=args.trace_processor) as engine:
+        notes = collect(engine, args.unified)
+    packets = annotation_packets(notes)
+    write_annotated(args.trace, args.output, packets)
+    classes = ", ".join(f"{c.replace('_', ' ')} {n}" for c, n in notes.redundant["cls"].value_counts().items())
+    print(f"memq annotate: wrote {args.output} in {time.monotonic() - started:.1f} s: "
+          f"{len(notes.duplicated)} duplicated-bytes samples, "
+          f"{len(notes.redundant)} redundant-copy slices ({classes or 'none'}), {len(notes.staged)} staged, "
+          f"{len(notes.leaks)} leaked allocations", file=sys.stderr)
+    return 0
