@@ -290,8 +290,9 @@ class Decoding:
         trace_dir = str(Path(name).parent)
         if not r["has_vpid"] and trace_dir not in self._warned_pid:
             self._warned_pid.add(trace_dir)
-            source = f"the trace environment (vpid {vpid})" if vpid is not None else "nowhere: pid 0"
-            info.warnings.append(f"{trace_dir}: no vpid/vtid context; process id taken from {source}")
+            source = f"taken from the trace environment (vpid {vpid})" if vpid is not None \
+                else "unknown, recorded as 0"
+            info.warnings.append(f"{trace_dir}: no vpid/vtid context; process id {source}")
 
 
 class _DecodeAhead:
@@ -372,5 +373,10 @@ def _check_readable(traces: list[Path]) -> tuple[str, str, int, int] | None:
 
 def decode(path: str | Path, *, salvage: bool = False, batch_size: int = 262144,
            progress: Progress | None = None) -> Decoding:
-    """Open every LTTng trace under `path` for decoding (see Decoding)."""
+    """Open every LTTng trace under `path` for decoding (see Decoding).
+
+    `progress(done, total)` is called after each batch, in nanoseconds of trace time
+    (total = span of all streams). With `salvage`, damaged stream files are cut back on
+    a temporary copy; `Decoding.salvaged.dropped` and `info.warnings` say what was lost.
+    """
     return Decoding(path, salvage=salvage, batch_size=batch_size, progress=progress)

@@ -57,7 +57,7 @@ enum role {
 
 /* An enumeration's labels: value ranges -> code (API name index, MemKind, ...). */
 struct enum_entry { int64_t lo, hi; int code; };
-struct enum_map { struct enum_entry *e; size_t n; int fallback; };
+struct enum_map { struct enum_entry *e; size_t n; };
 
 struct handler {
 	const bt_event_class *ec;
@@ -286,7 +286,18 @@ static int enum_lookup(const struct enum_map *map, int64_t v)
 	for (size_t i = 0; i < map->n; i++)
 		if (v >= map->e[i].lo && v <= map->e[i].hi)
 			return map->e[i].code;
-	return map->fallback;
+	return -1;
+}
+
+/* API index of an api enum value; a value without a label gets the name "api <value>". */
+static int api_index(memq_decoder *d, const struct enum_map *map, int64_t v)
+{
+	int code = enum_lookup(map, v);
+	if (code >= 0)
+		return code;
+	char name[32];
+	snprintf(name, sizeof(name), "api %" PRId64, v);
+	return intern_api(d, name);
 }
 
 static int api_code(memq_decoder *d, const char *label) { return intern_api(d, label); }
@@ -437,10 +448,8 @@ static struct handler *resolve(memq_decoder *d, const bt_event *ev, const bt_eve
 		h->mem_fixed = specs[s].mem;
 		if (h->action == A_LIBC)
 			h->api = intern_api(d, strchr(h->name, ':') + 1);
-		if (h->idx[R_API] >= 0) {
-			h->api_map.fallback = intern_api(d, "unknown");
+		if (h->idx[R_API] >= 0)
 			build_enum_map(d, member_class(pl, h->idx[R_API]), api_code, &h->api_map);
-		}
 		if (h->idx[R_MEM] >= 0)
 			build_enum_map(d, member_class(pl, h->idx[R_MEM]), mem_code, &h->mem_map);
 		if (h->idx[R_RUNTIME] >= 0)
@@ -699,6 +708,19 @@ static void hexify(char *out, const bt_field *arr)
 	out[2 * n] = '\0';
 }
 
+/* MemKind of an event's mem_kind enum (0, unknown, for a value without a label). */
+static uint8_t mem_kind(const struct handler *h, const bt_field *pl)
+{
+	int code = enum_lookup(&h->mem_map, get_i(h, pl, R_MEM));
+	return (uint8_t)(code < 0 ? 0 : code);
+}
+
+static int runtime_of(const struct handler *h, const bt_field *pl)
+{
+	int code = enum_lookup(&h->runtime_map, get_i(h, pl, R_RUNTIME));
+	return code < 0 ? 0 : code;
+}
+
 /* An event message -> 0 or 1 row. */
 static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, size_t i)
 {
@@ -760,7 +782,7 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 	case A_DEVICE:
 		side_printf(d, "{\"t\":\"device\",\"pid\":%" PRId64 ",\"runtime\":\"%s\",\"device\":%" PRId64
 			    ",\"integrated\":%s,\"unified_memory\":%s,\"name\":", pid,
-			    runtime_names[enum_lookup(&h->runtime_map, get_i(h, pl, R_RUNTIME))],
+			    runtime_names[runtime_of(h, pl)],
 			    get_i(h, pl, R_DEVICE), get_i(h, pl, R_INTEGRATED) ? "true" : "false",
 			    get_i(h, pl, R_UNIFIED) ? "true" : "false");
 		side_json_str(d, get_str(h, pl, R_NAME));
@@ -810,7 +832,7 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 	}
 
 	/* memq GPU events: common members first. */
-	c->api[i] = (uint16_t)enum_lookup(&h->api_map, get_i(h, pl, R_API));
+	c->api[i] = (uint16_t)api_index(d, &h->api_map, get_i(h, pl, R_API));
 	c->device[i] = (int32_t)get_i(h, pl, R_DEVICE);
 	c->result[i] = get_i(h, pl, R_RESULT);
 	c->begin[i] = (int64_t)get_u(pl, h->idx[R_BEGIN]) + h->delta_ns;
@@ -819,13 +841,13 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 	c->size[i] = get_u(pl, h->idx[R_SIZE]);
 	switch (h->action) {
 	case A_ALLOC:
-		c->mem[i] = (uint8_t)enum_lookup(&h->mem_map, get_i(h, pl, R_MEM));
+		c->mem[i] = mem_kind(h, pl);
 		c->flags[i] = get_u(pl, h->idx[R_FLAGS]);
 		c->aux[i] = get_u(pl, h->idx[R_WIDTH]);
 		c->aux2[i] = get_u(pl, h->idx[R_HEIGHT]);
 		break;
 	case A_FREE:
-		c->mem[i] = (uint8_t)enum_lookup(&h->mem_map, get_i(h, pl, R_MEM));
+		c->mem[i] = mem_kind(h, pl);
 		break;
 	case A_COPY: {
 		int64_t src_device = get_i(h, pl, R_SRC_DEVICE);
