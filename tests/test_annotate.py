@@ -1,0 +1,171 @@
+"""`memq annotate` on the fake HIP workload: the appended tracks load cleanly and equal the analysis tables."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ctf2perfetto import analyses
+from ctf2perfetto.annotate import (ANNOTATION_CATEGORY, LEAKS_SHOWN_PER_KIND, Annotations, annotation_packets,
+                                   write_annotated)
+from ctf2perfetto.engine import open_trace
+from ui.traces import annotated, converted, memq
+
+# Import problems as docs/notes list them: errors and data losses, plus the info/notice stats that mean a
+# TrackEvent packet was dropped or misread.
+PROBLEMS_SQL = """
+SELECT name, idx, severity, value FROM stats
+WHERE value > 0 AND (severity IN ('error', 'data_loss') OR name IN (
+  'track_event_parser_errors', 'track_event_tokenizer_errors', 'interned_data_tokenizer_errors',
+  'track_hierarchy_missing_uuid', 'packet_skipped_seq_needs_incremental_state_invalid',
+  'interned_data_skipped_incremental_state_invalid', 'track_event_skipped_timestamp_delta_without_valid_state',
+  'misplaced_end_event', 'track_descriptor_conflicting_reservation'))
+"""
+
+
+@pytest.fixture(scope="module")
+def hip(fake_hip_trace, tmp_path_factory) -> Path:
+    return converted(fake_hip_trace.dir, tmp_path_factory.mktemp("annotate") / "hip.pftrace")
+
+
+@pytest.fixture(scope="module")
+def hip_annotated(hip: Path) -> Path:
+    return annotated(hip, hip.with_name("hip.annotated.pftrace"))
+
+
+@pytest.fixture(scope="module")
+def engines(hip: Path, hip_annotated: Path):
+    with open_trace(hip) as original, open_trace(hip_annotated) as annotated_engine:
+        yield original, annotated_engine
+
+
+def test_appends_without_touching_the_trace_and_loads_clean(hip: Path, hip_annotated: Path, engines) -> None:
+    original_bytes = hip.read_bytes()
+    assert hip_annotated.read_bytes()[:len(original_bytes)] == original_bytes
+    assert hip_annotated.stat().st_size > len(original_bytes)
+    _, annotated_engine = engines
+    assert annotated_engine.query(PROBLEMS_SQL).empty, annotated_engine.query(PROBLEMS_SQL)
+    # Every event of the original is still there, unchanged in count.
+    count = "SELECT COUNT(*) AS n FROM slice WHERE category IS NOT '" + ANNOTATION_CATEGORY + "'"
+    assert engines[0].query(count)["n"].iloc[0] == annotated_engine.query(count)["n"].iloc[0]
+
+
+def _counter(engine, track: str) -> pd.DataFrame:
+    return engine.query(f"""
+        SELECT c.ts, CAST(c.value AS INT) AS value FROM counter c JOIN counter_track t ON c.track_id = t.id
+        WHERE t.name = '{track}' ORDER BY c.ts""").reset_index(drop=True)
+
+
+def test_duplicated_counters_equal_the_analysis(engines) -> None:
+    original, annotated_engine = engines
+    total = analyses.duplicated_counter(original, "total")
+    total = total[total["pid"].isna()]
+    assert len(total) > 3 and total["value"].max() > 0, "the workload must duplicate bytes for this test to mean much"
+    expected = total[["ts", "value"]].astype("int64").reset_index(drop=True)
+    pd.testing.assert_frame_equal(_counter(annotated_engine, "Duplicated bytes"), expected, check_dtype=False)
+
+    by_direction = analyses.duplicated_counter(original, "direction")
+    by_direction = by_direction[by_direction["pid"].isna()]
+    assert set(by_direction["key"]) >= {"HtoD", "DtoH"}
+    for direction, rows in by_direction.groupby("key"):
+        expected = rows[["ts", "value"]].astype("int64").reset_index(drop=True)
+        pd.testing.assert_frame_equal(_counter(annotated_engine, f"Duplicated bytes {direction}"), expected,
+                                      check_dtype=False)
+    # The counter tracks carry the byte unit, so the UI labels them in bytes.
+    units = annotated_engine.query("SELECT DISTINCT unit FROM counter_track WHERE name GLOB 'Duplicated bytes*'")
+    assert units["unit"].tolist() == ["bytes"] or units["unit"].tolist() == ["B"], units
+
+
+def test_peak_of_the_counter_is_the_reported_peak(engines) -> None:
+    original, annotated_engine = engines
+    groups = analyses.duplicated(original)
+    peak = groups[(groups["grouping"] == "total") & groups["pid"].isna()]["peak_bytes"].iloc[0]
+    assert _counter(annotated_engine, "Duplicated bytes")["value"].max() == peak
+
+
+def test_redundant_copy_slices_equal_the_analysis(engines) -> None:
+    original, annotated_engine = engines
+    copies = analyses.redundant_copies(original)
+    got = annotated_engine.query(f"""
+        SELECT t.name AS track, s.ts, s.dur, s.depth, EXTRACT_ARG(s.arg_set_id, 'debug.class') AS cls,
+               EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS redundant_bytes,
+               EXTRACT_ARG(s.arg_set_id, 'debug.call_id') AS call_id,
+               EXTRACT_ARG(s.arg_set_id, 'debug.reason') AS reason
+        FROM slice s JOIN track t ON s.track_id = t.id
+        WHERE s.category = '{ANNOTATION_CATEGORY}' AND t.name GLOB 'Redundant copies: *'""")
+    expected = []
+    for cls in ("repeat", "round_trip", "managed", "unified"):
+        for _, row in copies[copies[f"{cls}_bytes"].fillna(0) > 0].iterrows():
+            expected.append((f"Redundant copies: {cls.replace('_', ' ')}", int(row["ts"]), int(row["dur"]), cls,
+                             int(row[f"{cls}_bytes"]), int(row["call_id"])))
+    assert expected, "the workload must copy data back (round trip) for this test to mean much"
+    assert sorted(got[["track", "ts", "dur", "cls", "redundant_bytes", "call_id"]].itertuples(index=False,
+                                                                                            name=None)) == \
+        sorted(expected)
+    assert (got["depth"] == 0).all(), "overlapping copies must go to separate lanes, never nest"
+    assert got["reason"].str.len().min() > 20
+
+
+def test_leaks_are_marked_at_the_trace_end(engines) -> None:
+    original, annotated_engine = engines
+    leaks = analyses.leaked_allocations(original)
+    trace_end = original.query("SELECT trace_end() AS e")["e"].iloc[0]
+    marks = annotated_engine.query(f"""
+        SELECT s.ts, s.name, EXTRACT_ARG(s.arg_set_id, 'debug.mem_kind') AS kind,
+               EXTRACT_ARG(s.arg_set_id, 'debug.bytes') AS bytes,
+               EXTRACT_ARG(s.arg_set_id, 'debug.allocations') AS allocations,
+               EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id
+        FROM slice s JOIN track t ON s.track_id = t.id WHERE t.name = 'Leaked allocations'""")
+    assert len(leaks) and (marks["ts"] == trace_end).all()
+    summaries = marks[marks["allocations"].notna()].set_index("kind")
+    for kind, rows in leaks.groupby("kind"):
+        assert summaries.loc[kind, "allocations"] == len(rows)
+        assert summaries.loc[kind, "bytes"] == rows["size"].sum()
+        shown = marks[marks["alloc_id"].notna() & (marks["kind"] == kind)]
+        assert len(shown) == min(len(rows), LEAKS_SHOWN_PER_KIND)
+        # The largest leaks are the ones shown.
+        assert sorted(shown["bytes"], reverse=True) == sorted(rows["size"], reverse=True)[:len(shown)]
+        assert set(shown["alloc_id"]) <= set(leaks["alloc_id"])
+
+
+def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) -> None:
+    with open_trace(hip) as engine:
+        start = int(engine.query("SELECT trace_start() AS s")["s"].iloc[0])
+    # Three repeat copies where the second overlaps the first and the third fits after the first.
+    red = pd.DataFrame({"ts": [start + 100, start + 150, start + 300], "dur": [200, 500, 50],
+                        "cls": ["repeat"] * 3, "bytes": [64, 128, 32], "redundant_bytes": [64, 100, 32],
+                        "redundant_dur": [200, 390, 50], "direction": ["HtoD"] * 3, "api": ["hipMemcpy"] * 3,
+                        "call_id": [1, 2, 3]})
+    empty = pd.DataFrame(columns=["ts", "dur", "bytes", "direction", "api", "call_id"])
+    notes = Annotations(pd.DataFrame({"ts": [start + 100], "direction": [""], "value": [64]}), red, empty,
+                        pd.DataFrame(columns=["ts", "bytes", "mem_kind", "ptr", "alloc_id", "pid", "api"]),
+                        start + 1000)
+    out = tmp_path / "lanes.pftrace"
+    write_annotated(hip, out, annotation_packets(notes))
+    with open_trace(out) as engine:
+        assert engine.query(PROBLEMS_SQL).empty
+        lanes = engine.query(f"""
+            SELECT s.track_id, s.ts - {start} AS t FROM slice s JOIN track t ON s.track_id = t.id
+            WHERE t.name = 'Redundant copies: repeat' ORDER BY s.ts""")
+    assert lanes["t"].tolist() == [100, 150, 300]
+    first, second, third = lanes["track_id"].tolist()
+    assert first != second and third == first
+
+
+def test_bad_input_is_one_line(hip: Path, hip_annotated: Path, tmp_path: Path) -> None:
+    missing = memq("annotate", str(tmp_path / "nope.pftrace"), "-o", str(tmp_path / "x.pftrace"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.pftrace" in missing.stderr
+
+    same = memq("annotate", str(hip), "-o", str(hip))
+    assert same.returncode == 2 and same.stderr.count("\n") == 1 and "input trace" in same.stderr
+
+    twice = memq("annotate", str(hip_annotated), "-o", str(tmp_path / "twice.pftrace"))
+    assert twice.returncode == 2 and twice.stderr.count("\n") == 1 and "annotated already" in twice.stderr
+    assert not (tmp_path / "twice.pftrace").exists()
+
+    garbage = tmp_path / "garbage.pftrace"
+    garbage.write_bytes(b"\xff" * 1000)
+    bad = memq("annotate", str(garbage), "-o", str(tmp_path / "g.pftrace"))
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    assert not (tmp_path / "g.pftrace").exists()
