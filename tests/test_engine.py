@@ -6,8 +6,10 @@ from what was written, not from what trace_processor answered before.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor,
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
 from ctf2perfetto.engine import Engine, open_trace
-from ctf2perfetto.engine import wasm
+from ctf2perfetto.engine import embedded, wasm
 from ctf2perfetto.engine.embedded import MEMORY64_THRESHOLD_BYTES, EmbeddedEngine, needs_memory64
 from ctf2perfetto.engine.source import TraceSource, trace_source
 from ctf2perfetto.engine.sql_package import module_name, sql_modules
@@ -368,6 +370,21 @@ def test_native_binary_that_fails_to_start(tmp_path: Path, trace_file: Path) -> 
     assert str(info.value) == (f"{binary}: trace_processor_shell failed to start "
                                "(stdout: stderr: error while loading shared libraries: libz.so.1)")
     assert info.value.exit_code == 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, trace_file: Path) -> None:
+    monkeypatch.setattr(embedded, "PROGRESS_MIN_BYTES", 0)
+    for stderr, shown in ((io.StringIO(), False), (_Terminal(), True)):
+        monkeypatch.setattr(sys, "stderr", stderr)
+        open_trace(trace_file).close()
+        size = trace_file.stat().st_size >> 20
+        assert (f"\rmemq: loading {trace_file}: {size}/{size} MiB (" in stderr.getvalue()) == shown
+        assert stderr.getvalue().endswith("\n") == shown
 
 
 def test_closed_engine_refuses_queries(trace_bytes: bytes) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
+import time
 from typing import Any, Callable
 
 import pandas as pd
@@ -25,6 +27,7 @@ from .wasm import WasmTrap, WasmTraceProcessor
 # holds 3-6x a trace's size while importing it (bench/engine_ingest.py prints the heap
 # high-water mark), and the 32-bit build stops at 4 GiB of heap.
 MEMORY64_THRESHOLD_BYTES = 512 << 20
+PROGRESS_MIN_BYTES = 64 << 20  # smaller traces load in a few seconds: no progress line
 MEMORY64_ENV = "MEMQ_WASM_MEMORY64"  # "1": always the memory64 build, "0": always the 32-bit one
 
 
@@ -100,11 +103,20 @@ class EmbeddedEngine(Engine):
                 raise MemqError(f"SQL package {PACKAGE}: {reply.register_sql_package_result.error}")
 
     def _load(self, source: TraceSource) -> None:
+        show = source.size >= PROGRESS_MIN_BYTES and sys.stderr.isatty()
+        start, done = time.monotonic(), 0
         for chunk in source.checked_chunks():
             for reply in self._call(self._rpc.TPM_APPEND_TRACE_DATA,
                                     lambda r, c=chunk: setattr(r, "append_trace_data", c)):
                 if reply.append_result.error:
                     raise MemqError(f"{self.label}: trace_processor cannot read it: {reply.append_result.error}")
+            done += len(chunk)
+            if show:
+                rate = done / 1e6 / max(time.monotonic() - start, 1e-3)
+                print(f"\rmemq: loading {self.label}: {done >> 20}/{source.size >> 20} MiB ({rate:.0f} MB/s)",
+                      end="", file=sys.stderr, flush=True)
+        if show:
+            print(file=sys.stderr)
         for reply in self._call(self._rpc.TPM_FINALIZE_TRACE_DATA):
             if reply.finalize_data_result.error:
                 raise MemqError(f"{self.label}: trace_processor cannot read it: {reply.finalize_data_result.error}")
