@@ -32,6 +32,10 @@ from .errors import MemqError, UsageError
 
 # Categories Kineto puts on device (pid = device, tid = stream) lanes.
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
+# Runtime/driver calls: the same calls memq records as memq.api slices, measured a few
+# hundred ns apart, so on one track they would cross and trace_processor would
+# mismatch their ends. They go on a `kineto runtime` child track of the thread.
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 # Our packets' sequence (distinct from the LTTng sequences of write.py).
 SEQUENCE_ID = 0x6B696E65
 # Flow ids of Kineto flows start here, far above the small ids write.py uses.
@@ -272,10 +276,10 @@ def to_packets(
     processes: dict[int, str] = {}
     device_tracks: dict[int, int] = {}
 
-    def lane_of(pid: Any, tid: Any) -> _Lane:
+    def lane_of(pid: Any, tid: Any, runtime: bool = False) -> _Lane:
+        if (pid, tid, runtime) in lanes:
+            return lanes[(pid, tid, runtime)]
         key = (pid, tid)
-        if key in lanes:
-            return lanes[key]
         ipid, itid = _as_int(pid), _as_int(tid)
         if ipid is not None and ipid in gpu_pids:
             if ipid not in device_tracks:
@@ -297,11 +301,15 @@ def to_packets(
             else:
                 threads[(ipid, itid)] = trace.thread_names.get(key, "")
                 lane = _Lane(thread_track_uuid(ipid, itid), "thread")
+            if runtime:
+                uuid = _uuid("runtime", ipid, itid)
+                descriptors.append(pb.TrackDescriptor(uuid=uuid, parent_uuid=lane.uuid, name="kineto runtime"))
+                lane = _Lane(uuid, "runtime")
         else:  # "Spans" / "Traces" rows of the profiler itself
             uuid = _uuid("global", str(pid), str(tid))
             descriptors.append(pb.TrackDescriptor(uuid=uuid, name=f"Kineto {pid} {tid}".strip()))
             lane = _Lane(uuid, "global")
-        lanes[key] = lane
+        lanes[(pid, tid, runtime)] = lane
         return lane
 
     # Pass 1: slices per lane (properly nested), instants, flow endpoints.
@@ -317,7 +325,7 @@ def to_packets(
         if ts is None:
             skip("without a valid ts")
             continue
-        lane = lane_of(event.get("pid"), event.get("tid"))
+        lane = lane_of(event.get("pid"), event.get("tid"), event.get("cat") in RUNTIME_CATEGORIES)
         if ph == "X":
             dur = _us_to_ns(event.get("dur", 0))
             if dur is None or dur < 0:
@@ -327,7 +335,8 @@ def to_packets(
         elif ph in ("i", "I"):
             instants.append((ts, lane, event))
         else:
-            flow_points.append((ph, (event.get("cat"), event.get("id")), ts, lane, event))
+            owner = (event.get("pid"), event.get("tid"))
+            flow_points.append((ph, (event.get("cat"), event.get("id")), ts, owner, event))
 
     clamped = 0
     for lane_slices in slices.values():
@@ -336,6 +345,9 @@ def to_packets(
     if clamped:
         skipped["slice ends clamped to their parent (kept)"] = clamped
 
+    # A flow point binds in the runtime child track first (ac2g starts at runtime calls), then the thread's.
+    flow_points = [(ph, key, ts, [lanes[(*owner, rt)] for rt in (True, False) if (*owner, rt) in lanes], event)
+                   for ph, key, ts, owner, event in flow_points]
     flows = _bind_flows(flow_points, slices, skip)
 
     builder = _Builder(pb)
@@ -389,25 +401,28 @@ def _nest(lane_slices: list[_Slice]) -> int:
 def _bind_flows(flow_points: list, slices: dict[_Lane, list[_Slice]], skip: Any) -> int:
     """Attach Kineto flow events (s/t/f) to the slices they bind to.
 
-    A flow point binds to the innermost slice of its lane enclosing its ts; an
-    `f` without `"bp": "e"` binds to the next slice starting at or after ts
-    (Chrome JSON semantics). Flows with fewer than two bound points are dropped.
+    A flow point binds to the innermost slice enclosing its ts on the first of its
+    candidate lanes that has one; an `f` without `"bp": "e"` binds to the next
+    slice starting at or after ts (Chrome JSON semantics). Flows with fewer than
+    two bound points are dropped.
     """
     starts = {lane: [s.start for s in lane_slices] for lane, lane_slices in slices.items()}
     groups: dict[Any, list[tuple[int, int, _Slice]]] = {}
-    for order, (ph, key, ts, lane, event) in enumerate(flow_points):
-        lane_slices = slices.get(lane, [])
+    for order, (ph, key, ts, candidates, event) in enumerate(flow_points):
         bound = None
-        if ph == "f" and event.get("bp") != "e":
-            i = bisect.bisect_left(starts.get(lane, []), ts)
-            bound = lane_slices[i] if i < len(lane_slices) else None
-        else:
-            i = bisect.bisect_right(starts.get(lane, []), ts) - 1
-            while i >= 0:
-                if lane_slices[i].end >= ts:
-                    bound = lane_slices[i]
-                    break
-                i -= 1
+        for lane in candidates:
+            lane_slices = slices.get(lane, [])
+            if ph == "f" and event.get("bp") != "e":
+                i = bisect.bisect_left(starts.get(lane, []), ts)
+                bound = lane_slices[i] if i < len(lane_slices) else None
+            else:
+                i = bisect.bisect_right(starts.get(lane, []), ts) - 1
+                while i >= 0 and bound is None:
+                    if lane_slices[i].end >= ts:
+                        bound = lane_slices[i]
+                    i -= 1
+            if bound is not None:
+                break
         if bound is None:
             skip("flow points with no slice to bind to")
             continue

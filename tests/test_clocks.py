@@ -59,19 +59,25 @@ def run(tmp_path_factory) -> dict:
     return {"trace": trace, "profile": profile, "out": out, "pid": pid, "tid": tid, "convert": conv}
 
 
-def test_allocations_fall_inside_the_ops_of_their_thread(run: dict) -> None:
-    with open_trace(run["out"]) as engine:
-        assert engine.import_problems().empty, engine.import_problems().to_string()
-        ops = engine.query(f"""
-            SELECT s.ts, s.ts + s.dur AS end_ts, s.track_id FROM slice s
-            JOIN thread_track tt ON s.track_id = tt.id JOIN thread t USING (utid)
-            WHERE s.category = 'cpu_op' AND t.tid = {run['tid']} ORDER BY s.ts""")
-        allocs = engine.query(f"""
-            SELECT s.ts, s.track_id FROM slice s
-            JOIN thread_track tt ON s.track_id = tt.id JOIN thread t USING (utid) JOIN process p USING (upid)
-            WHERE s.category = 'memq.heap' AND t.tid = {run['tid']} AND p.pid = {run['pid']}
-              AND EXTRACT_ARG(s.arg_set_id, 'debug.size') >= {MIN_SIZE}
-              AND EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') IS NOT NULL""")
+@pytest.fixture(scope="module")
+def engine(run: dict):
+    """The merged trace, loaded once (it holds every heap call of a PyTorch process)."""
+    with open_trace(run["out"]) as opened:
+        yield opened
+
+
+def test_allocations_fall_inside_the_ops_of_their_thread(run: dict, engine) -> None:
+    assert engine.import_problems().empty, engine.import_problems().to_string()
+    ops = engine.query(f"""
+        SELECT s.ts, s.ts + s.dur AS end_ts, s.track_id FROM slice s
+        JOIN thread_track tt ON s.track_id = tt.id JOIN thread t USING (utid)
+        WHERE s.category = 'cpu_op' AND t.tid = {run['tid']} ORDER BY s.ts""")
+    allocs = engine.query(f"""
+        SELECT s.ts, s.track_id FROM slice s
+        JOIN thread_track tt ON s.track_id = tt.id JOIN thread t USING (utid) JOIN process p USING (upid)
+        WHERE s.category = 'memq.heap' AND t.tid = {run['tid']} AND p.pid = {run['pid']}
+          AND EXTRACT_ARG(s.arg_set_id, 'debug.size') >= {MIN_SIZE}
+          AND EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') IS NOT NULL""")
     assert len(ops) > 100
     # Kineto ops and LTTng heap events of the main thread share one thread track.
     assert set(ops["track_id"]) == set(allocs["track_id"]) and len(set(ops["track_id"])) == 1
@@ -87,16 +93,15 @@ def test_allocations_fall_inside_the_ops_of_their_thread(run: dict) -> None:
     assert inside >= 0.95, f"only {inside:.1%} of {len(window)} allocations fall inside an op"
 
 
-def test_profiler_memory_events_meet_the_libc_calls(run: dict) -> None:
+def test_profiler_memory_events_meet_the_libc_calls(run: dict, engine) -> None:
     """Kineto's `[memory]` event for a CPU tensor carries the address posix_memalign returned."""
     profile = json.loads(run["profile"].read_text())
-    with open_trace(run["out"]) as engine:
-        rows = engine.query(f"""
-            SELECT s.ts, s.name, s.category, EXTRACT_ARG(s.arg_set_id, 'debug.ptr') AS ptr,
-                   EXTRACT_ARG(s.arg_set_id, 'debug.Addr') AS addr, EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') AS bytes
-            FROM slice s WHERE (s.category = 'memq.heap' AND s.name = 'posix_memalign'
-                                AND EXTRACT_ARG(s.arg_set_id, 'debug.size') >= {MIN_SIZE})
-                            OR (s.name = '[memory]' AND EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') > 0)""")
+    rows = engine.query(f"""
+        SELECT s.ts, s.name, s.category, EXTRACT_ARG(s.arg_set_id, 'debug.ptr') AS ptr,
+               EXTRACT_ARG(s.arg_set_id, 'debug.Addr') AS addr, EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') AS bytes
+        FROM slice s WHERE (s.category = 'memq.heap' AND s.name = 'posix_memalign'
+                            AND EXTRACT_ARG(s.arg_set_id, 'debug.size') >= {MIN_SIZE})
+                        OR (s.name = '[memory]' AND EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') > 0)""")
     kineto = rows[rows["name"] == "[memory]"]
     assert len(kineto) == sum(1 for e in profile["traceEvents"]
                               if e.get("name") == "[memory]" and e["args"]["Bytes"] > 0)
@@ -112,17 +117,16 @@ def test_profiler_memory_events_meet_the_libc_calls(run: dict) -> None:
     assert abs(statistics.median(deltas)) < 20_000, statistics.median(deltas)
 
 
-def test_snapshot_holds_the_recorder_clock_readings(run: dict) -> None:
+def test_snapshot_holds_the_recorder_clock_readings(run: dict, engine) -> None:
     record = json.loads((run["trace"] / "memq-record.json").read_text())
     readings = record["clock_readings"]
     start = next(r for r in readings if r["where"] == "start")
-    with open_trace(run["out"]) as engine:
-        snap = engine.query("SELECT clock_name, clock_value, snapshot_id FROM clock_snapshot ORDER BY snapshot_id")
-        first = snap[snap["snapshot_id"] == snap["snapshot_id"].min()]
-        values = dict(zip(first["clock_name"], first["clock_value"].astype(int)))
-        assert values == {"REALTIME": start["realtime"], "MONOTONIC": start["monotonic"],
-                          "BOOTTIME": start["boottime"]}
-        assert engine.query("SELECT int_value FROM metadata WHERE name = 'trace_time_clock_id'")["int_value"][0] == 1
+    snap = engine.query("SELECT clock_name, clock_value, snapshot_id FROM clock_snapshot ORDER BY snapshot_id")
+    first = snap[snap["snapshot_id"] == snap["snapshot_id"].min()]
+    values = dict(zip(first["clock_name"], first["clock_value"].astype(int)))
+    assert values == {"REALTIME": start["realtime"], "MONOTONIC": start["monotonic"],
+                      "BOOTTIME": start["boottime"]}
+    assert engine.query("SELECT int_value FROM metadata WHERE name = 'trace_time_clock_id'")["int_value"][0] == 1
 
 
 def test_missing_clock_readings_fall_back_to_ctf_offset_loudly(shared_data: Path, tmp_path: Path, bt2) -> None:

@@ -168,3 +168,19 @@ def test_unreadable_kineto_file(tmp_path: Path, shared_data: Path) -> None:
     kineto.mkdir()  # a directory where a file is expected
     proc = convert(shared_data / "ctf" / "dbg", tmp_path / "out.pftrace", "--kineto", str(kineto))
     assert proc.returncode == 2 and "is a directory" in proc.stderr
+
+
+def test_runtime_calls_sit_under_their_thread(merged, shared_data: Path) -> None:
+    """cuda_runtime slices go on a `kineto runtime` child of the thread track of their pid/tid.
+
+    trace_processor turns a child of a thread track into a thread track of the same thread."""
+    name = "benchmark_result_493459_1694039959_trace.json.gz"
+    doc = read_kineto(shared_data / "kineto" / name)
+    expected = Counter((e["pid"], e["tid"]) for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime")
+    with open_trace(merged[name][0]) as engine:
+        rows = engine.query("""
+            SELECT tt.name AS track, p.pid, th.tid FROM slice s JOIN thread_track tt ON s.track_id = tt.id
+            JOIN thread th USING (utid) JOIN process p USING (upid)
+            WHERE s.category = 'cuda_runtime'""")
+    assert set(rows["track"]) == {"kineto runtime"}
+    assert Counter(zip(rows["pid"], rows["tid"])) == expected

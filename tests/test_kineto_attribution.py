@@ -79,8 +79,11 @@ def test_copies_by_callsite(recording: dict) -> None:
     assert all(s.startswith(str(recording["work"] / "prog.c")) for s in result["source"])
 
 
-def _kineto_ops(pid: int, tid: int, copies: pd.DataFrame) -> dict:
-    """Kineto JSON with ops around the recorded copies (REALTIME µs relative to a base)."""
+def _kineto_ops(pid: int, tid: int, copies: pd.DataFrame, malloc_end: int) -> dict:
+    """Kineto JSON with ops around the recorded copies (REALTIME µs relative to a base).
+
+    The inner op starts after hipMalloc returned: API calls and ops of one thread nest.
+    """
     first, second = copies.iloc[0], copies.iloc[1]
     base = int(first["ts"]) // 10**9 * 10**9
 
@@ -92,7 +95,7 @@ def _kineto_ops(pid: int, tid: int, copies: pd.DataFrame) -> dict:
     end_second = int(second["ts"] + second["dur"])
     return {"baseTimeNanoseconds": base, "traceEvents": [
         op("train_step", int(first["ts"]) - 50_000, end_second + 50_000),
-        op("aten::copy_", int(first["ts"]) - 10_000, int(first["ts"] + first["dur"]) + 10_000),
+        op("aten::copy_", (malloc_end + int(first["ts"])) // 2, int(first["ts"] + first["dur"]) + 10_000),
         op("decoy_on_other_thread", int(first["ts"]) - 100_000, end_second + 100_000, tid + 1),
     ]}
 
@@ -100,9 +103,10 @@ def _kineto_ops(pid: int, tid: int, copies: pd.DataFrame) -> dict:
 def test_copies_by_innermost_op_on_their_thread(recording: dict) -> None:
     with open_trace(recording["plain"]) as engine:
         copies = engine.query(COPIES_SQL)
+        malloc_end = int(engine.query("SELECT ts + dur AS end_ts FROM slice WHERE name = 'hipMalloc'")["end_ts"][0])
     assert len(copies) == 2
     profile = recording["work"] / "ops.json"
-    profile.write_text(json.dumps(_kineto_ops(recording["pid"], recording["tid"], copies)))
+    profile.write_text(json.dumps(_kineto_ops(recording["pid"], recording["tid"], copies, malloc_end)))
     merged = recording["work"] / "merged.pftrace"
     conv = subprocess.run(["ctf2perfetto", str(recording["trace"]), "--kineto", str(profile), "-o", str(merged)],
                           capture_output=True, text=True, timeout=120)
