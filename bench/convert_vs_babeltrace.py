@@ -68,8 +68,8 @@ def trace_dirs(trace: Path) -> list[Path]:
     return sorted(p.parent for p in trace.rglob("metadata"))
 
 
-def run_child(cmd: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (KiB, from wait4) and stdout of a child process."""
+def run_child(cmd: list[str]) -> tuple[float, float, int, str]:
+    """Wall seconds, CPU seconds (user + system), peak RSS (KiB) and stdout of a child process."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = proc.stdout.read()
@@ -79,7 +79,7 @@ def run_child(cmd: list[str]) -> tuple[float, int, str]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed: {err.decode(errors='replace').strip()[-500:]}")
-    return wall, usage.ru_maxrss, out.decode()
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, out.decode()
 
 
 DECODE_ONLY = """
@@ -109,15 +109,15 @@ def main() -> int:
         print(f"{trace}: expected one CTF trace, found {len(dirs)}", file=sys.stderr)
         return 1
     inputs = '["' + str(dirs[0]) + '"]'
+    load = os.getloadavg()
 
-    results: dict[str, tuple[float, int]] = {}
+    results: dict[str, tuple[float, float, int]] = {}
     events = 0
 
     def best(name: str, cmd: list[str]) -> str:
         runs = [run_child(cmd) for _ in range(args.repeat)]
-        wall = min(r[0] for r in runs)
-        results[name] = (wall, max(r[1] for r in runs))
-        return runs[0][2]
+        results[name] = (min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs))
+        return runs[0][3]
 
     out = best("babeltrace2 counter", ["babeltrace2", "-c", "source.ctf.fs", "--params", f"inputs={inputs}",
                                        "-c", "sink.utils.counter"])
@@ -132,12 +132,14 @@ def main() -> int:
         except RuntimeError as exc:
             print(f"ctf2perfetto: not measured ({exc})", file=sys.stderr)
 
-    base = results["babeltrace2 counter"][0]
+    base, base_cpu, _rss = results["babeltrace2 counter"]
     print(f"trace: {trace} ({events:,} events, {rows:,} rows, "
           f"{sum(f.stat().st_size for f in dirs[0].iterdir() if f.is_file()) / 2**20:.0f} MiB)")
-    print(f"{'tool':22} {'seconds':>8} {'events/s':>12} {'ratio':>6} {'peak RSS':>10}")
-    for name, (wall, rss) in results.items():
-        print(f"{name:22} {wall:8.2f} {events / wall:12,.0f} {wall / base:6.2f} {rss / 1024:8.0f} MiB")
+    print(f"load average before: {load[0]:.2f} (the machine is shared: best of {args.repeat} runs)")
+    print(f"{'tool':22} {'wall s':>7} {'events/s':>12} {'ratio':>6} {'CPU s':>7} {'CPU ratio':>9} {'peak RSS':>10}")
+    for name, (wall, cpu, rss) in results.items():
+        print(f"{name:22} {wall:7.2f} {events / wall:12,.0f} {wall / base:6.2f} {cpu:7.2f} {cpu / base_cpu:9.2f} "
+              f"{rss / 1024:6.0f} MiB")
     return 0
 
 

@@ -215,7 +215,8 @@ def expected_rows(bt2, path: Path) -> tuple[list[dict], list[dict], list[dict], 
         p = ev.payload_field
         cc = ev.common_context_field
         pid, tid = int(cc["vpid"]), int(cc["vtid"])
-        threads[(pid, tid)] = str(cc["procname"])
+        if "procname" in cc:
+            threads[(pid, tid)] = str(cc["procname"])
         if ev.name == "memq:clock":
             clocks.append({"pid": pid, "where": str(p["where"]), "realtime": int(p["realtime_ns"]),
                            "monotonic": int(p["monotonic_ns"]), "boottime": int(p["boottime_ns"])})
@@ -243,23 +244,52 @@ def expected_rows(bt2, path: Path) -> tuple[list[dict], list[dict], list[dict], 
     return rows, clocks, devices, threads
 
 
-def test_gpu_events_match_the_schema_mapping(gpu_trace, bt2):
-    with decode(gpu_trace) as dec:
+def gpu_rows(path: Path):
+    """The decoder's GPU rows (libc rows are test_decode.py's business), api names and info."""
+    with decode(path) as dec:
         batches = list(dec)
-    info = dec.info
     cols = {name: np.concatenate([b[name] for b in batches]) for name in COLUMNS}
-    rows, clocks, devices, threads = expected_rows(bt2, gpu_trace)
-    assert len(rows) == len(cols["ts"]) == 17 and "api 99" in dec.api_names
+    gpu = (cols["kind"] >= EventKind.GPU_ALLOC) & (cols["kind"] < EventKind.LOST)
+    return {name: col[gpu] for name, col in cols.items()}, dec.api_names, dec.info
+
+
+def assert_rows_equal(cols: dict[str, np.ndarray], api_names: list[str], rows: list[dict]) -> None:
+    assert len(cols["ts"]) == len(rows)
     for i, row in enumerate(rows):
         for column in COLUMNS:
             default = -1 if column == "copy_kind" else 0
             got = cols[column][i]
             if column == "api":
-                got = dec.api_names[got]
+                got = api_names[got]
             assert got == row.get(column, default), (i, column, row)
+
+
+def test_gpu_events_match_the_schema_mapping(gpu_trace, bt2):
+    cols, api_names, info = gpu_rows(gpu_trace)
+    rows, clocks, devices, threads = expected_rows(bt2, gpu_trace)
+    assert len(rows) == 17 and "api 99" in api_names
+    assert_rows_equal(cols, api_names, rows)
     # Every call lasts from begin_ns to the event: both on the monotonic clock.
     assert np.all(cols["begin"] <= cols["ts"]) and np.all(cols["ts"] - cols["begin"] < 10**9)
     assert info.clock_readings == clocks and [c["where"] for c in clocks] == ["start", "end"]
     assert info.devices == devices and devices[0]["name"] == 'Fake MI300A "APU"'
     assert info.threads == threads and set(threads.values()) == {"prog"}
     assert info.skipped == {"memq:from_the_future": 3} and info.lost_events == 0
+
+
+@pytest.mark.parametrize("runtime", ["hip", "cuda"])
+def test_fake_runtime_recordings_match_bt2(runtime, request, bt2):
+    """`memq record` of the fake HIP / CUDA workloads (preload/'s provider), against bt2."""
+    recording = request.getfixturevalue(f"fake_{runtime}_trace")
+    cols, api_names, info = gpu_rows(recording.dir)
+    rows, clocks, devices, _threads = expected_rows(bt2, recording.dir)
+    assert_rows_equal(cols, api_names, rows)
+    # And against what the workload logged, call by call.
+    calls = recording.calls
+    assert [(api_names[a], int(t), int(d), int(r)) for a, t, d, r in
+            zip(cols["api"], cols["tid"], cols["device"], cols["result"])] == \
+        [(c["api"], c["tid"], c["device"], c["result"]) for c in calls]
+    assert set(np.unique(cols["pid"]).tolist()) == {recording.pid}
+    assert [c for c in info.clock_readings if "pid" in c and c in clocks] == clocks
+    assert info.devices == devices and all(d["runtime"] == runtime for d in devices)
+    assert info.record is not None and info.lost_events == 0 and info.skipped == {}
