@@ -888,6 +888,10 @@ static int handle(memq_decoder *d, const bt_message *msg, memq_columns *c, size_
 	case BT_MESSAGE_TYPE_STREAM_BEGINNING:
 		stream_index(d, bt_message_stream_beginning_borrow_stream_const(msg));
 		return 0;
+	case BT_MESSAGE_TYPE_STREAM_END:
+		/* The stream object may be freed now and its address reused by a later stream. */
+		d->streams[stream_index(d, bt_message_stream_end_borrow_stream_const(msg))].stream = NULL;
+		return 0;
 	case BT_MESSAGE_TYPE_PACKET_BEGINNING:
 		d->streams[stream_index(d, bt_packet_borrow_stream_const(
 			bt_message_packet_beginning_borrow_packet_const(msg)))].packets_begun++;
