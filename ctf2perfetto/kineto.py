@@ -28,7 +28,10 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import MemqError, UsageError
+from .events import EventBatch, EventKind
 
 # Categories Kineto puts on device (pid = device, tid = stream) lanes.
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
@@ -61,38 +64,34 @@ class KinetoTrace:
         return None if ns is None else self.base_ns + ns
 
 
-@dataclass
-class KinetoPackets:
-    """What `to_packets` produced, and what it could not place."""
+class ApiCalls:
+    """memq API calls (begin, end) per (pid, tid), collected from EventBatches as they stream by.
 
-    packets: list[bytes]
-    # (pid, tid) -> name and pid -> name of the CPU tracks the Kineto events use;
-    # passed to write_trace as extra_threads / extra_processes.
-    threads: dict[tuple[int, int], str]
-    processes: dict[int, str]
-    events: int  # Kineto events written (slices, instants)
-    flows: int  # flows written
-    skipped: dict[str, int]  # reason -> count of Kineto events not written (or changed)
+    Kineto ops that cross one of these calls on the same thread get widened to
+    cover it (see KinetoMerge.packets): both measure one thread's nested work,
+    so a crossing is clock error, and trace_processor would mismatch the ends.
+    """
 
-    def warnings(self, lttng_threads: set[tuple[int, int]]) -> list[str]:
-        """One line per thing the user should know, given the LTTng trace's (pid, tid) pairs."""
-        lines = []
-        lttng_pids = {pid for pid, _ in lttng_threads}
-        unmatched_pids = sorted(self.processes.keys() - lttng_pids)
-        unmatched_threads = sorted(t for t in self.threads.keys() - lttng_threads if t[0] in lttng_pids)
-        if unmatched_pids:
-            pids = ", ".join(map(str, unmatched_pids[:8])) + (" ..." if len(unmatched_pids) > 8 else "")
-            lines.append(
-                f"Kineto pid(s) {pids} match no process of the LTTng trace: their events are kept on their own "
-                "tracks (was the profile recorded in another run?)"
-            )
-        if unmatched_threads:
-            tids = ", ".join(f"{p}/{t}" for p, t in unmatched_threads[:8])
-            lines.append(f"Kineto thread(s) {tids} (pid/tid) have no LTTng events: kept on their own thread tracks")
-        if self.skipped:
-            detail = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
-            lines.append(f"Kineto events not merged as they were: {detail}")
-        return lines
+    def __init__(self) -> None:
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, batch: EventBatch) -> EventBatch:
+        """Record the API rows of `batch` and hand it on (for use in a generator)."""
+        kind = batch["kind"]
+        rows = np.flatnonzero((kind >= EventKind.GPU_ALLOC) & (kind <= EventKind.GPU_SET_DEVICE))
+        if len(rows):
+            self._parts.append((batch["pid"][rows], batch["tid"][rows], batch["begin"][rows], batch["ts"][rows]))
+        return batch
+
+    def by_thread(self, realtime_offset_ns: int) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        """(pid, tid) -> [(begin, end)] on REALTIME, sorted by begin."""
+        calls: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for pids, tids, begins, ends in self._parts:
+            for pid, tid, begin, end in zip(pids.tolist(), tids.tolist(), begins.tolist(), ends.tolist()):
+                calls.setdefault((pid, tid), []).append((begin + realtime_offset_ns, end + realtime_offset_ns))
+        for intervals in calls.values():
+            intervals.sort()
+        return calls
 
 
 def load(path: str | Path) -> KinetoTrace:
@@ -150,7 +149,8 @@ def _read_metadata(trace: KinetoTrace, event: dict) -> None:
 @dataclass(frozen=True)
 class _Lane:
     uuid: int
-    kind: str  # "thread", "gpu" or "global"
+    kind: str  # "thread", "process", "runtime", "gpu" or "global"
+    thread: tuple[int, int] | None = None  # (pid, tid) of a thread lane
 
 
 def _uuid(*parts: object) -> int:
@@ -249,135 +249,206 @@ def _us_to_ns(value: Any) -> int | None:
         return None
 
 
-def to_packets(
-    trace: KinetoTrace,
-    *,
-    thread_track_uuid: Any,
-    process_track_uuid: Any,
-    device_track_uuid: Any = None,
-) -> KinetoPackets:
-    """Serialized TracePackets for every Kineto event.
+class KinetoMerge:
+    """Kineto events placed on tracks; `packets()` serializes them.
 
     The uuid functions are write.py's, so CPU events share the LTTng tracks.
     `device_track_uuid(device)` (optional) parents the stream tracks under the
     trace's `GPU <device>` track; without it Kineto gets its own device tracks.
+    `threads` / `processes` are known at once (write_trace's extra_threads /
+    extra_processes); the packets can be made after the LTTng events streamed by.
     """
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-    gpu_pids = _gpu_pids(trace)
-    skipped: dict[str, int] = {}
+    def __init__(self, trace: KinetoTrace, *, thread_track_uuid: Any, process_track_uuid: Any,
+                 device_track_uuid: Any = None) -> None:
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-    def skip(reason: str) -> None:
-        skipped[reason] = skipped.get(reason, 0) + 1
+        self.pb = pb
+        self.trace = trace
+        self._thread_track_uuid = thread_track_uuid
+        self._process_track_uuid = process_track_uuid
+        self._device_track_uuid = device_track_uuid
+        self._gpu_pids = _gpu_pids(trace)
+        self.skipped: dict[str, int] = {}  # reason -> count of events not written (or changed)
+        self.threads: dict[tuple[int, int], str] = {}  # CPU tracks used: write_trace's extra_threads
+        self.processes: dict[int, str] = {}  # write_trace's extra_processes
+        self.events = 0  # Kineto events written (slices, instants), after packets()
+        self.flows = 0  # flows written, after packets()
+        self._descriptors: list[Any] = []
+        self._lanes: dict[tuple[Any, Any, bool], _Lane] = {}
+        self._device_tracks: dict[int, int] = {}
+        self._slices: dict[_Lane, list[_Slice]] = {}
+        self._instants: list[tuple[int, _Lane, dict]] = []
+        self._flow_points: list[tuple[str, Any, int, tuple[Any, Any], dict]] = []
+        self._place_events()
 
-    descriptors: list[Any] = []
-    lanes: dict[tuple[Any, Any], _Lane] = {}
-    threads: dict[tuple[int, int], str] = {}
-    processes: dict[int, str] = {}
-    device_tracks: dict[int, int] = {}
+    def _skip(self, reason: str, n: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + n
 
-    def lane_of(pid: Any, tid: Any, runtime: bool = False) -> _Lane:
-        if (pid, tid, runtime) in lanes:
-            return lanes[(pid, tid, runtime)]
-        key = (pid, tid)
+    def _lane(self, pid: Any, tid: Any, runtime: bool = False) -> _Lane:
+        if (pid, tid, runtime) in self._lanes:
+            return self._lanes[(pid, tid, runtime)]
+        pb, key = self.pb, (pid, tid)
         ipid, itid = _as_int(pid), _as_int(tid)
-        if ipid is not None and ipid in gpu_pids:
-            if ipid not in device_tracks:
-                if device_track_uuid is not None:
-                    device_tracks[ipid] = device_track_uuid(ipid)
+        if ipid is not None and ipid in self._gpu_pids:
+            if ipid not in self._device_tracks:
+                if self._device_track_uuid is not None:
+                    self._device_tracks[ipid] = self._device_track_uuid(ipid)
                 else:
-                    device_tracks[ipid] = _uuid("gpu", ipid)
-                    descriptors.append(pb.TrackDescriptor(uuid=device_tracks[ipid], name=f"GPU {ipid}"))
+                    self._device_tracks[ipid] = _uuid("gpu", ipid)
+                    self._descriptors.append(pb.TrackDescriptor(uuid=self._device_tracks[ipid], name=f"GPU {ipid}"))
             uuid = _uuid("stream", ipid, tid)
-            label = trace.thread_names.get(key) or f"stream {tid}"
-            desc = pb.TrackDescriptor(uuid=uuid, parent_uuid=device_tracks[ipid], name=f"kineto {label}")
+            label = self.trace.thread_names.get(key) or f"stream {tid}"
+            desc = pb.TrackDescriptor(uuid=uuid, parent_uuid=self._device_tracks[ipid], name=f"kineto {label}")
             desc.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
-            descriptors.append(desc)
+            self._descriptors.append(desc)
             lane = _Lane(uuid, "gpu")
         elif ipid is not None and itid is not None:
-            processes[ipid] = trace.process_names.get(pid, f"pid {ipid}")
+            self.processes[ipid] = self.trace.process_names.get(pid, f"pid {ipid}")
             if itid == 0:  # Kineto's process-scoped rows
-                lane = _Lane(process_track_uuid(ipid), "thread")
+                lane = _Lane(self._process_track_uuid(ipid), "process")
             else:
-                threads[(ipid, itid)] = trace.thread_names.get(key, "")
-                lane = _Lane(thread_track_uuid(ipid, itid), "thread")
+                self.threads[(ipid, itid)] = self.trace.thread_names.get(key, "")
+                lane = _Lane(self._thread_track_uuid(ipid, itid), "thread", (ipid, itid))
             if runtime:
                 uuid = _uuid("runtime", ipid, itid)
-                descriptors.append(pb.TrackDescriptor(uuid=uuid, parent_uuid=lane.uuid, name="kineto runtime"))
+                self._descriptors.append(pb.TrackDescriptor(uuid=uuid, parent_uuid=lane.uuid, name="kineto runtime"))
                 lane = _Lane(uuid, "runtime")
         else:  # "Spans" / "Traces" rows of the profiler itself
             uuid = _uuid("global", str(pid), str(tid))
-            descriptors.append(pb.TrackDescriptor(uuid=uuid, name=f"Kineto {pid} {tid}".strip()))
+            self._descriptors.append(pb.TrackDescriptor(uuid=uuid, name=f"Kineto {pid} {tid}".strip()))
             lane = _Lane(uuid, "global")
-        lanes[(pid, tid, runtime)] = lane
+        self._lanes[(pid, tid, runtime)] = lane
         return lane
 
-    # Pass 1: slices per lane (properly nested), instants, flow endpoints.
-    slices: dict[_Lane, list[_Slice]] = {}
-    instants: list[tuple[int, _Lane, dict]] = []
-    flow_points: list[tuple[str, Any, int, _Lane, dict]] = []
-    for event in trace.events:
-        ph = event.get("ph")
-        ts = trace.abs_ns(event.get("ts"))
-        if ph not in ("X", "i", "I", "s", "t", "f"):
-            skip(f"with phase {ph!r}" if ph else "without phase")
-            continue
-        if ts is None:
-            skip("without a valid ts")
-            continue
-        lane = lane_of(event.get("pid"), event.get("tid"), event.get("cat") in RUNTIME_CATEGORIES)
-        if ph == "X":
-            dur = _us_to_ns(event.get("dur", 0))
-            if dur is None or dur < 0:
-                skip("with a bad dur")
+    def _place_events(self) -> None:
+        """Slices per lane, instants, flow endpoints; threads and processes."""
+        trace = self.trace
+        for event in trace.events:
+            ph = event.get("ph")
+            ts = trace.abs_ns(event.get("ts"))
+            if ph not in ("X", "i", "I", "s", "t", "f"):
+                self._skip(f"with phase {ph!r}" if ph else "without phase")
                 continue
-            slices.setdefault(lane, []).append(_Slice(ts, ts + dur, event))
-        elif ph in ("i", "I"):
-            instants.append((ts, lane, event))
-        else:
-            owner = (event.get("pid"), event.get("tid"))
-            flow_points.append((ph, (event.get("cat"), event.get("id")), ts, owner, event))
+            if ts is None:
+                self._skip("without a valid ts")
+                continue
+            lane = self._lane(event.get("pid"), event.get("tid"), event.get("cat") in RUNTIME_CATEGORIES)
+            if ph == "X":
+                dur = _us_to_ns(event.get("dur", 0))
+                if dur is None or dur < 0:
+                    self._skip("with a bad dur")
+                    continue
+                self._slices.setdefault(lane, []).append(_Slice(ts, ts + dur, event))
+            elif ph in ("i", "I"):
+                self._instants.append((ts, lane, event))
+            else:
+                owner = (event.get("pid"), event.get("tid"))
+                self._flow_points.append((ph, (event.get("cat"), event.get("id")), ts, owner, event))
 
-    clamped = 0
-    for lane_slices in slices.values():
-        lane_slices.sort(key=lambda s: (s.start, -s.end))
-        clamped += _nest(lane_slices)
-    if clamped:
-        skipped["slice ends clamped to their parent (kept)"] = clamped
+    def packets(self, api_calls: dict[tuple[int, int], list[tuple[int, int]]] | None = None) -> list[bytes]:
+        """Serialized TracePackets; `api_calls` (ApiCalls.by_thread) widens ops that cross them."""
+        pb = self.pb
+        widened, most = 0, 0
+        for lane, lane_slices in self._slices.items():
+            if api_calls and lane.thread in api_calls:
+                n, shift = _widen(lane_slices, api_calls[lane.thread])
+                widened, most = widened + n, max(most, shift)
+        if widened:
+            self._skip(f"ops widened to cover a memq API call they crossed (by at most {most / 1000:.1f} us)",
+                       widened)
+        clamped = 0
+        for lane_slices in self._slices.values():
+            lane_slices.sort(key=lambda s: (s.start, -s.end))
+            clamped += _nest(lane_slices)
+        if clamped:
+            self._skip("slice ends clamped to their parent", clamped)
 
-    # A flow point binds in the runtime child track first (ac2g starts at runtime calls), then the thread's.
-    flow_points = [(ph, key, ts, [lanes[(*owner, rt)] for rt in (True, False) if (*owner, rt) in lanes], event)
-                   for ph, key, ts, owner, event in flow_points]
-    flows = _bind_flows(flow_points, slices, skip)
+        # A flow point binds in the runtime child track first (ac2g starts at runtime calls), then the thread's.
+        lanes = self._lanes
+        flow_points = [(ph, key, ts, [lanes[(*owner, rt)] for rt in (True, False) if (*owner, rt) in lanes], event)
+                       for ph, key, ts, owner, event in self._flow_points]
+        self.flows = _bind_flows(flow_points, self._slices, self._skip)
 
-    builder = _Builder(pb)
-    events = 0
-    for lane, lane_slices in slices.items():
-        stack: list[_Slice] = []
-        for s in lane_slices:
-            while stack and stack[-1].end <= s.start:
+        builder = _Builder(pb)
+        for lane, lane_slices in self._slices.items():
+            stack: list[_Slice] = []
+            for s in lane_slices:
+                while stack and stack[-1].end <= s.start:
+                    builder.event(stack.pop().end, lane, pb.TrackEvent.TYPE_SLICE_END)
+                te = builder.event(s.start, lane, pb.TrackEvent.TYPE_SLICE_BEGIN, str(s.event.get("name", "")),
+                                   s.event.get("cat"), s.event.get("args"))
+                te.flow_ids.extend(s.flow_ids)
+                te.terminating_flow_ids.extend(s.terminating_flow_ids)
+                stack.append(s)
+            while stack:
                 builder.event(stack.pop().end, lane, pb.TrackEvent.TYPE_SLICE_END)
-            te = builder.event(s.start, lane, pb.TrackEvent.TYPE_SLICE_BEGIN, str(s.event.get("name", "")),
-                               s.event.get("cat"), s.event.get("args"))
-            te.flow_ids.extend(s.flow_ids)
-            te.terminating_flow_ids.extend(s.terminating_flow_ids)
-            stack.append(s)
-            events += 1
-        while stack:
-            builder.event(stack.pop().end, lane, pb.TrackEvent.TYPE_SLICE_END)
-    for ts, lane, event in instants:
-        builder.event(ts, lane, pb.TrackEvent.TYPE_INSTANT, str(event.get("name", "")), event.get("cat"),
-                      event.get("args"))
-        events += 1
+        for ts, lane, event in self._instants:
+            builder.event(ts, lane, pb.TrackEvent.TYPE_INSTANT, str(event.get("name", "")), event.get("cat"),
+                          event.get("args"))
+        self.events = sum(map(len, self._slices.values())) + len(self._instants)
 
-    first = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_SEQ_INCREMENTAL_STATE_CLEARED)
-    packets = [first.SerializeToString()]
-    packets += [pb.TracePacket(track_descriptor=d, trusted_packet_sequence_id=SEQUENCE_ID).SerializeToString()
-                for d in descriptors]
-    builder.items.sort(key=lambda item: (item.ts, item.order))
-    packets += [item.packet.SerializeToString() for item in builder.items]
+        first = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_SEQ_INCREMENTAL_STATE_CLEARED)
+        packets = [first.SerializeToString()]
+        packets += [pb.TracePacket(track_descriptor=d, trusted_packet_sequence_id=SEQUENCE_ID).SerializeToString()
+                    for d in self._descriptors]
+        builder.items.sort(key=lambda item: (item.ts, item.order))
+        packets += [item.packet.SerializeToString() for item in builder.items]
+        return packets
 
-    return KinetoPackets(packets, threads, processes, events, flows, skipped)
+    def warnings(self, lttng_threads: set[tuple[int, int]]) -> list[str]:
+        """One line per thing the user should know, given the LTTng trace's (pid, tid) pairs."""
+        lines = []
+        lttng_pids = {pid for pid, _ in lttng_threads}
+        unmatched_pids = sorted(self.processes.keys() - lttng_pids)
+        unmatched_threads = sorted(t for t in self.threads.keys() - lttng_threads if t[0] in lttng_pids)
+        if unmatched_pids:
+            pids = ", ".join(map(str, unmatched_pids[:8])) + (" ..." if len(unmatched_pids) > 8 else "")
+            lines.append(
+                f"Kineto pid(s) {pids} match no process of the LTTng trace: their events are kept on their own "
+                "tracks (was the profile recorded in another run?)"
+            )
+        if unmatched_threads:
+            tids = ", ".join(f"{p}/{t}" for p, t in unmatched_threads[:8])
+            lines.append(f"Kineto thread(s) {tids} (pid/tid) have no LTTng events: kept on their own thread tracks")
+        if self.skipped:
+            detail = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
+            lines.append(f"Kineto events not merged as they were: {detail}")
+        return lines
+
+
+def to_packets(trace: KinetoTrace, **uuid_functions: Any) -> list[bytes]:
+    """All packets of `trace` at once, with nothing to widen against (see KinetoMerge)."""
+    return KinetoMerge(trace, **uuid_functions).packets()
+
+
+def _widen(lane_slices: list[_Slice], calls: list[tuple[int, int]]) -> tuple[int, int]:
+    """Widen slices that cross an API call (begin or end inside it) to enclose it strictly.
+
+    Strictly (1 ns beyond each end): trace_processor orders begins of equal ts
+    from different sequences arbitrarily. Returns (slices widened, largest
+    widening in ns). Widening can make an enclosing slice cross the same call,
+    so this repeats until nothing crosses.
+    """
+    begins = [b for b, _ in calls]
+    widened: set[int] = set()
+    most = 0
+    changed = True
+    while changed:
+        changed = False
+        for s in lane_slices:
+            # calls of one thread do not overlap: walk back over those overlapping the slice
+            k = bisect.bisect_left(begins, s.end) - 1
+            while k >= 0 and calls[k][1] > s.start:
+                begin, end = calls[k]
+                nested = (s.start < begin and end < s.end) or (begin < s.start and s.end < end)
+                if not nested:
+                    shift = max(s.start - (begin - 1), (end + 1) - s.end)
+                    most, changed = max(most, shift), True
+                    s.start, s.end = min(s.start, begin - 1), max(s.end, end + 1)
+                    widened.add(id(s))
+                k -= 1
+    return len(widened), most
 
 
 def _nest(lane_slices: list[_Slice]) -> int:

@@ -117,3 +117,27 @@ def test_copies_by_innermost_op_on_their_thread(recording: dict) -> None:
         result = attribute(engine, engine.query(COPIES_SQL), "op")
     assert dict(zip(result["bytes"].astype(int), result["op"])) == {4096: "aten::copy_", 2048: "train_step"}
     assert result["op_slice_id"].notna().all()
+
+
+def test_op_crossing_an_api_call_is_widened_not_mismatched(recording: dict) -> None:
+    """An op that starts inside hipMalloc (clock error) would make trace_processor pair the wrong ends."""
+    with open_trace(recording["plain"]) as engine:
+        malloc = engine.query("SELECT ts, dur FROM slice WHERE name = 'hipMalloc'").iloc[0]
+    begin, end = int(malloc["ts"]), int(malloc["ts"] + malloc["dur"])
+    base = begin // 10**9 * 10**9
+    op_begin, op_end = (begin + end) // 2, end + 5_000  # crosses the end of hipMalloc
+    profile = recording["work"] / "crossing.json"
+    profile.write_text(json.dumps({"baseTimeNanoseconds": base, "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": recording["pid"], "tid": recording["tid"],
+         "ts": (op_begin - base) / 1000, "dur": (op_end - op_begin) / 1000}]}))
+    merged = recording["work"] / "crossing.pftrace"
+    conv = subprocess.run(["ctf2perfetto", str(recording["trace"]), "--kineto", str(profile), "-o", str(merged)],
+                          capture_output=True, text=True, timeout=120)
+    assert conv.returncode == 0, conv.stderr
+    assert "1 ops widened to cover a memq API call" in conv.stderr
+    with open_trace(merged) as engine:
+        assert engine.import_problems().empty, engine.import_problems().to_string()
+        rows = engine.query("SELECT name, ts, dur, depth FROM slice WHERE name IN ('hipMalloc', 'aten::empty')")
+    got = {r.name: (int(r.ts), int(r.dur), int(r.depth)) for r in rows.itertuples()}
+    assert got["hipMalloc"] == (begin, end - begin, 1)  # untouched, now inside the op
+    assert got["aten::empty"] == (begin - 1, op_end - begin + 1, 0)  # encloses it strictly

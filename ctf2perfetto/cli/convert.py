@@ -5,6 +5,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
 from . import run_command, stderr_is_terminal
 
@@ -106,13 +107,32 @@ def _print_summary(summary, prog: str) -> None:
     print("\n".join(lines), file=sys.stderr)
 
 
+class _Later:
+    """An iterable made on first iteration (write_trace consumes extra_packets after the batches)."""
+
+    def __init__(self, make: Callable[[], list[bytes]]) -> None:
+        self.make = make
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.make())
+
+
+def _realtime_offset(info) -> int:
+    """REALTIME - MONOTONIC (ns) that the trace's clock snapshot applies to the LTTng events."""
+    from .. import clocks
+
+    clock = clocks.correspondence(info, 0)
+    return clock.realtime - clock.monotonic
+
+
 def convert(args: argparse.Namespace, prog: str) -> int:
     from ..decode import decode
     from ..write import device_track_packet, device_track_uuid, process_track_uuid, thread_track_uuid, write_trace
 
     _check_output(args.output)
-    extra_packets: list[bytes] = []
+    extra_packets: Iterable[bytes] = []
     kineto_packets = None
+    api_calls = None
     if args.kineto is not None:
         from .. import kineto
 
@@ -122,15 +142,21 @@ def convert(args: argparse.Namespace, prog: str) -> int:
             devices.add(int(device))
             return device_track_uuid(device)
 
-        kineto_packets = kineto.to_packets(kineto.load(args.kineto), thread_track_uuid=thread_track_uuid,
-                                           process_track_uuid=process_track_uuid, device_track_uuid=device_uuid)
-        # The GPU tracks the Kineto streams hang under, in case the LTTng events have none.
-        extra_packets = [device_track_packet(d) for d in sorted(devices)] + list(kineto_packets.packets)
+        kineto_packets = kineto.KinetoMerge(kineto.load(args.kineto), thread_track_uuid=thread_track_uuid,
+                                            process_track_uuid=process_track_uuid, device_track_uuid=device_uuid)
+        api_calls = kineto.ApiCalls()
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:
         with decode(args.trace, salvage=args.salvage, progress=progress.decoded) as decoding:
+            batches: Iterable = decoding
+            if kineto_packets is not None and api_calls is not None:
+                batches = (api_calls.add(batch) for batch in decoding)
+                # Made after the last batch (write_trace reads extra_packets last): Kineto ops that
+                # cross a memq API call of their thread are widened to cover it (docs/TIMELINE.md).
+                extra_packets = _Later(lambda: [device_track_packet(d) for d in sorted(devices)]
+                                       + kineto_packets.packets(api_calls.by_thread(_realtime_offset(decoding.info))))
             summary = write_trace(
-                decoding, lambda: decoding.info, args.output, progress=progress.written,
+                batches, lambda: decoding.info, args.output, progress=progress.written,
                 extra_packets=extra_packets,
                 extra_processes=kineto_packets.processes if kineto_packets else {},
                 extra_threads=kineto_packets.threads if kineto_packets else {})
