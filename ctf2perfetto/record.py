@@ -275,8 +275,9 @@ def count_events(output: Path) -> int | None:
     babeltrace = shutil.which("babeltrace2")
     if babeltrace is None or not (output / "ust").is_dir():
         return None
-    proc = subprocess.run([babeltrace, str(output / "ust"), "-c", "sink.utils.counter"], capture_output=True,
-                          text=True)
+    # step=+0 (unsigned): one final count instead of one every 10,000 messages.
+    proc = subprocess.run([babeltrace, str(output / "ust"), "-c", "sink.utils.counter", "-p", "step=+0"],
+                          capture_output=True, text=True)
     match = re.search(r"^\s*(\d+) Event messages", proc.stdout, re.MULTILINE)
     return int(match.group(1)) if proc.returncode == 0 and match else None
 

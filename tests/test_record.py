@@ -110,10 +110,8 @@ def test_threads_blocking_mode_loses_nothing(fake_gpu, tmp_path) -> None:
     rec = record(tmp_path / "trace", argv, api="hip", mode="blocking")
     assert rec.stdout == plain.stdout and "calls 80000" in plain.stdout
     assert rec.meta["discarded_events"] == 0
-    events = read_events(rec.dir, prefix="memq:")
-    pids = {e["vpid"] for e in events if e["event"] == "memq:alloc"}
-    assert len(pids) == 1
-    calls = [e for e in events if e["vpid"] in pids and e["event"] not in PROCESS_EVENTS]
+    pid = int(next(line for line in rec.stderr.splitlines() if line.startswith("pid "))[4:])
+    calls = call_events(rec.dir, pid)
     assert len(calls) == 80_000
     by_thread: dict[int, list[dict]] = {}
     for e in calls:

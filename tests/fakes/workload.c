@@ -2,6 +2,7 @@
  * Workload driver (test only), linked against the fake runtimes:
  *   workload hip LOG | cuda LOG        every wrapped call, logged (hip_work.c, cuda_work.c)
  *   workload stress THREADS ITERS      THREADS threads x ITERS x 4 HIP calls; prints a checksum
+ *                                      (and its pid on stderr)
  *   workload fork LOG                  a child (fork, no exec) makes calls under its own pid
  *   workload crash LOG                 some calls, then abort()
  *   workload wait LOG                  one call, "ready" on stdout, then waits for SIGINT/SIGTERM;
@@ -50,6 +51,7 @@ static int stress(int threads)
 
 	if (threads > 256)
 		return 2;
+	fprintf(stderr, "pid %d\n", (int) getpid());
 	for (long t = 0; t < threads; t++)
 		pthread_create(&tid[t], NULL, stress_thread, (void *) t);
 	for (int t = 0; t < threads; t++) {

@@ -10,6 +10,7 @@ into a plain dict (bt2 Python bindings; fine for test-sized traces).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -64,6 +65,39 @@ def _value(field):
     if isinstance(field, bt2._RealFieldConst):
         return float(field)
     return int(field)  # integers and enumerations (by value)
+
+
+_FIELD = re.compile(r'(\w+) = ("(?:[^"\\]|\\.)*"|[^,}]+)')
+
+
+def _text_value(text: str):
+    text = text.strip()
+    if text.startswith('"'):
+        return json.loads(text)
+    return int(text, 0)
+
+
+def scan_events(trace_dir: Path, names: tuple[str, ...], *, pids: set[int] | None = None) -> list[dict]:
+    """Like read_events, for traces of millions of events, restricted to the event `names`.
+
+    Reads babeltrace2's text output (C, ~10x faster than bt2 Python objects)
+    and parses only the lines of those events. Integer and string fields only
+    (the libc wrapper, statedump and lib events).
+    """
+    proc = subprocess.Popen(["babeltrace2", "--clock-cycles", "--no-delta", str(trace_dir)], stdout=subprocess.PIPE,
+                            text=True)
+    wanted = tuple(f" {name}: " for name in names)
+    out = []
+    for line in proc.stdout:
+        if not any(w in line for w in wanted):
+            continue
+        stamp, _host, name, rest = line.split(" ", 3)
+        row = {"event": name.rstrip(":"), "ts": int(stamp.strip("[]"))}
+        row.update((k, _text_value(v)) for k, v in _FIELD.findall(rest))
+        if pids is None or row.get("vpid") in pids:
+            out.append(row)
+    assert proc.wait() == 0, f"babeltrace2 failed on {trace_dir}"
+    return out
 
 
 def read_events(trace_dir: Path, *, pids: set[int] | None = None, prefix: str | None = None) -> list[dict]:
