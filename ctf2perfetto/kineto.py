@@ -1,8 +1,9 @@
 """PyTorch-profiler (Kineto) traces merged into the memq Perfetto trace.
 
 `load(path)` reads a Kineto JSON (plain or .gz) into a `KinetoTrace`;
-`to_packets(trace, ...)` turns its events into serialized TracePackets that
-`write.write_trace(..., extra_packets=...)` appends to the LTTng-derived trace.
+`KinetoMerge(trace, ...)` places its events on tracks and `.packets()` turns them
+into serialized TracePackets that `write.write_trace(..., extra_packets=...)`
+appends to the LTTng-derived trace (ctf2perfetto/cli/convert.py does this).
 
 Timeline: Kineto times are CLOCK_REALTIME microseconds relative to
 `baseTimeNanoseconds` (absolute Unix µs in traces older than that field), so each
@@ -415,11 +416,6 @@ class KinetoMerge:
             detail = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
             lines.append(f"Kineto events not merged as they were: {detail}")
         return lines
-
-
-def to_packets(trace: KinetoTrace, **uuid_functions: Any) -> list[bytes]:
-    """All packets of `trace` at once, with nothing to widen against (see KinetoMerge)."""
-    return KinetoMerge(trace, **uuid_functions).packets()
 
 
 def _widen(lane_slices: list[_Slice], calls: list[tuple[int, int]]) -> tuple[int, int]:
