@@ -137,7 +137,8 @@ class MemoryModel:
 
     def __init__(self) -> None:
         self.live = _Allocs.empty()  # sorted by (pid, cls, addr)
-        self.recent = _Allocs.empty()  # ended in the previous batch: copies may start before their row
+        self._recent: tuple[_Entries | None, np.ndarray] = (None, np.zeros(0, np.int64))
+        self._recent_tags: np.ndarray | None = None
         self.next_id = 1
         self.totals = ModelTotals()
 
@@ -208,102 +209,112 @@ class MemoryModel:
         last_in_group = np.ones(m, bool)
         last_in_group[:-1] = ~same_prev[1:]
 
-        # Columns of the allocation each start entry describes (carried ones come from `live`).
-        src_live = perm < nl
-        a_idx = np.where(src_live, perm, 0)
-        a_row = np.where(src_live, -1, s_row)
-        r_safe = np.maximum(s_row, 0)
-        a_size = np.where(src_live, live.size[a_idx] if nl else 0, size[r_safe])
-        a_mem = np.where(src_live, live.mem[a_idx] if nl else 0, start_mem[r_safe])
-        a_dev = np.where(src_live, live.device[a_idx] if nl else 0, batch["device"][r_safe].astype(np.int64))
-        a_id = np.where(src_live, live.alloc_id[a_idx] if nl else 0, alloc_id[r_safe])
-        a_start = np.where(src_live, live.start[a_idx] if nl else 0, ts[r_safe])
-        a_tag = np.where(src_live, live.tag[a_idx] if nl else 0, 0)
-        # When the entry closing allocation i-1 happens: a free at its call's start, a replacing start at its end.
-        close_time = np.where(s_start, ts[r_safe], begin[r_safe])
-        a_end = np.full(m, _NEVER, np.int64)
-        closed_by_next = np.zeros(m, bool)
-        closed_by_next[:-1] = closes_prev[1:]
-        a_end[:-1] = np.where(closed_by_next[:-1], close_time[1:], _NEVER)
+        entries = _Entries(live, batch, perm, s_pid, s_cls, s_addr, s_start, s_row, closes_prev,
+                           {"size": size, "mem": start_mem, "alloc_id": alloc_id})
 
         freed_alloc_id = np.zeros(n, np.uint64)
         unmatched = np.zeros(n, bool)
         e_idx = np.flatnonzero(~s_start)
         matched = closes_prev[e_idx]
-        freed_alloc_id[s_row[e_idx[matched]]] = a_id[e_idx[matched] - 1]
+        closed = e_idx[matched] - 1
+        freed_alloc_id[s_row[e_idx[matched]]] = entries.column("alloc_id", closed)
         unmatched[s_row[e_idx[~matched]]] = True
-        replaced = s_start & closes_prev
+        replaced = np.flatnonzero(s_start & closes_prev)
         replaced_alloc_id = np.zeros(n, np.uint64)
-        replaced_alloc_id[s_row[replaced]] = a_id[np.flatnonzero(replaced) - 1]
+        replaced_alloc_id[s_row[replaced]] = entries.column("alloc_id", replaced - 1)
 
-        # -- counters: +size at starts, -size of the closed allocation at its closing entry ---
-        new_start = s_start & ~src_live
+        # -- counters: +size at new starts, -size of the closed allocation at its closing entry ---
+        new_start = np.flatnonzero(s_start & (perm >= nl))
         closing = np.flatnonzero(closes_prev)
-        d_idx = np.concatenate([np.flatnonzero(new_start), closing])
-        alloc_of = np.concatenate([np.flatnonzero(new_start), closing - 1])
-        d_row = s_row[d_idx]
-        d_time = np.concatenate([ts[s_row[new_start]], close_time[closing]])
-        d_delta = np.concatenate([a_size[new_start].astype(np.int64), -a_size[closing - 1].astype(np.int64)])
-        d_kind = _MEM_CNT[a_mem[alloc_of]]
-        d_owner = np.where(d_kind == CNT_DEVICE, a_dev[alloc_of], s_pid[alloc_of])
-        d_key = (d_kind << _CNT_SHIFT) | (d_owner & ((1 << _CNT_SHIFT) - 1))
-        samples = self._counter_samples(d_row, d_time, d_key, d_delta)
+        alloc_of = np.concatenate([new_start, closing - 1])
+        d_row = s_row[np.concatenate([new_start, closing])]
+        d_time = np.concatenate([ts[s_row[new_start]], entries.close_time(closing)])
+        a_size = entries.column("size", alloc_of).astype(np.int64)
+        d_delta = np.concatenate([a_size[:len(new_start)], -a_size[len(new_start):]])
+        d_key = entries.counter_keys(alloc_of)
+        samples = self._counter_samples(n, d_row, d_time, d_key, d_delta)
 
         # -- carried state ---------------------------------------------------------------------
-        allocs = _Allocs(s_pid, s_cls, s_addr, a_size, a_mem, a_dev, a_id, a_start, a_end, a_tag, a_row)
-        is_alloc = np.flatnonzero(s_start)
-        candidates = allocs.take(is_alloc)
-        endpoints = self._copy_endpoints(batch, candidates)
-        keep_live = s_start & last_in_group
-        self.live = allocs.take(np.flatnonzero(keep_live))
-        self.recent = allocs.take(np.flatnonzero(s_start & ~last_in_group))
+        has_copies = bool(np.isin(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)).any())
+        endpoints = self._copy_endpoints(batch, entries.allocs(np.flatnonzero(s_start)) if has_copies
+                                         else _Allocs.empty())
+        self.live = entries.allocs(np.flatnonzero(s_start & last_in_group))
+        self._recent = (entries, np.flatnonzero(s_start & ~last_in_group))
+        self._recent_tags = None
 
         t = self.totals
         t.allocations += len(srows)
         t.frees += int(matched.sum())
         t.unmatched_frees += int((~matched).sum())
-        t.replaced += int(replaced.sum())
+        t.replaced += len(replaced)
         return ModelBatch(alloc_id, freed_alloc_id, replaced_alloc_id, unmatched, *samples, endpoints=endpoints)
+
+    @property
+    def recent(self) -> _Allocs:
+        """Allocations that ended in the previous batch (copies may start before their own row)."""
+        entries, index = self._recent
+        if entries is None:
+            return _Allocs.empty()
+        allocs = entries.allocs(index)
+        if self._recent_tags is not None:
+            new = allocs.row >= 0
+            allocs.tag[new] = self._recent_tags[allocs.row[new]]
+            allocs.row[new] = -1
+        return allocs
 
     def set_tags(self, row_tags: np.ndarray) -> None:
         """Attach a value per row of the last processed batch to the allocations it started."""
-        for allocs in (self.live, self.recent):
-            new = allocs.row >= 0
-            allocs.tag[new] = row_tags[allocs.row[new]]
-            allocs.row[new] = -1
+        new = self.live.row >= 0
+        self.live.tag[new] = row_tags[self.live.row[new]]
+        self.live.row[new] = -1
+        self._recent_tags = row_tags
 
     # -- internals ---------------------------------------------------------------------------
-    def _counter_samples(self, row, time, key, delta):
-        """Absolute counter values after each (row, counter) that changed one, in time order."""
-        if len(row) == 0:
+    def _counter_samples(self, n, row, time, key, delta):
+        """Absolute counter values after each (row, counter) that changed one, in time order.
+
+        Per counter: net change per row (bincount), running sum from the carried value.
+        Rows are in time order except where a call's start (a GPU free) precedes rows
+        before it; only such counters pay for a sort.
+        """
+        out_row, out_time, out_key, out_value = [], [], [], []
+        keys = key[:1] if len(key) and (key == key[0]).all() else np.unique(key)
+        for k in keys.tolist():
+            sel = slice(None) if len(keys) == 1 else key == k
+            r, t, d = row[sel], time[sel], delta[sel]
+            count = np.bincount(r, minlength=n)
+            changed = np.flatnonzero(count)
+            at = np.zeros(n, np.int64)
+            at[r] = t  # one time per (row, counter): a call's end for starts, its start for frees
+            when = at[changed]
+            # float64 sums are exact here: a row changes a counter by at most three sizes < 2**50
+            step = np.rint(np.bincount(r, weights=d, minlength=n)[changed]).astype(np.int64)
+            if len(when) > 1 and (when[1:] < when[:-1]).any():
+                order = np.lexsort((changed, when))
+                changed, when, step = changed[order], when[order], step[order]
+            value = self.totals.counters.get(k, 0) + np.cumsum(step)
+            if len(value):
+                self.totals.counters[k] = int(value[-1])
+            out_row.append(changed)
+            out_time.append(when)
+            out_key.append(np.full(len(changed), k, np.int64))
+            out_value.append(value)
+        if not out_row:
             z = np.zeros(0, np.int64)
             return z, z, z, z
-        order = np.lexsort((row, time, key))
-        key, row, time, delta = key[order], row[order], time[order], delta[order]
-        seg_start = np.ones(len(key), bool)
-        seg_start[1:] = key[1:] != key[:-1]
-        uniq = key[seg_start]
-        base = np.array([self.totals.counters.get(int(k), 0) for k in uniq], np.int64)
-        csum = np.cumsum(delta)
-        seg_id = np.cumsum(seg_start) - 1
-        seg_offset = (csum - delta)[seg_start]  # cumsum before each segment
-        value = csum - seg_offset[seg_id] + base[seg_id]
-        seg_end = np.flatnonzero(np.r_[seg_start[1:], True])
-        for k, v in zip(uniq.tolist(), value[seg_end].tolist()):
-            self.totals.counters[k] = v
-        # one sample per (counter, row): the last value
-        last = np.ones(len(key), bool)
-        last[:-1] = (key[1:] != key[:-1]) | (row[1:] != row[:-1])
-        key, row, time, value = key[last], row[last], time[last], value[last]
-        out = np.lexsort((row, time))
-        return row[out], time[out], key[out], value[out]
+        row, time, key, value = (np.concatenate(x) for x in (out_row, out_time, out_key, out_value))
+        if len(keys) > 1:
+            order = np.lexsort((row, time))
+            row, time, key, value = row[order], time[order], key[order], value[order]
+        return row, time, key, value
 
     def _copy_endpoints(self, batch: EventBatch, allocs: _Allocs) -> dict[str, np.ndarray]:
         """For each successful copy/set row: the allocation live at its start holding src / dst."""
         kind = batch["kind"]
         rows = np.flatnonzero(np.isin(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)) & (batch["result"] == 0))
         out: dict[str, np.ndarray] = {"row": rows}
-        pool = _Allocs.concat([allocs, self.recent]) if len(self.recent) else allocs
+        recent = self.recent if len(rows) else _Allocs.empty()
+        pool = _Allocs.concat([allocs, recent]) if len(recent) else allocs
         for side, col in (("dst", "ptr"), ("src", "src")):
             query = rows if side == "dst" else rows[kind[rows] == EventKind.GPU_COPY]
             found = _find_containing(pool, batch["pid"][query], batch[col][query], batch["begin"][query])
@@ -316,6 +327,61 @@ class MemoryModel:
                 out[f"{side}_{k}"] = v
         return out
 
+
+
+class _Entries:
+    """Allocation starts and ends of one batch, merged with the carried live allocations and
+    sorted by (pid, class, address, event order). Columns of the allocation an entry describes
+    are gathered on demand, for the entries that need them."""
+
+    def __init__(self, live: _Allocs, batch: EventBatch, perm, pid, cls, addr, is_start, row, closes_prev,
+                 row_columns: dict[str, np.ndarray]) -> None:
+        self.live, self.batch, self.perm = live, batch, perm
+        self.pid, self.cls, self.addr, self.is_start, self.row = pid, cls, addr, is_start, row
+        self.closes_prev = closes_prev
+        self.row_columns = row_columns
+
+    def column(self, name: str, index: np.ndarray) -> np.ndarray:
+        """Column `name` (size, mem, device, alloc_id, start) of the allocations started by entries `index`."""
+        from_live = self.perm[index] < len(self.live)
+        if name in self.row_columns:
+            rows = self.row_columns[name]
+        elif name == "device":
+            rows = self.batch["device"]
+        else:  # start
+            rows = self.batch["ts"]
+        out = rows[np.maximum(self.row[index], 0)].astype(getattr(self.live, name).dtype)
+        if from_live.any():
+            out[from_live] = getattr(self.live, name)[self.perm[index[from_live]]]
+        return out
+
+    def close_time(self, index: np.ndarray) -> np.ndarray:
+        """When entries `index` end the allocation before them: a free at its call's start, a start at its end."""
+        rows = self.row[index]
+        return np.where(self.is_start[index], self.batch["ts"][rows], self.batch["begin"][rows])
+
+    def counter_keys(self, index: np.ndarray) -> np.ndarray:
+        kind = _MEM_CNT[self.column("mem", index)]
+        if (kind == CNT_HOST).all():
+            owner = self.pid[index]
+        else:
+            owner = np.where(kind == CNT_DEVICE, self.column("device", index), self.pid[index])
+        return (kind << _CNT_SHIFT) | (owner & ((1 << _CNT_SHIFT) - 1))
+
+    def allocs(self, index: np.ndarray) -> _Allocs:
+        """The allocations started by entries `index`, with their end where a later entry ends them."""
+        end = np.full(len(index), _NEVER, np.int64)
+        nxt = index + 1
+        closed = nxt < len(self.perm)
+        closed[closed] = self.closes_prev[nxt[closed]]
+        end[closed] = self.close_time(nxt[closed])
+        from_live = self.perm[index] < len(self.live)
+        tag = np.zeros(len(index), np.int64)
+        tag[from_live] = self.live.tag[self.perm[index[from_live]]]
+        row = np.where(from_live, -1, self.row[index])
+        return _Allocs(self.pid[index], self.cls[index], self.addr[index], self.column("size", index),
+                       self.column("mem", index), self.column("device", index), self.column("alloc_id", index),
+                       self.column("start", index), end, tag, row)
 
 
 def _sort_by_space_addr(pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> np.ndarray:
