@@ -118,7 +118,7 @@ typedef struct memq_decoder {
 	/* Error text (causes joined). */
 	char *error;
 	uint64_t events_seen;
-	int64_t last_ns_from_origin;
+	int64_t last_ts;
 	/* Time range of all streams (ns from origin), for progress. */
 	int have_range;
 	int64_t range_begin, range_end;
@@ -681,7 +681,7 @@ static int lost_row(memq_decoder *d, const bt_message *msg, int packets, memq_co
 		}
 		delta = off - d->ref_offset_ns;
 	}
-	int64_t tb = b ? (int64_t)to_ns(bt_clock_snapshot_get_value(b), freq) + delta : d->last_ns_from_origin;
+	int64_t tb = b ? (int64_t)to_ns(bt_clock_snapshot_get_value(b), freq) + delta : d->last_ts;
 	int64_t te = e ? (int64_t)to_ns(bt_clock_snapshot_get_value(e), freq) + delta : tb;
 	zero_row(c, i);
 	int64_t pid = stream_env_vpid(s);
@@ -693,7 +693,7 @@ static int lost_row(memq_decoder *d, const bt_message *msg, int packets, memq_co
 	c->stream[i] = stream_index(d, s);
 	c->aux[i] = count;
 	c->aux2[i] = (uint64_t)packets;
-	d->last_ns_from_origin = tb;
+	d->last_ts = tb;
 	return 1;
 }
 
@@ -735,7 +735,7 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 	}
 	int64_t ts = (int64_t)to_ns(bt_clock_snapshot_get_value(
 				    bt_message_event_borrow_default_clock_snapshot_const(msg)), h->freq) + h->delta_ns;
-	d->last_ns_from_origin = ts;
+	d->last_ts = ts;
 
 	const bt_field *cc = (h->cc_vpid >= 0 || h->cc_vtid >= 0 || h->cc_ip >= 0 || h->cc_procname >= 0)
 		? bt_event_borrow_common_context_field_const(ev) : NULL;
@@ -1180,7 +1180,7 @@ void memq_progress(memq_decoder *d, int64_t *done, int64_t *total)
 	if (!d->have_range || !d->have_ref)
 		return;
 	*total = d->range_end - d->range_begin;
-	*done = d->last_ns_from_origin + d->ref_offset_ns - d->range_begin;
+	*done = d->last_ts + d->ref_offset_ns - d->range_begin;
 	if (*done < 0)
 		*done = 0;
 	if (*done > *total)
