@@ -308,6 +308,15 @@ class _TraceWriter:
         self.memq_lanes = 1
         self.lost: list[dict[str, np.ndarray]] = []
         self.api_names: list[str] = []
+        # Room for packet 0 (the clock snapshot needs the complete TraceInfo), then the
+        # packet that clears the memq sequence's state and sets its default clock.
+        self._write(bytes(clocks.SNAPSHOT_RECORD_SIZE))
+        clear = pb.TracePacket()
+        clear.trusted_packet_sequence_id = SEQ
+        clear.sequence_flags = (pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+                                | pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+        clear.trace_packet_defaults.timestamp_clock_id = clocks.MONOTONIC
+        self._write(_record(clear))
         self.heap_cat = self.interner.iid("event_categories", "memq.heap")
         self.heap_names = {k: self.interner.iid("event_names", k.name.lower())
                            for k in (*HEAP_KINDS, EventKind.FREE)}
@@ -416,12 +425,16 @@ class _TraceWriter:
         return uuids[inverse]
 
     def _counter_uuids(self, keys: np.ndarray) -> np.ndarray:
+        """Counter track uuid per key; a counter's descriptor goes out before its first value, because
+        trace_processor's tokenizer needs it (the other descriptors can come at the end)."""
         uniq, inverse = np.unique(keys, return_inverse=True)
-        self.counters.update(uniq.tolist())
         for key in uniq.tolist():
-            kind, owner = split_counter_key(key)
-            if kind == CNT_DEVICE:
-                self.gpus.add(owner)
+            if key not in self.counters:
+                self.counters.add(key)
+                kind, owner = split_counter_key(key)
+                if kind == CNT_DEVICE:
+                    self.gpus.add(owner)
+                self._write(_record(_counter_descriptor(key)))
         return np.array([_counter_track_uuid(k) for k in uniq.tolist()], np.uint64)[inverse.ravel()]
 
     def _emit_heap(self, batch, mb, rows, thread_uuid, sample_done) -> np.ndarray:
@@ -703,18 +716,11 @@ class _TraceWriter:
                 values["build_id"] = build_id.hex() if isinstance(build_id, (bytes, bytearray)) else str(build_id)
             instant(int(binary.get("ts", t0)), "memq.binary", values["path"], values)
 
-    def header(self, info: TraceInfo, extra_processes: Mapping[int, str],
-               extra_threads: Mapping[tuple[int, int], str]) -> tuple[bytes, str]:
-        """Packet 0 (clock snapshot), the state-clearing packet and every track descriptor."""
+    def descriptors(self, info: TraceInfo, extra_processes: Mapping[int, str],
+                    extra_threads: Mapping[tuple[int, int], str]) -> bytes:
+        """Every track descriptor (written after the events: trace_processor reads them first anyway)."""
         t0 = self.first_ts or 0
-        clock = clocks.correspondence(info, t0)
-        out = [_record(clocks.snapshot_packet(clock))]
-        clear = pb.TracePacket()
-        clear.trusted_packet_sequence_id = SEQ
-        clear.sequence_flags = (pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-                                | pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
-        clear.trace_packet_defaults.timestamp_clock_id = clocks.MONOTONIC
-        out.append(_record(clear))
+        out: list[bytes] = []
 
         def descriptor(fill: Callable[[pb.TrackDescriptor], None], timestamped: bool = False) -> None:
             packet = pb.TracePacket()
@@ -763,19 +769,23 @@ class _TraceWriter:
                 if lane:
                     d.parent_uuid = _memq_track_uuid()
             descriptor(fill)
-        for key in sorted(self.counters):
-            def fill(d, key=key):
-                kind, owner = split_counter_key(key)
-                d.uuid = _counter_track_uuid(key)
-                if kind == CNT_DEVICE:
-                    d.parent_uuid = device_track_uuid(owner)
-                    d.name = f"GPU {owner} device live bytes"
-                else:
-                    d.parent_uuid = process_track_uuid(owner)
-                    d.name = COUNTER_NAMES[kind]
-                d.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
-            descriptor(fill)
-        return b"".join(out), clock.source
+        return b"".join(out)
+
+
+def _counter_descriptor(key: int) -> pb.TracePacket:
+    packet = pb.TracePacket()
+    packet.trusted_packet_sequence_id = DESCRIPTOR_SEQ
+    d = packet.track_descriptor
+    kind, owner = split_counter_key(key)
+    d.uuid = _counter_track_uuid(key)
+    if kind == CNT_DEVICE:
+        d.parent_uuid = device_track_uuid(owner)
+        d.name = f"GPU {owner} device live bytes"
+    else:
+        d.parent_uuid = process_track_uuid(owner)
+        d.name = COUNTER_NAMES[kind]
+    d.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
+    return packet
 
 
 def _runtime(api_name: str) -> str:
@@ -857,24 +867,22 @@ def _copy_range(src, dst, start: int, stop: int) -> None:
         remaining -= done
 
 
-def _assemble(header: bytes, body_path: Path, patches: list[tuple[int, int]], extra: Iterable[bytes], out) -> None:
-    out.write(header)
+def _copy_patched(path: Path, start: int, patches: list[tuple[int, int]], out) -> None:
+    """Copy `path` from `start` to `out`, appending the copy flow ids to the allocation packets they belong to."""
     by_offset: dict[int, list[int]] = {}
     for offset, flow in patches:
         by_offset.setdefault(offset, []).append(flow)
-    with open(body_path, "rb") as body:
-        pos = 0
+    with open(path, "rb") as src:
+        pos = start
         for offset in sorted(by_offset):
-            _copy_range(body, out, pos, offset)
-            body.seek(offset)
-            head = body.read(5)
+            _copy_range(src, out, pos, offset)
+            src.seek(offset)
+            head = src.read(5)
             length = sum((head[1 + i] & 0x7F) << (7 * i) for i in range(4))
-            packet = head + body.read(length)
+            packet = head + src.read(length)
             out.write(_patch_packet(packet, by_offset[offset]))
             pos = offset + 5 + length
-        _copy_range(body, out, pos, os.fstat(body.fileno()).st_size)
-    for packet in extra:
-        out.write(b"\x0a" + _varint(len(packet)) + bytes(packet))
+        _copy_range(src, out, pos, os.fstat(src.fileno()).st_size)
 
 
 def _prefetched(batches: Iterable[EventBatch]) -> Iterable[EventBatch]:
@@ -947,9 +955,9 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
     summary = ConvertSummary(output=str(out))
     tmp_paths: list[Path] = []
     try:
-        body_fd, body_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".body", dir=directory)
-        tmp_paths.append(Path(body_name))
-        with os.fdopen(body_fd, "wb", buffering=1 << 20) as body:
+        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
+        tmp_paths.append(Path(name))
+        with os.fdopen(fd, "wb", buffering=1 << 20) as body:
             writer = _TraceWriter(body)
             done = 0
             for batch in _prefetched(batches):
@@ -964,13 +972,24 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
             summary.unmatched_frees = totals.unmatched_frees
             summary.replaced_allocations = totals.replaced
             writer.add_meta(trace_info, summary)
-        header, summary.clock_source = writer.header(trace_info, extra_processes, extra_threads)
-        final_fd, final_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
-        tmp_paths.append(Path(final_name))
-        with os.fdopen(final_fd, "wb", buffering=1 << 20) as final:
-            _assemble(header, Path(body_name), writer.patches, extra_packets, final)
-        os.replace(final_name, out)
-        tmp_paths.remove(Path(final_name))
+            writer._write(writer.descriptors(trace_info, extra_processes, extra_threads))
+            for packet in extra_packets:
+                writer._write(b"\x0a" + _varint(len(packet)) + bytes(packet))
+            clock = clocks.correspondence(trace_info, writer.first_ts or 0)
+            summary.clock_source = clock.source
+            if not writer.patches:
+                body.flush()
+                body.seek(0)
+                body.write(clocks.snapshot_record(clock))
+        if writer.patches:  # copy -> allocation flows: the allocation packets grow, so the file is rewritten
+            fd, patched = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
+            tmp_paths.append(Path(patched))
+            with os.fdopen(fd, "wb", buffering=1 << 20) as final:
+                final.write(clocks.snapshot_record(clock))
+                _copy_patched(Path(name), clocks.SNAPSHOT_RECORD_SIZE, writer.patches, final)
+            name = patched
+        os.replace(name, out)
+        tmp_paths.remove(Path(name))
     except OSError as exc:
         raise MemqError(f"{out}: cannot write: {exc.strerror or exc}") from exc
     finally:
