@@ -39,7 +39,8 @@ WHERE s.category IN ('memq.api', 'memq.heap') AND EXTRACT_ARG(s.arg_set_id, 'deb
 """
 
 _OPS_SQL = """
-SELECT s.id AS op_slice_id, s.ts AS op_ts, s.dur AS op_dur, s.name AS op, tt.utid AS utid
+SELECT s.id AS op_slice_id, s.ts AS op_ts, s.dur AS op_dur, s.name AS op, tt.utid AS utid,
+       s.depth = 0 AS top_level
 FROM slice s JOIN thread_track tt ON s.track_id = tt.id
 WHERE s.category = 'cpu_op'
 ORDER BY tt.utid, s.ts, s.dur DESC
@@ -89,23 +90,27 @@ def _innermost_ops(engine: Any, joined: pd.DataFrame) -> tuple[list[str | None],
     if ops.empty:
         raise UsageError("--by op needs a PyTorch profiler trace merged in: convert with "
                          "`ctf2perfetto TRACE_DIR --kineto profile.json -o out.pftrace`")
-    per_thread: dict[int, tuple[list[int], list[int], list[str], list[int]]] = {}
+    per_thread: dict[int, tuple[list[int], list[int], list[str], list[int], list[bool]]] = {}
     for utid, group in ops.groupby("utid", sort=False):
         per_thread[int(utid)] = (group["op_ts"].tolist(), (group["op_ts"] + group["op_dur"]).tolist(),
-                                 group["op"].tolist(), group["op_slice_id"].tolist())
+                                 group["op"].tolist(), group["op_slice_id"].tolist(),
+                                 group["top_level"].astype(bool).tolist())
     names: list[str | None] = []
     ids: list[int | None] = []
     for utid, ts, dur in zip(joined["utid"], joined["anchor_ts"], joined["anchor_dur"]):
         found = None
         if pd.notna(ts) and int(utid) in per_thread:
-            starts, ends, op_names, op_ids = per_thread[int(utid)]
+            starts, ends, op_names, op_ids, top_level = per_thread[int(utid)]
             begin, end = int(ts), int(ts) + max(int(dur), 0)
             # Ops on one thread nest, so walking back from the latest op that
-            # starts no later than the call, the first that covers it is the innermost.
+            # starts no later than the call, the first that covers it is the
+            # innermost, and past a top-level op that does not, none does.
             i = bisect.bisect_right(starts, begin) - 1
             while i >= 0:
                 if ends[i] >= end:
                     found = i
+                    break
+                if top_level[i]:
                     break
                 i -= 1
             if found is not None:

@@ -215,19 +215,13 @@ class _Builder:
     def event(self, ts: int, lane: _Lane, type_: int, name: str | None = None, cat: str | None = None,
               args: dict | None = None) -> Any:
         pb = self.pb
-        packet = pb.TracePacket(timestamp=ts, timestamp_clock_id=_REALTIME, trusted_packet_sequence_id=SEQUENCE_ID)
-        te = packet.track_event
-        te.type = type_
-        te.track_uuid = lane.uuid
-        if name is not None:
-            te.name = name
-        if cat:
-            te.categories.append(cat)
-        for key, value in (args or {}).items():
-            if value is not None:
-                te.debug_annotations.append(_annotation(pb, key, value))
+        te = pb.TrackEvent(type=type_, track_uuid=lane.uuid, name=name, categories=[cat] if cat else None,
+                           debug_annotations=[_annotation(pb, key, value) for key, value in (args or {}).items()
+                                              if value is not None] or None)
+        packet = pb.TracePacket(timestamp=ts, timestamp_clock_id=_REALTIME, trusted_packet_sequence_id=SEQUENCE_ID,
+                                track_event=te)
         self.items.append(_Item(ts, len(self.items), packet))
-        return te
+        return packet.track_event
 
 
 @dataclass
@@ -235,6 +229,7 @@ class _Slice:
     start: int
     end: int
     event: dict
+    depth: int = 0  # on its lane, once nested
     flow_ids: list[int] = field(default_factory=list)
     terminating_flow_ids: list[int] = field(default_factory=list)
 
@@ -461,6 +456,7 @@ def _nest(lane_slices: list[_Slice]) -> int:
         if stack and s.end > stack[-1].end:
             s.end = stack[-1].end
             clamped += 1
+        s.depth = len(stack)
         stack.append(s)
     return clamped
 
@@ -483,10 +479,14 @@ def _bind_flows(flow_points: list, slices: dict[_Lane, list[_Slice]], skip: Any)
                 i = bisect.bisect_left(starts.get(lane, []), ts)
                 bound = lane_slices[i] if i < len(lane_slices) else None
             else:
+                # Walk back to the innermost enclosing slice; slices nest, so past a
+                # top-level slice that ends before ts nothing earlier can enclose it.
                 i = bisect.bisect_right(starts.get(lane, []), ts) - 1
                 while i >= 0 and bound is None:
                     if lane_slices[i].end >= ts:
                         bound = lane_slices[i]
+                    elif lane_slices[i].depth == 0:
+                        break
                     i -= 1
             if bound is not None:
                 break

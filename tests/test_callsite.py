@@ -21,7 +21,7 @@ PROGRAM = r"""
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
-
+#include <unistd.h>
 __attribute__((noinline)) void *alloc_weights(void) { return malloc(123456); }     /* line 6 */
 __attribute__((noinline)) void *alloc_buffer(void) { return calloc(1, 654321); }   /* line 7 */
 static __attribute__((noinline)) void *alloc_scratch(void) { return realloc(NULL, 77777); } /* line 8 */
@@ -34,6 +34,7 @@ int main(int argc, char **argv)
 	void *p[4] = { alloc_weights(), alloc_buffer(), alloc_scratch(), lib_alloc() };
 	for (int i = 0; i < 4; i++)
 		free(p[i]);
+	printf("%d\n", getpid());
 	return 0;
 }
 """
@@ -51,7 +52,7 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> Path:
+def recorded(tmp_path_factory) -> tuple[Path, int]:
     work = tmp_path_factory.mktemp("callsite")
     (work / "prog.c").write_text(PROGRAM)
     (work / "lib.c").write_text(LIBRARY)
@@ -59,23 +60,25 @@ def recorded(tmp_path_factory) -> Path:
                    check=True)
     subprocess.run(["gcc", "-g", "-O1", "-o", str(work / "callsite_prog"), str(work / "prog.c"), "-ldl"], check=True)
     trace = work / "trace"
-    subprocess.run(["memq", "record", "-o", str(trace), "--", str(work / "callsite_prog"),
-                    str(work / "libcallsite.so")], check=True, capture_output=True, timeout=120)
+    rec = subprocess.run(["memq", "record", "-o", str(trace), "--", str(work / "callsite_prog"),
+                          str(work / "libcallsite.so")], check=True, capture_output=True, text=True, timeout=120)
     out = work / "out.pftrace"
     subprocess.run(["ctf2perfetto", str(trace), "-o", str(out)], check=True, capture_output=True, timeout=120)
-    return out
+    return out, int(rec.stdout.split()[-1])
 
 
-def allocations(engine) -> pd.DataFrame:
+def allocations(engine, pid: int) -> pd.DataFrame:
+    """The program's allocations of the known sizes (other traced processes may run meanwhile)."""
     sizes = ", ".join(map(str, EXPECTED))
     return engine.query(f"""
-        SELECT EXTRACT_ARG(arg_set_id, 'debug.alloc_id') AS alloc_id, EXTRACT_ARG(arg_set_id, 'debug.size') AS size
-        FROM slice WHERE category = 'memq.heap' AND EXTRACT_ARG(arg_set_id, 'debug.size') IN ({sizes})""")
+        SELECT EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id, EXTRACT_ARG(s.arg_set_id, 'debug.size') AS size
+        FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid) JOIN process p USING (upid)
+        WHERE p.pid = {pid} AND s.category = 'memq.heap' AND EXTRACT_ARG(s.arg_set_id, 'debug.size') IN ({sizes})""")
 
 
-def test_callsite_names_the_allocating_functions(recorded: Path) -> None:
-    with open_trace(recorded) as engine:
-        df = allocations(engine)
+def test_callsite_names_the_allocating_functions(recorded: tuple[Path, int]) -> None:
+    with open_trace(recorded[0]) as engine:
+        df = allocations(engine, recorded[1])
         assert sorted(df["size"]) == sorted(EXPECTED)
         result = attribute(engine, df, "callsite")
     for row in result.itertuples():
@@ -86,9 +89,9 @@ def test_callsite_names_the_allocating_functions(recorded: Path) -> None:
         assert function in row.callsite
 
 
-def test_by_op_without_kineto_is_a_usage_error(recorded: Path) -> None:
-    with open_trace(recorded) as engine:
-        df = allocations(engine)
+def test_by_op_without_kineto_is_a_usage_error(recorded: tuple[Path, int]) -> None:
+    with open_trace(recorded[0]) as engine:
+        df = allocations(engine, recorded[1])
         with pytest.raises(UsageError, match="--kineto"):
             attribute(engine, df, "op")
         with pytest.raises(UsageError, match="expected one of"):

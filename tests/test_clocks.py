@@ -99,9 +99,10 @@ def test_profiler_memory_events_meet_the_libc_calls(run: dict, engine) -> None:
     rows = engine.query(f"""
         SELECT s.ts, s.name, s.category, EXTRACT_ARG(s.arg_set_id, 'debug.ptr') AS ptr,
                EXTRACT_ARG(s.arg_set_id, 'debug.Addr') AS addr, EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') AS bytes
-        FROM slice s WHERE (s.category = 'memq.heap' AND s.name = 'posix_memalign'
-                            AND EXTRACT_ARG(s.arg_set_id, 'debug.size') >= {MIN_SIZE})
-                        OR (s.name = '[memory]' AND EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') > 0)""")
+        FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid) JOIN process p USING (upid)
+        WHERE p.pid = {run['pid']} AND ((s.category = 'memq.heap' AND s.name = 'posix_memalign'
+                                         AND EXTRACT_ARG(s.arg_set_id, 'debug.size') >= {MIN_SIZE})
+                                        OR (s.name = '[memory]' AND EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') > 0))""")
     kineto = rows[rows["name"] == "[memory]"]
     assert len(kineto) == sum(1 for e in profile["traceEvents"]
                               if e.get("name") == "[memory]" and e["args"]["Bytes"] > 0)

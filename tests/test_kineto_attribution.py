@@ -46,9 +46,16 @@ int main(void)
 """
 FUNCTIONS = {4096: "upload_weights", 2048: "download_result"}
 
+# Only the program's own events: other LTTng-instrumented processes running at the same time on the
+# machine can land in the recording too.
+PROCESS_SLICES = """
+SELECT s.* FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid)
+JOIN process p USING (upid) WHERE p.pid = {pid}"""
 COPIES_SQL = """
 SELECT EXTRACT_ARG(arg_set_id, 'debug.call_id') AS call_id, EXTRACT_ARG(arg_set_id, 'debug.bytes') AS bytes,
-       ts, dur FROM slice WHERE category = 'memq.copy' ORDER BY ts"""
+       ts, dur FROM slice WHERE category = 'memq.copy' AND EXTRACT_ARG(arg_set_id, 'debug.call_id') IN (
+         SELECT EXTRACT_ARG(arg_set_id, 'debug.call_id') FROM (""" + PROCESS_SLICES + """) WHERE category = 'memq.api')
+ORDER BY ts"""
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +78,7 @@ def recording(tmp_path_factory) -> dict:
 
 def test_copies_by_callsite(recording: dict) -> None:
     with open_trace(recording["plain"]) as engine:
-        copies = engine.query(COPIES_SQL)
+        copies = engine.query(COPIES_SQL.format(pid=recording["pid"]))
         result = attribute(engine, copies, "callsite")
     assert sorted(result["bytes"]) == sorted(FUNCTIONS)
     assert {int(b): f for b, f in zip(result["bytes"], result["function"])} == FUNCTIONS
@@ -102,8 +109,9 @@ def _kineto_ops(pid: int, tid: int, copies: pd.DataFrame, malloc_end: int) -> di
 
 def test_copies_by_innermost_op_on_their_thread(recording: dict) -> None:
     with open_trace(recording["plain"]) as engine:
-        copies = engine.query(COPIES_SQL)
-        malloc_end = int(engine.query("SELECT ts + dur AS end_ts FROM slice WHERE name = 'hipMalloc'")["end_ts"][0])
+        copies = engine.query(COPIES_SQL.format(pid=recording["pid"]))
+        malloc_end = int(engine.query(f"SELECT ts + dur AS end_ts FROM ({PROCESS_SLICES}) WHERE name = 'hipMalloc'"
+                                      .format(pid=recording["pid"]))["end_ts"][0])
     assert len(copies) == 2
     profile = recording["work"] / "ops.json"
     profile.write_text(json.dumps(_kineto_ops(recording["pid"], recording["tid"], copies, malloc_end)))
@@ -114,7 +122,7 @@ def test_copies_by_innermost_op_on_their_thread(recording: dict) -> None:
     assert f"{recording['pid']}/{recording['tid'] + 1}" in conv.stderr  # the decoy thread has no LTTng events
     with open_trace(merged) as engine:
         assert engine.import_problems().empty, engine.import_problems().to_string()
-        result = attribute(engine, engine.query(COPIES_SQL), "op")
+        result = attribute(engine, engine.query(COPIES_SQL.format(pid=recording["pid"])), "op")
     assert dict(zip(result["bytes"].astype(int), result["op"])) == {4096: "aten::copy_", 2048: "train_step"}
     assert result["op_slice_id"].notna().all()
 
@@ -122,7 +130,8 @@ def test_copies_by_innermost_op_on_their_thread(recording: dict) -> None:
 def test_op_crossing_an_api_call_is_widened_not_mismatched(recording: dict) -> None:
     """An op that starts inside hipMalloc (clock error) would make trace_processor pair the wrong ends."""
     with open_trace(recording["plain"]) as engine:
-        malloc = engine.query("SELECT ts, dur FROM slice WHERE name = 'hipMalloc'").iloc[0]
+        malloc = engine.query(f"SELECT ts, dur FROM ({PROCESS_SLICES}) WHERE name = 'hipMalloc'"
+                              .format(pid=recording["pid"])).iloc[0]
     begin, end = int(malloc["ts"]), int(malloc["ts"] + malloc["dur"])
     base = begin // 10**9 * 10**9
     op_begin, op_end = (begin + end) // 2, end + 5_000  # crosses the end of hipMalloc
@@ -137,7 +146,8 @@ def test_op_crossing_an_api_call_is_widened_not_mismatched(recording: dict) -> N
     assert "1 ops widened to cover a memq API call" in conv.stderr
     with open_trace(merged) as engine:
         assert engine.import_problems().empty, engine.import_problems().to_string()
-        rows = engine.query("SELECT name, ts, dur, depth FROM slice WHERE name IN ('hipMalloc', 'aten::empty')")
+        rows = engine.query(f"SELECT name, ts, dur, depth FROM ({PROCESS_SLICES}) WHERE name IN ('hipMalloc', 'aten::empty')"
+                            .format(pid=recording["pid"]))
     got = {r.name: (int(r.ts), int(r.dur), int(r.depth)) for r in rows.itertuples()}
     assert got["hipMalloc"] == (begin, end - begin, 1)  # untouched, now inside the op
     assert got["aten::empty"] == (begin - 1, op_end - begin + 1, 0)  # encloses it strictly
