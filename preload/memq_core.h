@@ -69,13 +69,13 @@ int memq_begin_slow(struct memq_call *c, int runtime, void *ip);
 
 /*
  * Start tracing a call when `enabled` (lttng_ust_tracepoint_enabled(...))
- * and the thread is not already inside a wrapper. Returns 0 (untraced) at
- * the cost of a load and a TLS read when no session records the event; a
- * macro so that __builtin_return_address is the wrapper's caller.
+ * and the thread is not already inside a wrapper; `ip` is the application's
+ * call site. Returns 0 when the call is not to be traced.
  */
-#define MEMQ_BEGIN(c, enabled, runtime)                                     \
-	(__builtin_expect(!!(enabled), 0) && !memq_nesting                  \
-	 && memq_begin_slow((c), (runtime), __builtin_return_address(0)))
+static inline int memq_begin(struct memq_call *c, int enabled, int runtime, void *ip)
+{
+	return enabled && !memq_nesting && memq_begin_slow(c, runtime, ip);
+}
 
 /* After the real call: keep the errno it left. */
 static inline void memq_after(struct memq_call *c)

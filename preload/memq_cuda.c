@@ -121,11 +121,12 @@ static int advise_call(void *real, int new_form, const void *p, size_t n,
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		form = (new_form);                                           \
-		if (!MEMQ_BEGIN(&c, lttng_ust_tracepoint_enabled(memq, prefetch), CUDA)) \
+		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, prefetch), CUDA, \
+				__builtin_return_address(0)))                \
 			return prefetch_call(real, form, p, n, a3, a4, a5, &dst_dev, &strm); \
 		r = prefetch_call(real, form, p, n, a3, a4, a5, &dst_dev, &strm); \
 		memq_after(&c);                                              \
-		EMIT_PREFETCH(name, p, n, dst_dev, strm);                    \
+		EMIT_PREFETCH(name, p, n, dst_dev, strm)                     \
 		return r;                                                    \
 	}
 
@@ -139,11 +140,12 @@ static int advise_call(void *real, int new_form, const void *p, size_t n,
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		form = (new_form);                                           \
-		if (!MEMQ_BEGIN(&c, lttng_ust_tracepoint_enabled(memq, advise), CUDA)) \
+		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, advise), CUDA, \
+				__builtin_return_address(0)))                \
 			return advise_call(real, form, p, n, advice, a4, &target); \
 		r = advise_call(real, form, p, n, advice, a4, &target);      \
 		memq_after(&c);                                              \
-		EMIT_ADVISE(name, p, n, advice, target);                     \
+		EMIT_ADVISE(name, p, n, advice, target)                      \
 		return r;                                                    \
 	}
 

@@ -53,19 +53,9 @@ SYNC_DEVICE(HIP, hipDeviceSynchronize)
 SET_DEVICE(HIP, hipSetDevice)
 
 /* hipMemPrefetchAsync(const void *dev_ptr, size_t count, int device, hipStream_t) */
-MEMQ_REAL_FN(HIP, int, hipMemPrefetchAsync, (const void *, size_t, int, void *));
-MEMQ_EXPORT int hipMemPrefetchAsync(const void *p, size_t n, int device, void *stream)
-{
-	WRAP_HEAD(HIP, hipMemPrefetchAsync, prefetch, (p, n, device, stream));
-	EMIT_PREFETCH(hipMemPrefetchAsync, p, n, device, stream);
-	return r;
-}
+WRAPPER(HIP, hipMemPrefetchAsync, prefetch, (const void *p, size_t n, int device, void *stream),
+	(p, n, device, stream), EMIT_PREFETCH(hipMemPrefetchAsync, p, n, device, stream))
 
 /* hipMemAdvise(const void *dev_ptr, size_t count, hipMemoryAdvise, int device) */
-MEMQ_REAL_FN(HIP, int, hipMemAdvise, (const void *, size_t, int, int));
-MEMQ_EXPORT int hipMemAdvise(const void *p, size_t n, int advice, int device)
-{
-	WRAP_HEAD(HIP, hipMemAdvise, advise, (p, n, advice, device));
-	EMIT_ADVISE(hipMemAdvise, p, n, advice, device);
-	return r;
-}
+WRAPPER(HIP, hipMemAdvise, advise, (const void *p, size_t n, int advice, int device),
+	(p, n, advice, device), EMIT_ADVISE(hipMemAdvise, p, n, advice, device))
