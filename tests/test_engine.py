@@ -17,10 +17,12 @@ import wasmtime
 import pandas as pd
 import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor, TrackEvent
+from google.protobuf.internal.decoder import _DecodeVarint
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
 from ctf2perfetto.engine import Engine, open_trace
 from ctf2perfetto.engine import embedded, wasm
+from ctf2perfetto.engine.framing import ProtoFraming
 from ctf2perfetto.engine.embedded import MEMORY64_THRESHOLD_BYTES, EmbeddedEngine, needs_memory64
 from ctf2perfetto.engine.source import TraceSource, trace_source
 from ctf2perfetto.engine.sql_package import module_name, sql_modules
@@ -329,6 +331,31 @@ def test_truncated_protobuf(tmp_path: Path, trace_bytes: bytes) -> None:
     with pytest.raises(MemqError, match=r"cut\.pftrace: truncated protobuf: the packet at byte \d+ declares \d+ bytes "
                                         r"but the trace ends 3 bytes short$"):
         open_trace(path)
+
+
+def test_framing_check_finds_every_cut() -> None:
+    # Packets with 1-, 2- and 3-byte length varints.
+    builder = TraceProtoBuilder()
+    for i, size in enumerate([1, 100, 126, 127, 200, 16_370, 16_384, 40_000] * 2):
+        p = builder.add_packet()
+        p.timestamp = i
+        p.track_event.name = "x" * size
+    data = builder.serialize()
+    boundaries, pos = [0], 0
+    while pos < len(data):  # packet boundaries, found with the protobuf package's own varint decoder
+        size, body = _DecodeVarint(data, pos + 1)
+        pos = body + size
+        boundaries.append(pos)
+    header_bytes = sorted({b + k for b in boundaries[:-1] for k in (1, 2, 3)})
+    cuts = sorted(set(boundaries) | set(header_bytes) | {b - 1 for b in boundaries[1:]} | set(range(1, len(data), 997)))
+    for cut in cuts:
+        # Feed in pieces split at every header byte (a header cut anywhere), in 4 KiB pieces, and whole.
+        for splits in (header_bytes, list(range(4096, cut, 4096)), []):
+            edges = [0, *[x for x in splits if 0 < x < cut], cut]
+            framing = ProtoFraming()
+            for start, stop in zip(edges, edges[1:]):
+                framing.feed(data[start:stop])
+            assert (framing.problem() is None) == (cut in boundaries), (cut, len(splits))
 
 
 def test_truncated_gzip(trace_bytes: bytes) -> None:

@@ -54,8 +54,11 @@ class ProtoFraming:
         self._carry = b""
         while pos < end:
             if buf[pos] == PACKET_TAG and pos + 1 < end and buf[pos + 1] < 0x80:
-                # The common case: a packet shorter than 128 bytes has a two-byte header.
+                # The common case: a packet shorter than 128 bytes has a two-byte header ...
                 size, body = buf[pos + 1], pos + 2
+            elif buf[pos] == PACKET_TAG and pos + 2 < end and buf[pos + 2] < 0x80:
+                # ... and one shorter than 16 KiB a three-byte header.
+                size, body = (buf[pos + 1] & 0x7F) | (buf[pos + 2] << 7), pos + 3
             else:
                 header = _field_header(buf, pos)
                 if header is None:
