@@ -128,7 +128,8 @@ def load_module(path: Path) -> wasmtime.Module:
     except wasmtime.WasmtimeError as exc:
         raise MemqError(f"{path}: not a usable trace_processor WebAssembly module: {exc}".splitlines()[0]) from exc
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
+        # Private: a compiled module is machine code that wasmtime loads without verifying it.
+        cached.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=cached.parent, delete=False) as tmp:
             tmp.write(module.serialize())
         os.replace(tmp.name, cached)
