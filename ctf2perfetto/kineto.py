@@ -20,9 +20,11 @@ so trace_processor shows e.g. `category = 'gpu_memcpy'` with `debug.bytes`.
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import hashlib
 import json
+import struct
 import zlib
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -180,48 +182,93 @@ def _gpu_pids(trace: KinetoTrace) -> set[Any]:
 # Packet building.
 
 
-def _annotation(pb: Any, key: str, value: Any) -> Any:
-    ann = pb.DebugAnnotation(name=str(key))
+def _encode_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative int64 -> two's complement, as protobuf does
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [_encode_varint(v) for v in range(1 << 14)]  # lengths, tags, small args
+
+
+def _varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value] if 0 <= value < 1 << 14 else _encode_varint(value)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (string, bytes, message)."""
+    return _SMALL_VARINTS[number << 3 | 2] + _varint(len(payload)) + payload
+
+
+# Field numbers (perfetto_trace.proto): TracePacket, TrackEvent, DebugAnnotation.
+_PACKET_HEAD = (_varint(10 << 3) + _varint(SEQUENCE_ID)  # trusted_packet_sequence_id
+                + _varint(58 << 3) + _varint(_REALTIME))  # timestamp_clock_id
+_TS, _TRACK_EVENT = _varint(8 << 3), 11
+_TYPE, _TRACK_UUID, _NAME, _CATEGORY, _ANNOTATION = _varint(9 << 3), _varint(11 << 3), 23, 22, 4
+_FLOW, _TERMINATING_FLOW = _varint(47 << 3 | 1), _varint(48 << 3 | 1)
+_ANN_NAME, _ANN_BOOL, _ANN_UINT, _ANN_INT, _ANN_DOUBLE, _ANN_STRING = 10, 2, 3, 4, 5, 6
+
+
+def _annotation(key: str, value: Any) -> bytes:
+    """A DebugAnnotation: Kineto's scalars typed, lists/dicts as compact JSON strings."""
     if isinstance(value, bool):
-        ann.bool_value = value
-    elif isinstance(value, int):
-        if value >= 1 << 63:
-            ann.uint_value = value
-        else:
-            ann.int_value = value
-    elif isinstance(value, Decimal):
-        ann.double_value = float(value)
+        body = _varint(_ANN_BOOL << 3) + _varint(int(value))
+    elif isinstance(value, int) and -(1 << 63) <= value < (1 << 64):
+        number = _ANN_UINT if value >= 1 << 63 else _ANN_INT
+        body = _varint(number << 3) + _varint(value)
+    elif isinstance(value, (Decimal, float)):
+        body = _varint(_ANN_DOUBLE << 3 | 1) + struct.pack("<d", float(value))
     elif isinstance(value, str):
-        ann.string_value = value
-    else:  # lists (Input Dims, ...) and dicts stay readable as compact JSON
-        ann.string_value = json.dumps(value, default=str, separators=(",", ":"))
-    return ann
+        body = _field(_ANN_STRING, value.encode())
+    else:  # lists (Input Dims, ...), dicts and out-of-range ints stay readable as JSON
+        body = _field(_ANN_STRING, json.dumps(value, default=str, separators=(",", ":")).encode())
+    return _field(_ANNOTATION, _annotation_name(key) + body)
 
 
-@dataclass
-class _Item:
-    """One TrackEvent to emit, in per-lane order."""
-
-    ts: int
-    order: int
-    packet: Any
+@functools.lru_cache(maxsize=4096)
+def _annotation_name(key: str) -> bytes:
+    return _field(_ANN_NAME, str(key).encode())
 
 
 class _Builder:
-    def __init__(self, pb: Any) -> None:
-        self.pb = pb
-        self.items: list[_Item] = []
+    """TrackEvent packets encoded directly (a protobuf object per event is several times slower)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, int, bytes]] = []  # (ts, order, serialized TracePacket)
+        self._strings: dict[tuple[int, str], bytes] = {}
+        self._uuids: dict[int, bytes] = {}
+
+    def _uuid(self, uuid: int) -> bytes:
+        if uuid not in self._uuids:
+            self._uuids[uuid] = _varint(uuid)
+        return self._uuids[uuid]
+
+    def _string(self, number: int, text: str) -> bytes:
+        key = (number, text)
+        if key not in self._strings:
+            self._strings[key] = _field(number, text.encode())
+        return self._strings[key]
 
     def event(self, ts: int, lane: _Lane, type_: int, name: str | None = None, cat: str | None = None,
-              args: dict | None = None) -> Any:
-        pb = self.pb
-        te = pb.TrackEvent(type=type_, track_uuid=lane.uuid, name=name, categories=[cat] if cat else None,
-                           debug_annotations=[_annotation(pb, key, value) for key, value in (args or {}).items()
-                                              if value is not None] or None)
-        packet = pb.TracePacket(timestamp=ts, timestamp_clock_id=_REALTIME, trusted_packet_sequence_id=SEQUENCE_ID,
-                                track_event=te)
-        self.items.append(_Item(ts, len(self.items), packet))
-        return packet.track_event
+              args: dict | None = None, flow_ids: list[int] = (), terminating_flow_ids: list[int] = ()) -> None:
+        body = [_TYPE, _varint(type_), _TRACK_UUID, self._uuid(lane.uuid)]
+        if name is not None:
+            body.append(self._string(_NAME, name))
+        if cat:
+            body.append(self._string(_CATEGORY, cat))
+        for key, value in (args or {}).items():
+            if value is not None:
+                body.append(_annotation(key, value))
+        for flow in flow_ids:
+            body += (_FLOW, struct.pack("<Q", flow))
+        for flow in terminating_flow_ids:
+            body += (_TERMINATING_FLOW, struct.pack("<Q", flow))
+        packet = _TS + _varint(ts) + _PACKET_HEAD + _field(_TRACK_EVENT, b"".join(body))
+        self.items.append((ts, len(self.items), packet))
 
 
 @dataclass
@@ -366,30 +413,28 @@ class KinetoMerge:
                        for ph, key, ts, owner, event in self._flow_points]
         self.flows = _bind_flows(flow_points, self._slices, self._skip)
 
-        builder = _Builder(pb)
+        builder = _Builder()
+        begin, end, instant = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT
         for lane, lane_slices in self._slices.items():
             stack: list[_Slice] = []
             for s in lane_slices:
                 while stack and stack[-1].end <= s.start:
-                    builder.event(stack.pop().end, lane, pb.TrackEvent.TYPE_SLICE_END)
-                te = builder.event(s.start, lane, pb.TrackEvent.TYPE_SLICE_BEGIN, str(s.event.get("name", "")),
-                                   s.event.get("cat"), s.event.get("args"))
-                te.flow_ids.extend(s.flow_ids)
-                te.terminating_flow_ids.extend(s.terminating_flow_ids)
+                    builder.event(stack.pop().end, lane, end)
+                builder.event(s.start, lane, begin, str(s.event.get("name", "")), s.event.get("cat"),
+                              s.event.get("args"), s.flow_ids, s.terminating_flow_ids)
                 stack.append(s)
             while stack:
-                builder.event(stack.pop().end, lane, pb.TrackEvent.TYPE_SLICE_END)
+                builder.event(stack.pop().end, lane, end)
         for ts, lane, event in self._instants:
-            builder.event(ts, lane, pb.TrackEvent.TYPE_INSTANT, str(event.get("name", "")), event.get("cat"),
-                          event.get("args"))
+            builder.event(ts, lane, instant, str(event.get("name", "")), event.get("cat"), event.get("args"))
         self.events = sum(map(len, self._slices.values())) + len(self._instants)
 
         first = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_SEQ_INCREMENTAL_STATE_CLEARED)
         packets = [first.SerializeToString()]
         packets += [pb.TracePacket(track_descriptor=d, trusted_packet_sequence_id=SEQUENCE_ID).SerializeToString()
                     for d in self._descriptors]
-        builder.items.sort(key=lambda item: (item.ts, item.order))
-        packets += [item.packet.SerializeToString() for item in builder.items]
+        builder.items.sort(key=lambda item: (item[0], item[1]))
+        packets += [packet for _, _, packet in builder.items]
         return packets
 
     def warnings(self, lttng_threads: set[tuple[int, int]]) -> list[str]:

@@ -184,3 +184,26 @@ def test_runtime_calls_sit_under_their_thread(merged, shared_data: Path) -> None
             WHERE s.category = 'cuda_runtime'""")
     assert set(rows["track"]) == {"kineto runtime"}
     assert Counter(zip(rows["pid"], rows["tid"])) == expected
+
+
+def test_packets_decode_with_the_perfetto_protos() -> None:
+    """The hand-encoded TrackEvent packets read back, field by field, with the protobuf library."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    from ctf2perfetto.kineto import _Builder, _Lane
+
+    builder = _Builder()
+    args = {"neg": -5, "big": 1 << 63, "f": Decimal("0.25"), "ok": True, "s": "x", "dims": [[1, 2]], "none": None}
+    builder.event(1_700_000_000_123_456_789, _Lane(12345, "thread"), pb.TrackEvent.TYPE_SLICE_BEGIN, "aten::mm",
+                  "cpu_op", args, [7], [9])
+    packet = pb.TracePacket.FromString(builder.items[0][2])
+    assert (packet.timestamp, packet.timestamp_clock_id) == (1_700_000_000_123_456_789, 1)
+    event = packet.track_event
+    assert (event.type, event.track_uuid, event.name, list(event.categories)) == (1, 12345, "aten::mm", ["cpu_op"])
+    assert (list(event.flow_ids), list(event.terminating_flow_ids)) == ([7], [9])
+    values = {a.name: a.WhichOneof("value") for a in event.debug_annotations}
+    assert values == {"neg": "int_value", "big": "uint_value", "f": "double_value", "ok": "bool_value",
+                      "s": "string_value", "dims": "string_value"}
+    by_name = {a.name: a for a in event.debug_annotations}
+    assert by_name["neg"].int_value == -5 and by_name["big"].uint_value == 1 << 63
+    assert by_name["f"].double_value == 0.25 and by_name["dims"].string_value == "[[1,2]]"
