@@ -171,11 +171,22 @@ def test_multi_statement_returns_last(engine: Engine) -> None:
     assert rows(df) == [(len(long_ones), sum(r[2] for r in long_ones))]
 
 
-def test_null_and_float_columns(engine: Engine) -> None:
-    df = engine.query("SELECT NULL AS missing, 1.5 AS half, 'x' AS text, 7 AS seven")
-    assert df["missing"].iloc[0] is None
-    assert df["half"].dtype == np.float64 and df["seven"].dtype == np.int64
-    assert df["text"].iloc[0] == "x"
+def test_column_types(engine: Engine) -> None:
+    df = engine.query("""
+        SELECT NULL AS missing, 1.5 AS half, 'x' AS text, 7 AS seven, 1 AS int_or_null, 2 AS num_or_null,
+               'y' AS text_or_null
+        UNION ALL SELECT NULL, 2, 'z', 8, NULL, 2.5, NULL
+        UNION ALL SELECT NULL, 3, 'w', 9, 3, NULL, 'v'""")
+    assert df["missing"].tolist() == [None] * 3
+    assert df["half"].dtype == np.float64 and df["half"].tolist() == [1.5, 2.0, 3.0]
+    assert df["seven"].dtype == np.int64 and df["seven"].tolist() == [7, 8, 9]
+    assert df["text"].tolist() == ["x", "z", "w"]
+    assert df["int_or_null"].dtype == object and df["int_or_null"].tolist() == [1, None, 3]
+    assert df["num_or_null"].dtype == np.float64 and df["num_or_null"].tolist()[:2] == [2.0, 2.5]
+    assert np.isnan(df["num_or_null"].iloc[2])
+    assert df["text_or_null"].iloc[0] == "y" and pd.isna(df["text_or_null"].iloc[1])
+    # A repeated column name keeps each column's own type.
+    assert engine.query("SELECT 1 AS a, 2.5 AS a").dtypes.tolist() == [np.int64, np.float64]
 
 
 def test_stdlib_module(engine: Engine) -> None:

@@ -7,18 +7,21 @@ import numpy as np
 import pandas as pd
 from perfetto.common.query_result_iterator import (
     QUERY_CELL_FLOAT64_FIELD_ID,
+    QUERY_CELL_NULL_FIELD_ID,
     QUERY_CELL_VARINT_FIELD_ID,
     QueryResultIterator,
 )
 
+_NUMBER_OR_NULL = {QUERY_CELL_VARINT_FIELD_ID, QUERY_CELL_FLOAT64_FIELD_ID, QUERY_CELL_NULL_FIELD_ID}
+
 
 def typed_frame(column_names: list[str], batches: list[Any]) -> pd.DataFrame:
-    """A DataFrame from query batches: integer and float columns get numeric dtypes.
+    """A DataFrame from query batches, with column types from the cells' types.
 
-    QueryResultIterator gives object columns. A column is made int64 only when
-    every cell is an integer (so 64-bit addresses never pass through float), and
-    float64 when every cell is a number and one is a float; the rest (strings,
-    NULLs) stays object, with None for NULL.
+    * only integers: int64 (64-bit addresses stay exact, never pass through float);
+    * numbers with at least one float (NULLs allowed): float64, NULL as NaN;
+    * only strings (NULLs allowed): pandas' string dtype, NULL as NaN (pandas 3's default);
+    * anything else (integers with NULLs, mixed types): object, NULL as None.
     """
     frame = QueryResultIterator(column_names, batches).as_pandas_dataframe()
     if frame.empty or not column_names:
@@ -29,6 +32,6 @@ def typed_frame(column_names: list[str], batches: list[Any]) -> pd.DataFrame:
         # By position: a query may repeat a column name.
         if column_kinds == {QUERY_CELL_VARINT_FIELD_ID}:
             frame.isetitem(i, frame.iloc[:, i].astype(np.int64))
-        elif column_kinds <= {QUERY_CELL_VARINT_FIELD_ID, QUERY_CELL_FLOAT64_FIELD_ID}:
+        elif QUERY_CELL_FLOAT64_FIELD_ID in column_kinds and column_kinds <= _NUMBER_OR_NULL:
             frame.isetitem(i, frame.iloc[:, i].astype(np.float64))
     return frame
