@@ -14,6 +14,7 @@ Tracks (all global, top level, so they are on screen as soon as the trace opens)
 | `Redundant copies: <class>` | slices | one per copy with redundant bytes of that class (repeat, round trip, unified, managed) |
 | `Staged copies` | slices | host<->device copies from pageable memory (not redundant, slower than needed) |
 | `Leaked allocations` | instants at the trace's end | per memory kind: a summary (count, bytes), then its largest leaked allocations |
+| `Leaked bytes` | counter, bytes | bytes allocated by then that are never freed (reaches the total leaked at the end) |
 
 Overlapping slices of one class go on extra tracks of the same name, which the UI merges into one.
 """
@@ -37,8 +38,10 @@ DUPLICATED_TRACK = "Duplicated bytes"
 REDUNDANT_TRACK_PREFIX = "Redundant copies: "
 STAGED_TRACK = "Staged copies"
 LEAKS_TRACK = "Leaked allocations"
-# A Python job leaks tens of thousands of small heap blocks; the UI needs the big ones, the rest is in the summary.
-LEAKS_SHOWN_PER_KIND = 200
+LEAKED_BYTES_TRACK = "Leaked bytes"
+# A Python job leaks tens of thousands of small heap blocks, all marked at one instant (the UI stacks them):
+# show the largest few per kind; the per-kind summary counts them all.
+LEAKS_SHOWN_PER_KIND = 3
 UPPER_BOUND_NOTE = "upper bound: writes by CPU code and GPU kernels are not traced"
 
 # The analyses' classes (ctf2perfetto.analyses / sql/memq/redundant.sql), in their order of precedence.
@@ -162,6 +165,11 @@ def annotation_packets(notes: Annotations) -> bytes:
            lambda r: {"bytes": r["bytes"], "direction": r["direction"], "api": r["api"], "call_id": r["call_id"]})
 
     if len(notes.leaks):
+        uuid = track(LEAKED_BYTES_TRACK, "Bytes allocated up to this time that are never freed in the trace "
+                     "(all memory kinds).", counter=True)
+        growth = notes.leaks.groupby("ts", sort=True)["bytes"].sum().cumsum()
+        for ts, value in zip(growth.index.to_numpy(), growth.to_numpy()):
+            event(uuid, ts, TrackEvent.TYPE_COUNTER).counter_value = int(value)
         uuid = track(LEAKS_TRACK, "Allocations never freed before the trace ended, marked at its end: one summary "
                      f"per memory kind, then the largest {LEAKS_SHOWN_PER_KIND} allocations of each kind.")
         leaks = notes.leaks.sort_values(["bytes", "ts"], ascending=[False, True], kind="stable")

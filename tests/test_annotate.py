@@ -129,6 +129,23 @@ def test_leaks_are_marked_at_the_trace_end(engines) -> None:
         assert set(shown["alloc_id"]) <= set(leaks["alloc_id"])
 
 
+def test_leaked_bytes_counter_grows_to_the_total_leaked(engines) -> None:
+    original, annotated_engine = engines
+    leaks = analyses.leaked_allocations(original)
+    got = _counter(annotated_engine, "Leaked bytes")
+    # Independent: for each allocation time, the bytes of leaked allocations made up to then (plain Python).
+    times, expected, running = [], [], 0
+    for when, size in sorted(zip(leaks["ts"].astype(int), leaks["size"].astype(int))):
+        running += size
+        if times and times[-1] == when:
+            expected[-1] = running
+        else:
+            times.append(when)
+            expected.append(running)
+    assert got["ts"].tolist() == times and got["value"].tolist() == expected
+    assert expected[-1] == leaks["size"].sum()
+
+
 def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) -> None:
     with open_trace(hip) as engine:
         start = int(engine.query("SELECT trace_start() AS s")["s"].iloc[0])

@@ -9,7 +9,7 @@ from pathlib import Path
 # Pinned on open so the memory picture and memq annotate's tracks are on screen at once, whatever group holds them.
 PIN_MEMORY_TRACKS = {"id": "dev.perfetto.PinTracksByRegex",
                      "args": ["^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|"
-                              "Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations)$"]}
+                              "Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations|Leaked bytes)$"]}
 LARGE_TRACE_BYTES = 1 << 30  # past this the in-browser engine gets slow and may run out of memory
 
 

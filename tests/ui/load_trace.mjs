@@ -1,6 +1,7 @@
 // Opens a Perfetto UI URL in the system Chromium (headless), waits until the trace is
 // on screen, and reports what a person would see, as one JSON object on stdout:
-//   {trackTitles, missing, modals, pageErrors, consoleErrors, failedRequests, externalRequests, elapsedMs}
+//   {trackTitles, missing, modals, pageErrors, consoleErrors, failedRequests, httpErrors, externalRequests,
+//    elapsedMs}
 // usage: node load_trace.mjs URL SCREENSHOT.png '["track name", ...]' [timeout_ms]
 // The browser is never downloaded: playwright-core drives /usr/bin/chromium.
 import {chromium} from 'playwright-core';
@@ -15,12 +16,12 @@ const profile = mkdtempSync(join(tmpdir(), 'memq-chromium-'));
 const origin = new URL(url).origin;
 
 const report = {trackTitles: [], missing: expected, modals: [], pageErrors: [], consoleErrors: [],
-                failedRequests: [], externalRequests: [], elapsedMs: 0};
+                failedRequests: [], httpErrors: [], externalRequests: [], firstSeenMs: {}, elapsedMs: 0};
 const started = Date.now();
 const context = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.MEMQ_CHROMIUM ?? '/usr/bin/chromium',
   headless: true,
-  viewport: {width: 1600, height: 1000},
+  viewport: {width: 1600, height: 1300},
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
          '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
@@ -35,6 +36,7 @@ try {
   const page = context.pages()[0] ?? await context.newPage();
   page.on('pageerror', (e) => report.pageErrors.push(String(e)));
   page.on('console', (m) => { if (m.type() === 'error') report.consoleErrors.push(m.text()); });
+  page.on('response', (r) => { if (r.status() >= 400) report.httpErrors.push(`${r.status()} ${r.url()}`); });
   page.on('requestfailed', (r) => report.failedRequests.push(`${r.url()} ${r.failure()?.errorText}`));
   await page.goto(url);
   // Done when every expected track title is shown, or an error dialog opens, or time runs out.
@@ -45,9 +47,11 @@ try {
     return {titles, modals, missing: names.filter((n) => !titles.includes(n) && !text.includes(n))};
   }, expected);
   let s = await state();
+  const seen = (st) => { for (const n of expected) if (!st.missing.includes(n) && !(n in report.firstSeenMs)) report.firstSeenMs[n] = Date.now() - started; };
   while (Date.now() - started < timeoutMs && (s.missing.length > 0 || s.titles.length === 0) && s.modals.length === 0) {
     await page.waitForTimeout(250);
     s = await state();
+    seen(s);
   }
   await page.waitForTimeout(1000);  // let the canvases paint before the screenshot
   s = await state();

@@ -20,7 +20,7 @@ import QueryPagePlugin from '../dev.perfetto.QueryPage';
 
 // Track names from docs/TRACE_FORMAT.md and ctf2perfetto/annotate.py.
 const MEMORY_TRACKS = new RegExp('^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|' +
-  'Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations)$');
+  'Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations|Leaked bytes)$');
 const MEMQ_CATEGORIES = `('memq.heap', 'memq.api', 'memq.copy', 'memq.set')`;
 
 // One command per analysis: the memq module to include and the table to show.
