@@ -305,6 +305,15 @@ def test_query_syntax_error_is_one_line(engine: Engine) -> None:
     assert engine.query("SELECT count(*) AS n FROM slice")["n"].tolist() == [len(SLICES)]
 
 
+def test_error_inside_a_module(monkeypatch: pytest.MonkeyPatch, trace_bytes: bytes) -> None:
+    # The innermost frame of trace_processor's traceback names the module line, not the INCLUDE.
+    broken = "-- A module with a mistake on line 3.\nCREATE PERFETTO TABLE memq_broken AS\nSELECT nope\nFROM slice;\n"
+    monkeypatch.setattr(embedded, "sql_modules", lambda: [("memq.broken", broken)])
+    with open_trace(trace_bytes) as engine, pytest.raises(MemqError) as info:
+        engine.query("INCLUDE PERFETTO MODULE memq.broken;\nSELECT * FROM memq_broken")
+    assert str(info.value) == "SQL error: no such column: nope (at memq.broken line 3 col 8: SELECT nope)"
+
+
 def test_unknown_module_error(engine: Engine) -> None:
     with pytest.raises(MemqError, match=r"^SQL error: .*unknown module 'memq\.no_such_module'"):
         engine.query("INCLUDE PERFETTO MODULE memq.no_such_module; SELECT 1")

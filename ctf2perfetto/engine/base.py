@@ -18,7 +18,8 @@ ORDER BY name, idx
 """
 
 
-_FRAME = re.compile(r'File "(?P<file>[^"]*)" line (?P<line>\d+) col (?P<col>\d+)')
+# A frame of trace_processor's SQL traceback: 'File "stdin" line 1 col 8' or 'Module include "memq.x" line 3 col 8'.
+_FRAME = re.compile(r'^[A-Za-z ]+"(?P<file>[^"]*)" line (?P<line>\d+) col (?P<col>\d+)$')
 
 
 def sql_error(report: str) -> MemqError:
