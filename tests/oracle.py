@@ -258,17 +258,19 @@ def counter_figures(mirrors: list[Mirror], window: tuple[int, int]) -> dict:
 
 
 def duplicated_groups(o: Oracle, window: tuple[int, int]) -> dict[tuple, dict]:
-    """Counter figures per group: ('total',), ('process', pid), ('direction', pid, dir),
-    ('allocation', pid, (addr, start) or None), ('untracked_source', pid, flag)."""
+    """Counter figures per (grouping, pid or None for the whole trace, key) as memq.duplicated
+    names them; allocation keys are (addr, start) of the primary destination allocation."""
     groups: dict[tuple, list[Mirror]] = defaultdict(list)
     for m in o.mirrors:
-        groups[("total",)].append(m)
-        groups[("process", m.pid)].append(m)
-        groups[("direction", m.pid, m.direction)].append(m)
         a = None if m.dst_alloc is None else o.allocs[m.dst_alloc]
+        flag = "1" if m.untracked_source else "0"
+        for pid in (None, m.pid):
+            groups[("total", pid, None)].append(m)
+            groups[("direction", pid, m.direction)].append(m)
+            groups[("untracked_source", pid, flag)].append(m)
         groups[("allocation", m.pid, None if a is None else (a.addr, a.start))].append(m)
-        groups[("untracked_source", m.pid, m.untracked_source)].append(m)
-    return {key: counter_figures(ms, window) for key, ms in groups.items()}
+    figures = {key: counter_figures(ms, window) for key, ms in groups.items()}
+    return {key: f for key, f in figures.items() if f["peak"] > 0}
 
 
 def prorated(w: Write, nbytes: int) -> int:
