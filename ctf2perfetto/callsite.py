@@ -15,6 +15,7 @@ ends just before it, so `ip - 1` is what gets looked up.
 from __future__ import annotations
 
 import bisect
+import re
 import shutil
 import struct
 import subprocess
@@ -28,6 +29,7 @@ DEBUG_ROOT = Path("/usr/lib/debug/.build-id")
 _PT_LOAD = 1
 _NT_GNU_BUILD_ID = 3
 _FUNCTION_TYPES = set("TtWwi")  # nm letters of code symbols
+_VERSION_SUFFIX = re.compile(r"@@?[A-Za-z_][\w.]*$")
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,9 @@ class ElfFile:
                     parts = line.split(" ", 3)
                     if len(parts) == 4 and parts[2] in _FUNCTION_TYPES:
                         addr, size = int(parts[0], 16), int(parts[1], 16)
+                        name = _VERSION_SUFFIX.sub("", parts[3])  # nm -D: "operator new(...)@@GLIBCXX_3.4"
                         if addr not in table or table[addr][0] < size:
-                            table[addr] = (size, parts[3])
+                            table[addr] = (size, name)
             starts = sorted(table)
             self._symbols = (starts, [table[a][0] for a in starts], [table[a][1] for a in starts])
         return self._symbols

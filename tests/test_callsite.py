@@ -118,3 +118,19 @@ def test_missing_or_changed_binaries_are_reported(tmp_path: Path) -> None:
     assert not_elf.function is None and "not a 64-bit" in not_elf.problem
     assert nowhere.binary is None and nowhere.label() == "[unknown binary]"
     assert len(symbolizer.problems()) == 3
+
+
+def test_stripped_versioned_library_resolves_through_dynsym(tmp_path: Path) -> None:
+    """Only .dynsym left (strip), symbols versioned (`lib_alloc@@MEMQ_1`): the plain name comes back."""
+    (tmp_path / "lib.c").write_text(LIBRARY)
+    (tmp_path / "lib.map").write_text("MEMQ_1 { global: lib_alloc; local: *; };\n")
+    lib = tmp_path / "libv.so"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", f"-Wl,--version-script={tmp_path / 'lib.map'}", "-o", str(lib),
+                    str(tmp_path / "lib.c")], check=True)
+    subprocess.run(["strip", "--strip-all", str(lib)], check=True)
+    dynsyms = subprocess.run(["readelf", "-W", "--dyn-syms", str(lib)], capture_output=True, text=True).stdout
+    row = next(line.split() for line in dynsyms.splitlines() if "lib_alloc@@MEMQ_1" in line)
+    address, size = int(row[1], 16), int(row[2])
+    elf = ElfFile(lib)
+    assert elf.function(address + size // 2) == "lib_alloc"
+    assert elf.function(address + size + 4096) is None
