@@ -186,6 +186,18 @@ def annotation_packets(notes: Annotations) -> bytes:
     return trace.SerializeToString()
 
 
+def duplicated_over_time(engine: Any) -> pd.DataFrame:
+    """Whole-trace duplicated bytes over time: ts, direction ('' = total), value; one row per change."""
+    from . import analyses
+
+    total = analyses.duplicated_counter(engine, "total")
+    by_direction = analyses.duplicated_counter(engine, "direction")
+    return pd.concat([
+        total[total["pid"].isna()].assign(direction=""),
+        by_direction[by_direction["pid"].isna()].assign(direction=lambda d: d["key"].astype(str)),
+    ], ignore_index=True)[["ts", "direction", "value"]]
+
+
 def collect(engine: Any, unified: str = "auto") -> Annotations:
     """Run the analyses on an open engine and shape their results for `annotation_packets`."""
     from . import analyses
@@ -193,13 +205,7 @@ def collect(engine: Any, unified: str = "auto") -> Annotations:
     if (engine.query(f"SELECT COUNT(*) AS n FROM track WHERE name = '{DUPLICATED_TRACK}'")["n"].iloc[0]):
         raise UsageError(f"the trace already has a '{DUPLICATED_TRACK}' track: it is annotated already; "
                          "annotate the original trace")
-    total = analyses.duplicated_counter(engine, "total")
-    by_direction = analyses.duplicated_counter(engine, "direction")
-    duplicated = pd.concat([
-        total[total["pid"].isna()].assign(direction=""),
-        by_direction[by_direction["pid"].isna()].assign(direction=lambda d: d["key"].astype(str)),
-    ], ignore_index=True)[["ts", "direction", "value"]]
-
+    duplicated = duplicated_over_time(engine)
     copies = analyses.redundant_copies(engine, unified)
     per_class = []
     for cls in REDUNDANT_REASONS:

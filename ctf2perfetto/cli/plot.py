@@ -1,0 +1,47 @@
+"""`memq plot TRACE -o out.png`: memory, duplicated bytes and redundant copy time in one figure."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .output import add_engine_args
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plot",
+        help="draw live memory, duplicated bytes and redundant copy time as a PNG",
+        description=(
+            "Draw one figure of TRACE: live bytes per memory kind over time (host heap, pinned, registered, "
+            "managed summed over processes; device bytes per GPU), duplicated bytes over time (total and per "
+            "copy direction) and redundant copy time per class (summed over copies and wall-clock). Time is "
+            "in seconds from the trace's start, sizes in B/KiB/MiB/GiB. Duplicated and redundant figures are "
+            "upper bounds: writes by CPU code and GPU kernels are not traced."
+        ),
+    )
+    parser.add_argument("trace", type=Path, metavar="TRACE", help="memq trace (.pftrace from ctf2perfetto)")
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.png", help="PNG file to write")
+    parser.add_argument("--unified", choices=("auto", "yes", "no"), default="auto",
+                        help="treat devices as unified memory for the redundant classes (default auto: the "
+                             "device property the recorder stored)")
+    add_engine_args(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..engine import open_trace
+    from ..errors import UsageError
+    from ..plot import collect, render
+
+    if not args.trace.is_file():
+        raise UsageError(f"{args.trace}: no such trace file")
+    if args.output.suffix.lower() != ".png":
+        raise UsageError(f"-o {args.output}: the figure is a PNG; name it *.png")
+    if not args.output.parent.is_dir():
+        raise UsageError(f"-o {args.output}: directory {args.output.parent} does not exist")
+    with open_trace(args.trace, trace_processor=args.trace_processor) as engine:
+        data = collect(engine, args.unified)
+    render(data, args.output, f"memq: {args.trace.name}")
+    print(f"memq plot: wrote {args.output}", file=sys.stderr)
+    return 0

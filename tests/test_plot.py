@@ -1,0 +1,97 @@
+"""`memq plot` on the fake HIP workload: the PNG is a readable figure, and its series are the trace's numbers."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ctf2perfetto.engine import open_trace
+from ctf2perfetto.plot import LIVE_BYTES_SQL, PlotData, collect, live_bytes, render, size_unit
+from ui.browser import ARTIFACTS
+from ui.traces import converted, memq
+
+WIDTH, HEIGHT = 1100, 1000  # figsize 11 x 10 in at 100 dpi
+
+
+@pytest.fixture(scope="module")
+def hip(fake_hip_trace, tmp_path_factory) -> Path:
+    return converted(fake_hip_trace.dir, tmp_path_factory.mktemp("plot") / "hip.pftrace")
+
+
+@pytest.fixture(scope="module")
+def figure(hip: Path) -> np.ndarray:
+    out = ARTIFACTS / "plot" / "memq_plot_hip.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    done = memq("plot", str(hip), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    return matplotlib.image.imread(out)[:, :, :3]
+
+
+def _dark_rows(region: np.ndarray, min_share: float = 0.6) -> int:
+    """Rows where most pixels are dark: the horizontal axis lines of a panel."""
+    dark = region.max(axis=2) < 0.3
+    return int((dark.mean(axis=1) > min_share).sum())
+
+
+def test_png_has_three_panels_with_axes_and_data(figure: np.ndarray) -> None:
+    assert figure.shape[:2] == (HEIGHT, WIDTH)
+    assert figure.std() > 0.05, "blank figure"
+    # Each vertical third holds one panel, and each panel is boxed: at least its top and bottom axis lines.
+    thirds = np.array_split(figure[:, int(WIDTH * 0.3):int(WIDTH * 0.95)], [int(HEIGHT * 0.37), int(HEIGHT * 0.73)])
+    for i, panel in enumerate(thirds):
+        assert _dark_rows(panel) >= 2, f"panel {i}: no axes"
+    # Coloured data: the host heap line (green) in the live panel, the bars (red) in the redundant panel.
+    def has_colour(region: np.ndarray, rgb: tuple[float, float, float]) -> bool:
+        return bool((np.abs(region - np.array(rgb)).max(axis=2) < 0.08).sum() > 50)
+    assert has_colour(thirds[0], (0.17, 0.63, 0.17)), "no host heap line"
+    assert has_colour(thirds[1], (0.58, 0.40, 0.74)), "no duplicated-bytes total line"
+    assert has_colour(thirds[2], (0.84, 0.15, 0.16)), "no redundant-time bars"
+
+
+def test_live_series_are_the_sum_of_the_process_counters(hip: Path) -> None:
+    with open_trace(hip) as engine:
+        counters = engine.query(LIVE_BYTES_SQL)
+        data = collect(engine)
+    assert set(data.live["series"]) >= {"host heap", "pinned", "managed", "GPU 0 device"}
+    # Independent: replay the samples in order, keeping each track's last value, and sum per kind.
+    kind_of = {"Host heap live bytes": "host heap", "Pinned live bytes": "pinned",
+               "Registered live bytes": "registered", "Managed live bytes": "managed"}
+    tracks_of = counters.groupby("track")["track_id"].unique().to_dict()
+    last: dict[int, int] = {}
+    expected: dict[str, dict[int, int]] = defaultdict(dict)
+    for row in counters.itertuples(index=False):
+        last[row.track_id] = int(row.value)
+        series = kind_of.get(row.track, row.track.removesuffix(" live bytes"))
+        expected[series][int(row.ts)] = sum(last.get(t, 0) for t in tracks_of[row.track])
+    for series, rows in data.live.groupby("series"):
+        assert dict(zip(rows["ts"].astype(int), rows["value"].astype(int))) == expected[series], series
+    assert (data.redundant_time.set_index("cls").loc["round trip", "summed_ns"]) > 0
+
+
+def test_units_and_empty_figure(tmp_path: Path) -> None:
+    assert size_unit(512) == (1, "B")
+    assert size_unit(3 << 20) == (1 << 20, "MiB")
+    assert size_unit(5 << 30) == (1 << 30, "GiB")
+    empty = live_bytes(pd.DataFrame(columns=["track_id", "track", "ts", "value"]))
+    assert empty.empty
+    data = PlotData(live=empty, duplicated=pd.DataFrame(columns=["ts", "direction", "value"]),
+                    redundant_time=pd.DataFrame(columns=["cls", "summed_ns", "wall_ns"]), start=0, end=10**9)
+    out = tmp_path / "empty.png"
+    render(data, out, "a trace with no memory events")
+    assert out.stat().st_size > 10_000
+
+
+def test_bad_input_is_one_line(hip: Path, tmp_path: Path) -> None:
+    missing = memq("plot", str(tmp_path / "nope.pftrace"), "-o", str(tmp_path / "x.png"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.pftrace" in missing.stderr
+    not_png = memq("plot", str(hip), "-o", str(tmp_path / "x.pdf"))
+    assert not_png.returncode == 2 and not_png.stderr.count("\n") == 1 and "PNG" in not_png.stderr
+    no_dir = memq("plot", str(hip), "-o", str(tmp_path / "nodir" / "x.png"))
+    assert no_dir.returncode == 2 and no_dir.stderr.count("\n") == 1 and "does not exist" in no_dir.stderr
