@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -356,8 +357,11 @@ def discarded_counts(lttng: Lttng, session: str) -> tuple[int, int]:
     return events, packets
 
 
-def record(options: RecordOptions) -> RecordResult:
-    """Record `options.command` into `options.output`; see the module docstring."""
+def record(options: RecordOptions, announce: Callable[[str], None] | None = None) -> RecordResult:
+    """Record `options.command` into `options.output`; see the module docstring.
+
+    `announce` receives one line when the command starts (for a terminal).
+    """
     if not options.command:
         raise UsageError("no command to record (memq record -o DIR -- COMMAND ...)")
     if options.mode not in MODES:
@@ -395,6 +399,8 @@ def record(options: RecordOptions) -> RecordResult:
         lttng.run("add-context", "-u", "-s", session, "-c", CHANNEL, *[a for c in CONTEXTS for a in ("-t", c)])
         lttng.run("start", session)
         readings.append(clock_reading("start"))
+        if announce:
+            announce(f"memq record: recording {' '.join(options.command)} (session {session}) ...")
         exit_code = run_command([executable, *options.command[1:]], child_env)
         readings.append(clock_reading("end"))
     finally:

@@ -50,6 +50,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from . import stderr_is_terminal
     from ..errors import UsageError
     from ..record import RecordOptions, parse_apis, record, summary
 
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("no command given: memq record -o DIR -- COMMAND ...")
+    announce = (lambda line: print(line, file=sys.stderr, flush=True)) if stderr_is_terminal() else None
     result = record(RecordOptions(output=args.output, command=command, apis=parse_apis(args.api),
-                                  mode=args.mode, force=args.force))
+                                  mode=args.mode, force=args.force), announce)
     print(summary(result), file=sys.stderr)
     return result.exit_code
