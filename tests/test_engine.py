@@ -448,7 +448,12 @@ def test_compiled_module_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     path = wasm.wasm_dir() / "trace_config_utils.wasm"
     cached = wasm.cache_file(path, path.read_bytes())
     assert cached.parent == tmp_path and not cached.exists()
-    wasm.load_module.__wrapped__(path)  # compiles and stores
+    stale = tmp_path / "trace_config_utils-0123456789abcdef01234567.cwasm"  # from an older wasm or wasmtime
+    other = tmp_path / "trace_processor-0123456789abcdef01234567.cwasm"  # another module's entry
+    stale.write_bytes(b"old")
+    other.write_bytes(b"other")
+    wasm.load_module.__wrapped__(path)  # compiles and stores, dropping the stale entry
+    assert not stale.exists() and other.exists()
     compiled = cached.read_bytes()
     assert compiled[:4] == b"\x7fELF"  # wasmtime's serialized module
     cached.write_bytes(b"damaged")  # a damaged entry is recompiled and replaced

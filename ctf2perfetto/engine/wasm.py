@@ -53,7 +53,7 @@ _LOG_PREFIX = re.compile(r"^\[[\d.]+\]\s+")  # trace_processor's "[seconds]  fil
 HEAP_MAX_MEMORY64 = 16 << 30
 
 # Engine settings; part of the cache key because they change the machine code.
-_ENGINE_SETTINGS = (("cranelift_opt_level", "speed"),)
+_ENGINE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True))
 
 
 class WasmTrap(MemqError):
@@ -97,7 +97,6 @@ def _engine() -> wasmtime.Engine:
     config = wasmtime.Config()
     for name, value in _ENGINE_SETTINGS:
         setattr(config, name, value)
-    config.wasm_memory64 = True
     return wasmtime.Engine(config)
 
 
@@ -118,6 +117,7 @@ def load_module(path: Path) -> wasmtime.Module:
     """The compiled module for `path`, from the cache when it is there (compiled and cached otherwise)."""
     data = path.read_bytes()
     cached = cache_file(path, data)
+    _drop_stale(cached)
     if cached.is_file():
         try:
             return wasmtime.Module.deserialize_file(_engine(), str(cached))
@@ -127,15 +127,34 @@ def load_module(path: Path) -> wasmtime.Module:
         module = wasmtime.Module(_engine(), data)
     except wasmtime.WasmtimeError as exc:
         raise MemqError(f"{path}: not a usable trace_processor WebAssembly module: {exc}".splitlines()[0]) from exc
+    _store_compiled(module, cached)
+    return module
+
+
+def _store_compiled(module: wasmtime.Module, cached: Path) -> None:
+    """Write the cache entry atomically (concurrent processes may compile at once)."""
     try:
         # Private: a compiled module is machine code that wasmtime loads without verifying it.
         cached.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cached.parent, delete=False) as tmp:
-            tmp.write(module.serialize())
+        with tempfile.NamedTemporaryFile(dir=cached.parent, suffix=".tmp", delete=False) as tmp:
+            try:
+                tmp.write(module.serialize())
+            except BaseException:
+                os.unlink(tmp.name)
+                raise
         os.replace(tmp.name, cached)
     except OSError:
         pass  # a read-only home only costs the compile time on every run
-    return module
+
+
+def _drop_stale(cached: Path) -> None:
+    """Remove entries of the same module for another wasm, wasmtime or settings: 20 MB each, never read again."""
+    try:
+        for stale in cached.parent.glob(f"{cached.stem.rsplit('-', 1)[0]}-*.cwasm"):
+            if stale != cached:
+                stale.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 class _Host:
