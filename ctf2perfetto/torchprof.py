@@ -1,0 +1,67 @@
+"""Run a Python script under the PyTorch profiler and write its Kineto trace.
+
+    memq record -o trace/ -- python3 -m ctf2perfetto.torchprof -o trace/profile.json train.py --steps 50
+    ctf2perfetto trace/ --kineto trace/profile.json -o out.pftrace
+
+So both traces come from one run without touching the script: the profiler
+(CPU, plus CUDA when torch sees a GPU; memory events on) spans the whole script,
+which runs as `__main__` with its own argv. The trace is written even when the
+script fails; the exit status is the script's.
+"""
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+from pathlib import Path
+
+from .cli import run_command
+from .errors import MemqError, UsageError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python3 -m ctf2perfetto.torchprof",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("-o", "--output", type=Path, default=Path("profile.json"), metavar="PROFILE.json",
+                        help="Kineto trace to write (default profile.json; .gz compresses it)")
+    parser.add_argument("--no-memory", action="store_true", help="leave out the profiler's [memory] events")
+    parser.add_argument("script", type=Path, help="the Python script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    return parser
+
+
+def profile_script(script: Path, args: list[str], output: Path, *, memory: bool = True) -> int:
+    """Run `script` with `args` under the profiler, export to `output`; the script's exit status."""
+    if not script.is_file():
+        raise UsageError(f"{script}: script not found")
+    if not output.parent.is_dir():
+        raise UsageError(f"{output}: directory {output.parent} does not exist")
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError as exc:
+        raise MemqError(f"the PyTorch profiler is not available: {exc}") from None
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    sys.argv = [str(script), *args]
+    status: int | str | None = 0
+    with profile(activities=activities, profile_memory=memory) as prof:
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exc:
+            status = exc.code
+    prof.export_chrome_trace(str(output))
+    print(f"torchprof: wrote {output}", file=sys.stderr)
+    if isinstance(status, str):
+        print(status, file=sys.stderr)
+        return 1
+    return int(status or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return run_command("torchprof", lambda: profile_script(args.script, args.args, args.output,
+                                                           memory=not args.no_memory))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
