@@ -42,7 +42,10 @@ def sql_error(report: str) -> MemqError:
 
 
 class Engine(abc.ABC):
-    """An opened trace answering PerfettoSQL. Use as a context manager or call close()."""
+    """An opened trace answering PerfettoSQL. Use as a context manager or call close().
+
+    One query at a time: an engine is not shared between threads.
+    """
 
     #: 'embedded' (WebAssembly in-process) or 'native' (trace_processor_shell).
     kind: str = ""
