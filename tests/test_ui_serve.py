@@ -117,3 +117,22 @@ def test_bad_input_is_one_line(tmp_path: Path, trace_file: Path) -> None:
 
     bad_port = _memq("open", str(trace_file), "--no-browser", "--port", "70000")
     assert bad_port.returncode == 2 and "--port 70000" in bad_port.stderr
+
+
+def test_trace_processor_that_dies_is_reported_in_one_line(trace_file: Path) -> None:
+    # A real executable that exits at once stands where trace_processor_shell would: the spawn, the wait for
+    # its port and the report of its exit are what is checked (no native trace_processor can be fetched here).
+    died = _memq("open", str(trace_file), "--no-browser", "--port", "0", "--trace-processor", "/bin/false")
+    assert died.returncode == 1 and died.stderr.count("\n") == 2, died.stderr  # progress line + error line
+    assert "false exited with status 1" in died.stderr and "Traceback" not in died.stderr
+
+
+def test_trace_processor_command_line(trace_file: Path) -> None:
+    from ctf2perfetto.paths import sql_package_dir
+    from ctf2perfetto.serve import TraceProcessorServer
+
+    default = TraceProcessorServer(Path("/opt/tp"), trace_file, "http://127.0.0.1:10000").command
+    assert default == ["/opt/tp", "-D", "--http-port", "9001", "--add-sql-package", str(sql_package_dir()),
+                       str(trace_file)]
+    other = TraceProcessorServer(Path("/opt/tp"), trace_file, "http://127.0.0.1:8123").command
+    assert other[-3:] == ["--http-additional-cors-origins", "http://127.0.0.1:8123", str(trace_file)]
