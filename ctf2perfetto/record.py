@@ -46,6 +46,7 @@ BLOCKING_TIMEOUT_US = 200_000
 # consumer reads.
 SUBBUF_SIZE = "2M"
 NUM_SUBBUF = 8
+SIZE_RE = re.compile(r"^[1-9]\d*[kKmMgG]?$")
 CONTEXTS = ("vpid", "vtid", "ip")
 LTTNG_TIMEOUT_S = 120
 INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run scripts/install.sh)"
@@ -73,6 +74,8 @@ class RecordOptions:
     apis: tuple[str, ...] = APIS
     mode: str = "blocking"
     force: bool = False
+    subbuf_size: str = SUBBUF_SIZE  # lttng enable-channel --subbuf-size (power of two, >= page size)
+    num_subbuf: int = NUM_SUBBUF
 
 
 @dataclass
@@ -366,6 +369,10 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
         raise UsageError("no command to record (memq record -o DIR -- COMMAND ...)")
     if options.mode not in MODES:
         raise UsageError(f"--mode {options.mode!r}: choose blocking or discard")
+    if not SIZE_RE.match(options.subbuf_size):
+        raise UsageError(f"--subbuf-size {options.subbuf_size!r}: a size such as 4096, 64k or 2M")
+    if options.num_subbuf < 2:
+        raise UsageError(f"--num-subbuf {options.num_subbuf}: at least 2")
     env = lttng_environment()
     lttng = Lttng(env)
     executable = resolve_command(options.command[0], env)
@@ -377,8 +384,8 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
 
     session = f"memq-{os.getpid()}-{int(time.time())}"
     rules = event_rules(options.apis)
-    channel = ["enable-channel", "-u", "-s", session, f"--subbuf-size={SUBBUF_SIZE}",
-               f"--num-subbuf={NUM_SUBBUF}", "--discard"]
+    channel = ["enable-channel", "-u", "-s", session, f"--subbuf-size={options.subbuf_size}",
+               f"--num-subbuf={options.num_subbuf}", "--discard"]
     if options.mode == "blocking":
         channel.append(f"--blocking-timeout={BLOCKING_TIMEOUT_US}")
     child_env = dict(env)
@@ -418,8 +425,8 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
                   "kernel": os.uname().release},
         clock_readings=readings,
         enabled={"apis": list(options.apis), "mode": options.mode,
-                 "channel": {"name": CHANNEL, "buffers": "per-uid", "subbuf_size": SUBBUF_SIZE,
-                             "num_subbuf": NUM_SUBBUF,
+                 "channel": {"name": CHANNEL, "buffers": "per-uid", "subbuf_size": options.subbuf_size,
+                             "num_subbuf": options.num_subbuf,
                              "blocking_timeout_us": BLOCKING_TIMEOUT_US if options.mode == "blocking" else 0},
                  "events": [{"events": e, "filter": f} for e, f in rules], "contexts": list(CONTEXTS)},
         discarded_events=discarded, lost_packets=lost_packets, preload=preload)

@@ -125,6 +125,21 @@ def test_threads_blocking_mode_loses_nothing(fake_gpu, tmp_path) -> None:
             assert free["mem_kind_label"] == "device" and free["result"] == 0
 
 
+def test_discard_mode_counts_what_it_loses(fake_gpu, tmp_path, bt2) -> None:
+    """Tiny buffers, no blocking: events are lost, and every report of the loss agrees."""
+    argv = [str(fake_gpu.workload), "stress", "8", "2500"]
+    rec = record(tmp_path / "trace", argv, api="hip", mode="discard", extra=("--subbuf-size", "4k", "--num-subbuf", "2"))
+    meta = rec.meta
+    assert meta["enabled"]["mode"] == "discard" and meta["enabled"]["channel"]["blocking_timeout_us"] == 0
+    lost_messages = sum(msg.count for msg in bt2.TraceCollectionMessageIterator(str(rec.dir))
+                        if type(msg) is bt2._DiscardedEventsMessageConst)
+    assert meta["discarded_events"] > 0 and lost_messages == meta["discarded_events"]
+    assert f"{meta['discarded_events']:,} lost events" in rec.stderr and "WARNING" in rec.stderr
+    pid = int(next(line for line in rec.stderr.splitlines() if line.startswith("pid "))[4:])
+    assert len(call_events(rec.dir, pid)) < 80_000
+    assert "calls 80000" in rec.stdout  # the program itself ran to completion
+
+
 def test_fork_child_recorded_under_its_own_pid(fake_gpu, tmp_path) -> None:
     log = tmp_path / "fork.jsonl"
     rec = record(tmp_path / "trace", [str(fake_gpu.workload), "fork", str(log)], api="hip")
@@ -195,6 +210,7 @@ def test_non_empty_output_needs_force(fake_gpu, tmp_path) -> None:
 @pytest.mark.parametrize("args, message", [
     (["--api", "hip,opencl", "--", "/bin/true"], "--api"),
     (["--mode", "overwrite", "--", "/bin/true"], "--mode"),
+    (["--subbuf-size", "lots", "--", "/bin/true"], "--subbuf-size"),
     ([], "no command"),
 ])
 def test_bad_options_are_one_line_usage_errors(tmp_path, args, message) -> None:

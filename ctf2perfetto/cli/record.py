@@ -41,6 +41,10 @@ def add_parser(subparsers) -> None:
                         help="what to record, comma-separated from hip,cuda,libc (default: all)")
     parser.add_argument("--mode", choices=("blocking", "discard"), default="blocking",
                         help="when buffers are full: make the program wait (default) or lose events")
+    parser.add_argument("--subbuf-size", default="2M", metavar="SIZE",
+                        help="LTTng sub-buffer size per CPU, e.g. 64k, 2M (default 2M; rounded up to a power of two)")
+    parser.add_argument("--num-subbuf", type=int, default=8, metavar="N",
+                        help="sub-buffers per CPU (default 8): more buffer absorbs longer bursts")
     parser.add_argument("--force", action="store_true",
                         help="record into a non-empty DIR (replaces a previous recording's ust/ and "
                              "memq-record.json, leaves other files)")
@@ -61,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no command given: memq record -o DIR -- COMMAND ...")
     announce = (lambda line: print(line, file=sys.stderr, flush=True)) if stderr_is_terminal() else None
     result = record(RecordOptions(output=args.output, command=command, apis=parse_apis(args.api),
-                                  mode=args.mode, force=args.force), announce)
+                                  mode=args.mode, force=args.force, subbuf_size=args.subbuf_size,
+                                  num_subbuf=args.num_subbuf), announce)
     print(summary(result), file=sys.stderr)
     return result.exit_code

@@ -36,10 +36,10 @@ class Recording:
 
 def record(out_dir: Path, argv: list[str], *, api: str = "hip,cuda,libc", mode: str = "blocking",
            force: bool = False, env: dict[str, str] | None = None, check: bool = True,
-           timeout: float = 300) -> Recording:
-    """Run `memq record -o out_dir --api api --mode mode -- argv`; check=True asserts exit 0."""
+           timeout: float = 300, extra: tuple[str, ...] = ()) -> Recording:
+    """Run `memq record -o out_dir --api api --mode mode [extra] -- argv`; check=True asserts exit 0."""
     cmd = [*MEMQ, "record", "-o", str(out_dir), "--api", api, "--mode", mode, *(["--force"] if force else []),
-           "--", *argv]
+           *extra, "--", *argv]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     rec = Recording(Path(out_dir), proc.returncode, proc.stdout, proc.stderr)
     if check:
