@@ -72,7 +72,8 @@ def _clock_entry(clock_id: int, value: int, id_width: int) -> bytes:
 
 
 def snapshot_record(clock: ClockCorrespondence) -> bytes:
-    """`Trace.packet` record of packet 0 (what snapshot_packet holds), always SNAPSHOT_RECORD_SIZE bytes."""
+    """`Trace.packet` record of packet 0: the snapshot alone, REALTIME as the primary trace clock, always
+    SNAPSHOT_RECORD_SIZE bytes."""
     values = [(MONOTONIC, clock.monotonic), (REALTIME, clock.realtime)]
     if clock.boottime is not None:
         values.append((BOOTTIME, clock.boottime))
@@ -88,19 +89,3 @@ def snapshot_record(clock: ClockCorrespondence) -> bytes:
 
 
 SNAPSHOT_RECORD_SIZE = 1 + 4 + 2 + 1 + 2 + 3 * 15 + 2
-
-
-def snapshot_packet(clock: ClockCorrespondence) -> pb.TracePacket:
-    """Packet 0 of the trace: the snapshot alone, REALTIME as the primary trace clock."""
-    packet = pb.TracePacket()
-    packet.trusted_packet_sequence_id = CLOCK_SEQUENCE_ID
-    snap = packet.clock_snapshot
-    snap.primary_trace_clock = REALTIME
-    values = [(MONOTONIC, clock.monotonic), (REALTIME, clock.realtime)]
-    if clock.boottime is not None:
-        values.append((BOOTTIME, clock.boottime))
-    for clock_id, value in values:
-        entry = snap.clocks.add()
-        entry.clock_id = clock_id
-        entry.timestamp = value
-    return packet

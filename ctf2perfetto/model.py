@@ -90,9 +90,6 @@ class _Allocs:
     def empty(cls) -> "_Allocs":
         return cls(*(np.zeros(0, np.uint64 if f in ("addr", "size", "alloc_id") else np.int64) for f in cls.FIELDS))
 
-    def take(self, index: np.ndarray) -> "_Allocs":
-        return _Allocs(*(getattr(self, f)[index] for f in self.FIELDS))
-
     @classmethod
     def concat(cls, parts: list["_Allocs"]) -> "_Allocs":
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.FIELDS))

@@ -16,9 +16,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import queue
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -937,57 +935,6 @@ def _copy_patched(path: Path, start: int, patches: list[tuple[int, int]], out) -
         _copy_range(src, out, pos, os.fstat(src.fileno()).st_size)
 
 
-def _prefetched(batches: Iterable[EventBatch]) -> Iterable[EventBatch]:
-    """Iterate `batches` in a background thread, one batch ahead.
-
-    The decoder spends its time in C with the GIL released, so decoding the next
-    batch overlaps with modelling and encoding this one.
-    """
-    slot: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-    done = object()
-
-    def produce() -> None:
-        iterator = iter(batches)
-        try:
-            for batch in iterator:
-                while not stop.is_set():
-                    try:
-                        slot.put(batch, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    break
-            else:
-                slot.put(done)
-        except BaseException as exc:  # handed to the consumer, which raises it
-            slot.put(exc)
-        finally:
-            close = getattr(iterator, "close", None)
-            if stop.is_set() and close is not None:
-                close()
-
-    thread = threading.Thread(target=produce, name="memq-decode", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = slot.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():  # unblock a producer waiting on the full slot
-            try:
-                slot.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        thread.join()
-
-
 def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], TraceInfo], out: Path, *,
                 progress: Callable[[int], None] | None = None, extra_packets: Iterable[bytes] = (),
                 extra_processes: Mapping[int, str] = {}, extra_threads: Mapping[tuple[int, int], str] = {}
@@ -1012,7 +959,7 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
         with os.fdopen(fd, "wb", buffering=1 << 20) as body:
             writer = _TraceWriter(body)
             done = 0
-            for batch in _prefetched(batches):
+            for batch in batches:
                 writer.add(batch)
                 done += len(batch)
                 if progress is not None:

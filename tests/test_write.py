@@ -6,7 +6,6 @@ counters, flows, tracks, clocks; plus zero import problems and byte-identical ou
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
