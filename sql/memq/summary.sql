@@ -7,8 +7,9 @@
 -- * Copies per (source, direction), memsets as direction `memset`: count, bytes,
 --   summed time, wall-clock time (union across streams), bandwidth = bytes / summed
 --   time (GB/s), and how many were staged (pageable host endpoint).
--- * Allocations per kind: count, bytes, largest, peak live bytes across all
---   processes (and when first reached), still live at the end.
+-- * Allocations per kind: count, bytes, largest, peak live bytes in one process
+--   (device memory: on one device) from the live-bytes counters, and when first
+--   reached, still live at the end.
 -- * Device busy share: per device, the union of its copy and memset intervals
 --   (plus kernels for Kineto, which records them) over the trace window.
 
@@ -90,36 +91,53 @@ CREATE PERFETTO TABLE memq_summary_allocation(
   bytes LONG,
   -- Largest allocation.
   max_size LONG,
-  -- Peak live bytes of the kind, all processes together.
+  -- Peak live bytes of the kind in one process (device memory: on one device, all
+  -- processes), from the converter's live-bytes counters.
   peak_live_bytes LONG,
-  -- First time of the peak.
+  -- First time of that peak.
   peak_ts TIMESTAMP,
   -- Allocations still live at the end of the trace.
   leaked LONG,
   -- Their bytes.
   leaked_bytes LONG
 ) AS
-WITH ev AS (
-  SELECT kind, ts, size AS delta FROM memq_allocation
-  UNION ALL
-  SELECT kind, end_ts, -size FROM memq_allocation WHERE end_ts IS NOT NULL
+WITH track AS (
+  SELECT
+    id,
+    CASE
+      WHEN name = 'Host heap live bytes' THEN 'host'
+      WHEN name = 'Pinned live bytes' THEN 'pinned'
+      WHEN name = 'Registered live bytes' THEN 'registered'
+      WHEN name = 'Managed live bytes' THEN 'managed'
+      WHEN name GLOB 'GPU * device live bytes' THEN 'device'
+    END AS kind
+  FROM counter_track
+  WHERE name GLOB '* live bytes'
 ),
-step AS (SELECT kind, ts, SUM(delta) AS delta FROM ev GROUP BY kind, ts),
-run AS (SELECT kind, ts, SUM(delta) OVER (PARTITION BY kind ORDER BY ts) AS live FROM step),
+track_peak AS (
+  SELECT c.track_id, MAX(c.value) AS value FROM counter c
+  WHERE c.track_id IN (SELECT id FROM track WHERE kind IS NOT NULL)
+  GROUP BY c.track_id
+),
 peak AS (
-  SELECT kind, MAX(live) AS peak_live_bytes FROM run GROUP BY kind
+  SELECT t.kind, MAX(p.value) AS peak_live_bytes FROM track_peak p JOIN track t ON t.id = p.track_id
+  GROUP BY t.kind
 ),
 peak_at AS (
-  SELECT r.kind, MIN(r.ts) AS peak_ts FROM run r JOIN peak p ON p.kind = r.kind AND r.live = p.peak_live_bytes
-  GROUP BY r.kind
+  SELECT t.kind, MIN(c.ts) AS peak_ts
+  FROM peak p
+  JOIN track t USING (kind)
+  JOIN counter c ON c.track_id = t.id AND c.value = p.peak_live_bytes
+  GROUP BY t.kind
 ),
 agg AS (
   SELECT kind, COUNT(*) AS count, SUM(size) AS bytes, MAX(size) AS max_size,
     SUM(leaked) AS leaked, SUM(IIF(leaked, size, 0)) AS leaked_bytes
   FROM memq_allocation GROUP BY kind
 )
-SELECT a.kind, a.count, a.bytes, a.max_size, p.peak_live_bytes, pa.peak_ts, a.leaked, a.leaked_bytes
-FROM agg a JOIN peak p USING (kind) JOIN peak_at pa USING (kind)
+SELECT a.kind, a.count, a.bytes, a.max_size, CAST(p.peak_live_bytes AS INT) AS peak_live_bytes, pa.peak_ts,
+  a.leaked, a.leaked_bytes
+FROM agg a LEFT JOIN peak p USING (kind) LEFT JOIN peak_at pa USING (kind)
 ORDER BY a.bytes DESC;
 
 -- Share of the trace window each device spends copying or setting memory.
