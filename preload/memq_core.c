@@ -77,6 +77,7 @@ static int in_this_library(void *fn)
 
 void *memq_resolve(struct memq_sym *sym)
 {
+	int saved_errno = errno;  /* dlsym/dlopen may set it: not the caller's business */
 	void *fn = dlsym(RTLD_NEXT, sym->name);
 
 	if (!fn) {
@@ -88,6 +89,7 @@ void *memq_resolve(struct memq_sym *sym)
 		fn = NULL;             /* never call ourselves */
 	if (fn)
 		__atomic_store_n(&sym->fn, fn, __ATOMIC_RELEASE);
+	errno = saved_errno;
 	return fn;
 }
 

@@ -104,16 +104,20 @@
 		name##_fn real = MEMQ_REAL(name);                            \
 		struct memq_alloc_info info;                                 \
 		struct memq_call c;                                          \
-		int r, taken, traced;                                        \
+		int r, taken, traced, saved_errno;                           \
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		traced = memq_begin(&c, lttng_ust_tracepoint_enabled(memq, event), rt, ip); \
+		/* the table's locks must not show through errno */          \
+		saved_errno = errno;                                         \
 		taken = memq_release_take(U64(p), registered, &info);        \
+		errno = saved_errno;                                         \
 		r = real args;                                               \
-		if (traced)                                                  \
-			memq_after(&c);                                      \
+		saved_errno = errno;                                         \
 		memq_release_done(U64(p), registered, taken, &info, r);      \
+		errno = saved_errno;                                         \
 		if (traced) {                                                \
+			memq_after(&c);                                      \
 			struct memq_free_rec rec = {                         \
 				.api = MEMQ_API_##name, .mem_kind = info.kind,\
 				.result = r, .ptr = U64(p),                  \

@@ -5,6 +5,7 @@
  * version: FAKE_CUDA_VERSION >= 13000 means CUDA 13), and logs each call.
  * Built as libcudawork.so against the fake libcudart.so.12.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,7 +179,9 @@ int memq_cuda_workload(const char *log_path)
 	SETV(cudaMemsetAsync_ptsz, d1, 255, 300, s2, (d1, 255, 300, s2));
 
 	prefetch_advise(m1, s1, version && atoi(version) >= 13000);
+	errno = 5;  /* the fake turns 5 into 6: the wrapper must not disturb either */
 	r = expect(cudaStreamSynchronize(s1), 0);
+	failures += errno != 6;
 	log_sync("cudaStreamSynchronize", s1, dev, r);
 	r = expect(cudaStreamSynchronize_ptsz(PER_THREAD), 0);
 	log_sync("cudaStreamSynchronize_ptsz", PER_THREAD, dev, r);

@@ -9,6 +9,7 @@
  * from 13000 on, cudaMemPrefetchAsync / cudaMemAdvise take the CUDA 13
  * arguments (struct cudaMemLocation), as the real runtime does.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -193,6 +194,7 @@ cudaError_t cudaMemAdvise(const void *p, size_t n, int advice, uint64_t a4)
 		return cudaErrorInvalidDevice;
 	return !p || advice < 1 || advice > 6 ? cudaErrorInvalidValue : cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void) s; return cudaSuccess; }
+/* errno 5 on entry becomes 6: see fake_hip.c */
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void) s; errno = errno == 5 ? 6 : 99; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return cudaStreamSynchronize(s); }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }

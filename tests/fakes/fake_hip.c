@@ -9,6 +9,7 @@
  * wrapper must record only the outer call. The other functions do not chain,
  * so bench/preload_overhead.py measures one wrapper per call.
  */
+#include <errno.h>
 #include <stdio.h>
 
 #include "fake_mem.h"
@@ -164,5 +165,7 @@ hipError_t hipMemAdvise(const void *p, size_t n, int advice, int dev)
 	(void) n;
 	return p && advice >= 1 && advice <= 6 && dev >= -1 && dev < fake_device_count() ? hipSuccess : hipErrorInvalidValue;
 }
-hipError_t hipStreamSynchronize(hipStream_t s) { (void) s; return hipSuccess; }
+/* errno in, errno out: 5 on entry becomes 6, so a caller can tell that a
+ * wrapper kept both the errno it was called with and the one left here. */
+hipError_t hipStreamSynchronize(hipStream_t s) { (void) s; errno = errno == 5 ? 6 : 99; return hipSuccess; }
 hipError_t hipDeviceSynchronize(void) { return hipSuccess; }
