@@ -76,21 +76,32 @@ def synthetic(total: int, batch_size: int, seed: int = 1):
         yield b
 
 
-def babeltrace_rate(trace: Path) -> tuple[int, float]:
+def babeltrace_rate(trace: Path) -> tuple[int, float, float]:
+    """(events, events/s wall, CPU seconds) of babeltrace2's counter sink on `trace`."""
     trace = next(trace.rglob("metadata")).parent
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(["babeltrace2", "-c", "source.ctf.fs", "--params", f'inputs=["{trace}"]',
                           "-c", "sink.utils.counter"], capture_output=True, text=True, check=True).stdout
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     events = int(re.findall(r"(\d+) Event messages", out)[-1])  # the counter prints running totals
-    return events, events / elapsed
+    return events, events / elapsed, cpu
+
+
+def _default_trace() -> Path:
+    big = Path(__file__).resolve().parent / "out" / "libc-3000000"
+    return big if big.is_dir() else Path(__file__).resolve().parents[2] / "shared/data/ctf/disc"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=3_000_000)
     parser.add_argument("--batch-size", type=int, default=262_144)
-    parser.add_argument("--trace", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/ctf/disc")
+    parser.add_argument("--trace", type=Path, default=_default_trace(),
+                        help="reference trace for babeltrace2 (default: bench/out/libc-3000000 when "
+                             "bench/convert_vs_babeltrace.py has recorded it, else ../shared/data/ctf/disc)")
     args = parser.parse_args()
     batches = list(synthetic(args.events, args.batch_size))
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,11 +112,13 @@ def main() -> None:
     rate = args.events / elapsed
     # The machine is shared: CPU time says what the work costs when others hold the cores.
     print(f"model+writer CPU time: {cpu:.2f} s = {args.events / cpu / 1e6:.2f} M events/s of CPU")
-    bt_events, bt_rate = babeltrace_rate(args.trace)
+    bt_events, bt_rate, bt_cpu = babeltrace_rate(args.trace)
     print(f"model+writer: {args.events:,} events in {elapsed:.2f} s = {rate / 1e6:.2f} M events/s "
           f"({summary.output_bytes / args.events:.1f} bytes/event, {summary.allocations:,} allocations)")
-    print(f"babeltrace2 counter sink: {bt_events:,} events of {args.trace} = {bt_rate / 1e6:.2f} M events/s")
-    print(f"ratio (writer time per event / babeltrace2 time per event): {bt_rate / rate:.2f}")
+    print(f"babeltrace2 counter sink: {bt_events:,} events of {args.trace} = {bt_rate / 1e6:.2f} M events/s, "
+          f"CPU {bt_cpu:.2f} s = {bt_events / bt_cpu / 1e6:.2f} M events/s of CPU")
+    print(f"ratio (writer time per event / babeltrace2 time per event): wall {bt_rate / rate:.2f}, "
+          f"CPU {(cpu / args.events) / (bt_cpu / bt_events):.2f}")
     print(f"peak RSS (whole benchmark, batches held in memory): "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 

@@ -62,6 +62,13 @@ def split_counter_key(key: int) -> tuple[int, int]:
     return key >> _CNT_SHIFT, owner
 
 
+def kind_in(kind: np.ndarray, kinds) -> np.ndarray:
+    """Boolean mask of rows whose EventKind is one of `kinds` (a table lookup, no sort)."""
+    table = np.zeros(256, bool)
+    table[list(kinds)] = True
+    return table[kind]
+
+
 def _free_class(api_names: list[str]) -> np.ndarray:
     """api index -> class a GPU_FREE of that function ends (pinned frees vs the rest)."""
     pinned = [("HostFree" in n or "FreeHost" in n) for n in api_names]
@@ -155,20 +162,20 @@ class MemoryModel:
 
         # -- which rows start / end an allocation, and in which space ----------------------
         is_realloc = kind == EventKind.REALLOC
-        plain_alloc = np.isin(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN))
+        plain_alloc = kind_in(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN))
         starts = (ptr != 0) & (
             plain_alloc
             | is_realloc
             | ((kind == EventKind.POSIX_MEMALIGN) & ok)
-            | (np.isin(kind, (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER)) & ok)
+            | (kind_in(kind, (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER)) & ok)
         )
         ends = (
             ((kind == EventKind.FREE) & (ptr != 0))
             | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
-            | (np.isin(kind, (EventKind.GPU_FREE, EventKind.GPU_UNREGISTER)) & ok & (ptr != 0))
+            | (kind_in(kind, (EventKind.GPU_FREE, EventKind.GPU_UNREGISTER)) & ok & (ptr != 0))
         )
         start_mem = np.where(kind == EventKind.GPU_REGISTER, MemKind.REGISTERED, mem)
-        start_mem = np.where(np.isin(kind, HEAP_KINDS), MemKind.HOST, start_mem)
+        start_mem = np.where(kind_in(kind, HEAP_KINDS), MemKind.HOST, start_mem)
         start_cls = _MEM_CLS[start_mem]
         end_cls = np.full(n, CLS_HOST, np.int64)
         gpu_free = kind == EventKind.GPU_FREE
@@ -232,7 +239,7 @@ class MemoryModel:
         samples = self._counter_samples(n, d_row, d_time, d_key, d_delta)
 
         # -- carried state ---------------------------------------------------------------------
-        has_copies = bool(np.isin(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)).any())
+        has_copies = bool(kind_in(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)).any())
         endpoints = self._copy_endpoints(batch, entries.allocs(np.flatnonzero(s_start)) if has_copies
                                          else _Allocs.empty())
         self.live = entries.allocs(np.flatnonzero(s_start & last_in_group))
@@ -308,7 +315,7 @@ class MemoryModel:
     def _copy_endpoints(self, batch: EventBatch, allocs: _Allocs) -> dict[str, np.ndarray]:
         """For each successful copy/set row: the allocation live at its start holding src / dst."""
         kind = batch["kind"]
-        rows = np.flatnonzero(np.isin(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)) & (batch["result"] == 0))
+        rows = np.flatnonzero(kind_in(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)) & (batch["result"] == 0))
         out: dict[str, np.ndarray] = {"row": rows}
         recent = self.recent if len(rows) else _Allocs.empty()
         pool = _Allocs.concat([allocs, recent]) if len(recent) else allocs
@@ -385,7 +392,11 @@ def _sort_by_space_addr(pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> n
     """Stable order by (pid, cls, addr); the input is already in event order within a key."""
     if len(pid) == 0:
         return np.zeros(0, np.int64)
-    spaces, space = np.unique(pid * 8 + cls, return_inverse=True)
+    key = pid * 8 + cls
+    if (key == key[0]).all():  # one process, one class: the libc heap case, no sort for this
+        spaces, space = key[:1], np.zeros(len(key), np.int64)
+    else:
+        spaces, space = np.unique(key, return_inverse=True)
     if len(spaces) < (1 << 15) and int(addr.max()) < (1 << 48):
         return np.argsort((space.astype(np.uint64) << np.uint64(48)) | addr, kind="stable")
     return np.lexsort((addr, space))

@@ -29,7 +29,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from . import __version__, clocks
 from .errors import MemqError
 from .events import HEAP_KINDS, EventBatch, EventKind, MemKind, TraceInfo
-from .model import CNT_DEVICE, CNT_HOST, COUNTER_NAMES, MemoryModel, counter_key, split_counter_key
+from .model import CNT_DEVICE, CNT_HOST, COUNTER_NAMES, MemoryModel, counter_key, kind_in, split_counter_key
 from .paths import native_library
 
 SEQ = 1  # trusted_packet_sequence_id of every memq event packet
@@ -400,7 +400,7 @@ class _TraceWriter:
         row_offsets = np.zeros(n, np.int64)
         sample_done = np.zeros(len(mb.sample_row), bool)
 
-        heap = np.flatnonzero(np.isin(batch["kind"], (*HEAP_KINDS, EventKind.FREE)))
+        heap = np.flatnonzero(kind_in(batch["kind"], (*HEAP_KINDS, EventKind.FREE)))
         if len(heap):
             row_offsets[heap] = self._emit_heap(batch, mb, heap, thread_uuid, sample_done)
         gpu = np.flatnonzero((batch["kind"] >= EventKind.GPU_ALLOC) & (batch["kind"] < EventKind.LOST))
@@ -482,7 +482,7 @@ class _TraceWriter:
         freed = mb.freed_alloc_id[rows]
         unmatched = mb.unmatched[rows]
         is_free = kind == EventKind.FREE
-        aligned = np.isin(kind, (EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN))
+        aligned = kind_in(kind, (EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN))
         ip = batch["ip"][rows]
         ones = np.ones(len(rows), bool)
         a = self.heap_args
