@@ -987,6 +987,9 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
                 final.write(clocks.snapshot_record(clock))
                 _copy_patched(Path(name), clocks.SNAPSHOT_RECORD_SIZE, writer.patches, final)
             name = patched
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(name, 0o666 & ~umask)  # mkstemp made it private; the trace is an ordinary file
         os.replace(name, out)
         tmp_paths.remove(Path(name))
     except OSError as exc:

@@ -230,6 +230,9 @@ def test_byte_identical_and_snapshot(written, tmp_path):
     again = tmp_path / "again.pftrace"
     write_trace([EventBatch.from_rows(ROWS[:9]), EventBatch.from_rows(ROWS[9:])], INFO, again)
     assert again.read_bytes() == written[0].read_bytes()
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert again.stat().st_mode & 0o777 == 0o666 & ~umask
     trace = pb.Trace.FromString(again.read_bytes())
     first = trace.packet[0]
     assert first.WhichOneof("data") == "clock_snapshot"
