@@ -46,8 +46,13 @@ try {
     const modals = [...document.querySelectorAll('.pf-modal-dialog')].map((e) => e.innerText.trim());
     return {titles, modals, missing: names.filter((n) => !titles.includes(n) && !text.includes(n))};
   }, expected);
+  const seen = (st) => {
+    for (const n of expected) {
+      if (!st.missing.includes(n) && !(n in report.firstSeenMs)) report.firstSeenMs[n] = Date.now() - started;
+    }
+  };
   let s = await state();
-  const seen = (st) => { for (const n of expected) if (!st.missing.includes(n) && !(n in report.firstSeenMs)) report.firstSeenMs[n] = Date.now() - started; };
+  seen(s);
   while (Date.now() - started < timeoutMs && (s.missing.length > 0 || s.titles.length === 0) && s.modals.length === 0) {
     await page.waitForTimeout(250);
     s = await state();
