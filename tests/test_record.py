@@ -6,9 +6,11 @@ frees); the recorded memq events of its pid must be exactly that sequence.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,19 @@ def test_hip_workload_is_recorded_call_by_call(fake_hip_trace) -> None:
     devices = [(d["runtime_label"], d["device"], d["name"], d["integrated"], d["unified_memory"])
                for d in per_process["memq:device"]]
     assert devices == [("hip", 0, "Fake HIP GPU 0", 0, 0), ("hip", 1, "Fake HIP GPU 1", 0, 0)]
+
+
+def test_ip_context_is_the_applications_call_site(fake_hip_trace) -> None:
+    """The `ip` of a memq event lies in the code that called the runtime (libhipwork.so), not in the wrapper."""
+    events = read_events(fake_hip_trace.dir, pids={fake_hip_trace.pid})
+    binaries = [(e["baddr"], e["baddr"] + e["memsz"], e["path"]) for e in events
+                if e["event"] in ("lttng_ust_statedump:bin_info", "lttng_ust_lib:load")]
+    calls = [e for e in events if e["event"].startswith("memq:") and e["event"] not in PROCESS_EVENTS]
+
+    def binary_of(ip: int) -> str:
+        return next(Path(path).name for lo, hi, path in binaries if lo <= ip < hi)
+
+    assert {binary_of(e["ip"]) for e in calls} == {"libhipwork.so"}
 
 
 def test_cuda_workload_is_recorded_call_by_call(fake_cuda_trace) -> None:
@@ -177,6 +192,37 @@ def test_interrupt_is_forwarded_and_session_cleaned_up(fake_gpu, tmp_path) -> No
     session = Path(tmp_path / "trace" / "memq-record.json").read_text()
     listing = subprocess.run(["lttng", "list"], capture_output=True, text=True).stdout
     assert json_session(session) not in listing
+
+
+def test_ctrl_c_on_a_terminal_interrupts_the_command(fake_gpu, tmp_path) -> None:
+    """On a terminal the command gets the foreground: ^C interrupts it, memq lives on to stop the session."""
+    log = tmp_path / "wait.jsonl"
+    master, slave = os.openpty()
+
+    def controlling_tty() -> None:  # a new session whose terminal is the pty, as in a terminal window
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    cmd = [sys.executable, "-m", "ctf2perfetto", "record", "-o", str(tmp_path / "trace"), "--api", "hip", "--",
+           str(fake_gpu.workload), "wait", str(log)]
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                            preexec_fn=controlling_tty)
+    os.close(slave)
+    seen = b""
+    while b"ready" not in seen:
+        seen += os.read(master, 1024)
+    os.write(master, b"\x03")  # ^C: the terminal signals its foreground process group
+    assert proc.wait(timeout=60) == 42
+    output = b""
+    try:
+        while chunk := os.read(master, 4096):
+            output += chunk
+    except OSError:  # EIO: the last process holding the terminal is gone
+        pass
+    os.close(master)
+    calls = read_worklog(log)
+    assert calls[-1] == {"signal": 2}
+    assert b"memq record: recording" in seen + output  # the terminal start line
+    assert b"command exited with 42" in output
 
 
 def json_session(text: str) -> str:
