@@ -1,19 +1,17 @@
 """EventBatches -> a Perfetto protobuf trace laid out as docs/TRACE_FORMAT.md says.
 
-Bulk events (heap instants, API and copy slices, counter samples) are encoded
-from columns by native/encode.c; the few structural packets (clock snapshot,
-interned names, track descriptors) use the perfetto package's protos.
-
-The body is streamed to a temporary file. When the last batch is read, the final
-file is assembled: the clock snapshot (packet 0, which needs the complete
-TraceInfo), the sequence's state-clearing packet, the track descriptors, then the
-body, where each allocation event that a copy touched gets its copy -> allocation
-flow ids appended in place (encode.c leaves those packets patchable), then
-`extra_packets`. The result is renamed over `out` only on success.
+`write_trace` runs the memory model (model.py) over each batch and writes its
+events as they come: bulk events (heap instants, API and copy slices, counter
+samples) are encoded from columns by native/encode.c (encode.py); the few
+structural packets (interned names, track descriptors) use the perfetto
+package's protos. Packet 0, the clock snapshot, needs the complete TraceInfo:
+room is reserved for it and it is written last. Copy -> allocation flows must
+be appended to allocation packets already written: when a trace has any, the
+file is rewritten once at the end with them. Everything happens in a temporary
+file renamed over `out` only on success.
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import tempfile
@@ -30,9 +28,9 @@ from . import __version__, clocks
 from .errors import MemqError
 from .events import HEAP_KINDS, EventBatch, EventKind, MemKind, TraceInfo
 from .model import CNT_DEVICE, CNT_HOST, COUNTER_NAMES, MemoryModel, counter_key, kind_in, split_counter_key
-from .paths import native_library
+from .encode import (ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, SEQ, TYPE_BEGIN, TYPE_COUNTER, TYPE_END,
+                     TYPE_INSTANT, Table, arg_values, copy_patched, record, varint)
 
-SEQ = 1  # trusted_packet_sequence_id of every memq event packet
 # Track descriptors go on a sequence of their own: trace_processor makes the last thread
 # descriptor of a sequence that sequence's default thread, which would leak into events
 # on non-thread tracks (copies, memq) as a `legacy_event.passthrough_utid` arg.
@@ -42,8 +40,6 @@ DESCRIPTOR_SEQ = 3
 HEAP_SEQ_BASE = 16
 HEAP_ARGS = ("ptr", "size", "in_ptr", "nmemb", "alignment", "result", "alloc_id", "freed_alloc_id", "unmatched",
              "replaced_alloc_id", "ip")
-TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
-ARG_INT, ARG_UINT, ARG_POINTER, ARG_STRING = 0, 1, 2, 3
 _ENCODE_ROWS = 1 << 15  # rows per native call: bounds the encode buffers
 _ALLOC_FLOW = 1 << 56  # flow id = tag | alloc_id (allocation -> free)
 _COPY_FLOW = 2 << 56  # flow id = tag | n (allocation -> copy)
@@ -130,93 +126,6 @@ class ConvertSummary:
         return sum(self.events.values())
 
 
-# -- native encoder ------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _encoder() -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(native_library("libmemqencode.so")))
-    lib.memq_encode.restype = ctypes.c_int64
-    lib.memq_encode.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 12 + [ctypes.c_int64] + \
-        [ctypes.c_void_p] * 5 + [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
-    lib.memq_encode_bound.restype = ctypes.c_int64
-    lib.memq_encode_bound.argtypes = [ctypes.c_int64]
-    return lib
-
-
-def _ptr(array: np.ndarray | None, dtype) -> tuple[int | None, np.ndarray | None]:
-    if array is None:
-        return None, None
-    array = np.ascontiguousarray(array, dtype=dtype)
-    return array.ctypes.data, array
-
-
-@dataclass
-class _Table:
-    """Track events sharing one argument schema, to be encoded in one native call."""
-
-    ts: np.ndarray
-    track: np.ndarray
-    type: np.ndarray
-    name_iid: np.ndarray | None = None
-    cat_iid: np.ndarray | None = None
-    flow_out: np.ndarray | None = None
-    flow_in: np.ndarray | None = None
-    counter: np.ndarray | None = None
-    xc_track: np.ndarray | None = None
-    xc_value: np.ndarray | None = None
-    xc_has: np.ndarray | None = None  # bool: the row carries an extra counter value
-    pad: np.ndarray | None = None
-    seq: np.ndarray | None = None  # sequence id per row (default: SEQ)
-    # (name iid, ARG_* type, uint64 values, bool presence)
-    args: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
-
-    def take(self, order: np.ndarray) -> "_Table":
-        pick = (lambda a: None if a is None else a[order])
-        return _Table(self.ts[order], self.track[order], self.type[order], pick(self.name_iid), pick(self.cat_iid),
-                      pick(self.flow_out), pick(self.flow_in), pick(self.counter), pick(self.xc_track),
-                      pick(self.xc_value), pick(self.xc_has), pick(self.pad), pick(self.seq),
-                      [(n, t, v[order], p[order]) for n, t, v, p in self.args])
-
-    def encode(self) -> tuple[np.ndarray, np.ndarray]:
-        """(bytes as a uint8 array, offset of each row's packet in it)."""
-        lib = _encoder()
-        n = len(self.ts)
-        nargs = len(self.args)
-        keep = []  # holds converted arrays alive during the call
-
-        def p(array, dtype):
-            address, converted = _ptr(array, dtype)
-            keep.append(converted)
-            return address
-
-        if nargs:
-            values = np.empty((n, nargs), np.uint64)
-            present = np.empty((n, nargs), np.uint8)
-            for j, (_, _, v, pr) in enumerate(self.args):
-                values[:, j] = v
-                present[:, j] = pr
-        else:
-            values = np.zeros(1, np.uint64)
-            present = np.zeros(1, np.uint8)
-        names = np.array([a[0] for a in self.args] or [0], np.uint32)
-        types = np.array([a[1] for a in self.args] or [0], np.uint8)
-        out = np.empty(max(1, n * lib.memq_encode_bound(nargs)), np.uint8)
-        offsets = np.empty(max(1, n), np.int64)
-        written = lib.memq_encode(
-            n, p(self.ts, np.int64), p(self.track, np.uint64), p(self.type, np.uint8), p(self.name_iid, np.uint32),
-            p(self.cat_iid, np.uint32), p(self.flow_out, np.uint64), p(self.flow_in, np.uint64),
-            p(self.counter, np.int64), p(self.xc_track, np.uint64), p(self.xc_value, np.int64),
-            p(self.xc_has, np.uint8), p(self.pad, np.uint8), nargs, p(names, np.uint32), p(types, np.uint8),
-            p(values, np.uint64), p(present, np.uint8), p(self.seq, np.uint32), SEQ, out.ctypes.data,
-            offsets.ctypes.data)
-        return out[:written], offsets[:n]
-
-
-def _arg_values(values: np.ndarray) -> np.ndarray:
-    """Any integer column as uint64 bits (negative ints as two's complement, as int_value wants)."""
-    return np.ascontiguousarray(values).astype(np.int64, copy=False).view(np.uint64) \
-        if values.dtype.kind == "i" else values.astype(np.uint64, copy=False)
-
-
 # -- interning -------------------------------------------------------------------------------
 class _Interner:
     """Interned names of the memq sequence; new entries go out in the next interned-data packet."""
@@ -255,26 +164,6 @@ class _Interner:
                 entry.name = text
         self.pending.clear()
         return packet
-
-
-def _record(packet: pb.TracePacket) -> bytes:
-    """One `Trace.packet` record."""
-    body = packet.SerializeToString()
-    return b"\x0a" + _varint(len(body)) + body
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _varint4(value: int) -> bytes:
-    return bytes([(value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, ((value >> 14) & 0x7F) | 0x80,
-                  (value >> 21) & 0x7F])
 
 
 # -- the writer ----------------------------------------------------------------------------------
@@ -323,7 +212,7 @@ class _TraceWriter:
         clear.sequence_flags = (pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
                                 | pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
         clear.trace_packet_defaults.timestamp_clock_id = clocks.MONOTONIC
-        self._write(_record(clear))
+        self._write(record(clear))
         self.heap_cat = self.interner.iid("event_categories", "memq.heap")
         self.heap_names = {k: self.interner.iid("event_names", k.name.lower())
                            for k in (*HEAP_KINDS, EventKind.FREE)}
@@ -342,9 +231,9 @@ class _TraceWriter:
     def _flush_interned(self) -> None:
         packet = self.interner.packet()
         if packet is not None:
-            self._write(_record(packet))
+            self._write(record(packet))
 
-    def _emit(self, table: _Table, slices: bool = False) -> np.ndarray:
+    def _emit(self, table: Table, slices: bool = False) -> np.ndarray:
         """Encode and write a table; each row's packet offset in the body back.
 
         A slice table holds [all BEGINs, all ENDs] (rows i and i + n/2 are one slice).
@@ -457,7 +346,7 @@ class _TraceWriter:
             data.event_names.add(iid=iid, name=kind.name.lower())
         for name, iid in self.heap_args.items():
             data.debug_annotation_names.add(iid=iid, name=name)
-        self._write(_record(packet))
+        self._write(record(packet))
         return seq
 
     def _counter_uuids(self, keys: np.ndarray) -> np.ndarray:
@@ -470,7 +359,7 @@ class _TraceWriter:
                 kind, owner = split_counter_key(key)
                 if kind == CNT_DEVICE:
                     self.gpus.add(owner)
-                self._write(_record(_counter_descriptor(key)))
+                self._write(record(_counter_descriptor(key)))
         return np.array([_counter_track_uuid(k) for k in uniq.tolist()], np.uint64)[inverse.ravel()]
 
     def _emit_heap(self, batch, mb, rows, thread_uuid, sample_done) -> np.ndarray:
@@ -493,7 +382,7 @@ class _TraceWriter:
             (a["in_ptr"], ARG_POINTER, batch["src"][rows], kind == EventKind.REALLOC),
             (a["nmemb"], ARG_UINT, batch["aux"][rows], kind == EventKind.CALLOC),
             (a["alignment"], ARG_UINT, batch["aux"][rows], aligned),
-            (a["result"], ARG_INT, _arg_values(batch["result"][rows]), kind == EventKind.POSIX_MEMALIGN),
+            (a["result"], ARG_INT, arg_values(batch["result"][rows]), kind == EventKind.POSIX_MEMALIGN),
             (a["alloc_id"], ARG_UINT, alloc_id, alloc_id > 0),
             (a["freed_alloc_id"], ARG_UINT, freed, freed > 0),
             (a["unmatched"], ARG_UINT, unmatched.astype(np.uint64), unmatched),
@@ -521,7 +410,7 @@ class _TraceWriter:
             xc_value[at[ride]] = mb.sample_value[ride]
             xc_has[at[ride]] = True
             sample_done[ride] = True
-        table = _Table(
+        table = Table(
             ts=batch["ts"][rows], track=np.zeros(len(rows), np.uint64),
             type=np.full(len(rows), TYPE_INSTANT, np.uint8),
             name_iid=name_lut[kind], cat_iid=np.full(len(rows), self.heap_cat, np.uint32),
@@ -562,8 +451,8 @@ class _TraceWriter:
         args = [
             (a("runtime"), ARG_STRING, runtime, ones),
             (a("op"), ARG_STRING, op, ones),
-            (a("result"), ARG_INT, _arg_values(batch["result"][rows]), ones),
-            (a("device"), ARG_INT, _arg_values(batch["device"][rows]), ones),
+            (a("result"), ARG_INT, arg_values(batch["result"][rows]), ones),
+            (a("device"), ARG_INT, arg_values(batch["device"][rows]), ones),
             (a("stream"), ARG_UINT, col["stream"], has_stream),
             (a("call_id"), ARG_UINT, row_call_id[rows], ones),
             (a("ip"), ARG_POINTER, col["ip"], col["ip"] != 0),
@@ -580,18 +469,18 @@ class _TraceWriter:
             (a("dst"), ARG_POINTER, col["ptr"], copy | gset),
             (a("src"), ARG_POINTER, col["src"], copy),
             (a("bytes"), ARG_UINT, col["size"], copy | gset | prefetch | advise),
-            (a("copy_kind"), ARG_INT, _arg_values(col["copy_kind"]), copy),
+            (a("copy_kind"), ARG_INT, arg_values(col["copy_kind"]), copy),
             (a("dpitch"), ARG_UINT, col["dpitch"], two_d),
             (a("spitch"), ARG_UINT, col["spitch"], two_d),
-            (a("src_device"), ARG_INT, _arg_values(col["aux"]), peer),
+            (a("src_device"), ARG_INT, arg_values(col["aux"]), peer),
             (a("value"), ARG_UINT, col["aux"], gset),
-            (a("dst_device"), ARG_INT, _arg_values(col["aux"]), prefetch),
+            (a("dst_device"), ARG_INT, arg_values(col["aux"]), prefetch),
             (a("advice"), ARG_UINT, col["aux"], advise),
-            (a("new_device"), ARG_INT, _arg_values(col["aux"]), is_[EventKind.GPU_SET_DEVICE]),
+            (a("new_device"), ARG_INT, arg_values(col["aux"]), is_[EventKind.GPU_SET_DEVICE]),
         ]
         none = np.zeros(g, bool)
         zero = np.zeros(g, np.uint64)
-        table = _Table(
+        table = Table(
             ts=np.concatenate([batch["begin"][rows], batch["ts"][rows]]),
             track=np.concatenate([thread_uuid[rows]] * 2),
             type=np.repeat(np.array([TYPE_BEGIN, TYPE_END], np.uint8), g),
@@ -658,15 +547,15 @@ class _TraceWriter:
             (a("dst"), ARG_POINTER, batch["ptr"][rows], ones),
             (a("src"), ARG_POINTER, batch["src"][rows], copy),
             (a("bytes"), ARG_UINT, batch["size"][rows], ones),
-            (a("copy_kind"), ARG_INT, _arg_values(copy_kind), copy),
+            (a("copy_kind"), ARG_INT, arg_values(copy_kind), copy),
             (a("stream"), ARG_UINT, stream, ones),
-            (a("device"), ARG_INT, _arg_values(device), ones),
-            (a("result"), ARG_INT, _arg_values(batch["result"][rows]), ones),
+            (a("device"), ARG_INT, arg_values(device), ones),
+            (a("result"), ARG_INT, arg_values(batch["result"][rows]), ones),
             (a("width"), ARG_UINT, aux, two_d),
             (a("height"), ARG_UINT, batch["aux2"][rows], two_d),
             (a("dpitch"), ARG_UINT, batch["dpitch"][rows], two_d),
             (a("spitch"), ARG_UINT, batch["spitch"][rows], two_d),
-            (a("src_device"), ARG_INT, _arg_values(aux), peer),
+            (a("src_device"), ARG_INT, arg_values(aux), peer),
             (a("value"), ARG_UINT, aux, ~copy),
             (a("dst_alloc_id"), ARG_UINT, ep["dst_alloc_id"], ep["dst_alloc_id"] > 0),
             (a("src_alloc_id"), ARG_UINT, ep["src_alloc_id"], ep["src_alloc_id"] > 0),
@@ -677,7 +566,7 @@ class _TraceWriter:
         none = np.zeros(c, bool)
         zero = np.zeros(c, np.uint64)
         # src flow terminates on the BEGIN, dst flow on the END: one terminating id per packet.
-        table = _Table(
+        table = Table(
             ts=np.concatenate([begin, end]), track=np.concatenate([track, track]),
             type=np.repeat(np.array([TYPE_BEGIN, TYPE_END], np.uint8), c),
             name_iid=np.concatenate([name_iid, np.zeros(c, np.uint32)]),
@@ -690,7 +579,7 @@ class _TraceWriter:
     def _emit_counters(self, ts, keys, values) -> None:
         if len(ts) == 0:
             return
-        self._emit(_Table(ts=ts, track=self._counter_uuids(keys), type=np.full(len(ts), TYPE_COUNTER, np.uint8),
+        self._emit(Table(ts=ts, track=self._counter_uuids(keys), type=np.full(len(ts), TYPE_COUNTER, np.uint8),
                           counter=values))
 
     def _emit_lost(self, lost: dict[str, np.ndarray], stream_files: list[str]) -> None:
@@ -714,7 +603,7 @@ class _TraceWriter:
         none = np.zeros(g, bool)
         zero = np.zeros(g, np.uint64)
         args = [(self._arg("count"), ARG_UINT, lost["aux"], ones), (self._arg("stream"), ARG_STRING, stream, ones)]
-        self._emit(_Table(
+        self._emit(Table(
             ts=np.concatenate([begin, end]), track=np.concatenate([track, track]),
             type=np.repeat(np.array([TYPE_BEGIN, TYPE_END], np.uint8), g),
             name_iid=np.concatenate([name, np.zeros(g, np.uint32)]),
@@ -741,7 +630,7 @@ class _TraceWriter:
                     value = int(value)
                     args.append((self._arg(key), ARG_INT if value < 0 else ARG_UINT,
                                  np.array([value & ((1 << 64) - 1)], np.uint64)))
-            self._emit(_Table(
+            self._emit(Table(
                 ts=np.array([ts], np.int64), track=np.array([memq], np.uint64),
                 type=np.array([TYPE_INSTANT], np.uint8),
                 name_iid=np.array([self.interner.iid("event_names", name)], np.uint32),
@@ -779,7 +668,7 @@ class _TraceWriter:
                 packet.timestamp = t0
                 packet.timestamp_clock_id = clocks.MONOTONIC
             fill(packet.track_descriptor)
-            out.append(_record(packet))
+            out.append(record(packet))
 
         threads = set(self.threads) | set(extra_threads)
         pids = sorted({p for p, _ in threads} | set(extra_processes)
@@ -850,91 +739,6 @@ def _direction(copy_kind: int, src_mem: int, dst_mem: int) -> str:
     return f"{side(src_mem)}to{side(dst_mem)}"
 
 
-def _patch_packet(packet: bytes, flow_ids: list[int]) -> bytes:
-    """Append flow ids to the TrackEvent of a padded record (0x0a, 4-byte length, ..., track_event last)."""
-    pos = 5
-    end = len(packet)
-    while pos < end:
-        tag_start = pos
-        tag = 0
-        shift = 0
-        while True:
-            byte = packet[pos]
-            pos += 1
-            tag |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        if tag == 0x5A:
-            extra = b"".join(b"\xf9\x02" + fid.to_bytes(8, "little") for fid in flow_ids)
-            event = packet[pos + 4:]
-            head = packet[5:tag_start] + b"\x5a" + _varint4(len(event) + len(extra))
-            body = head + event + extra
-            return b"\x0a" + _varint4(len(body)) + body
-        wire = tag & 7
-        if wire == 0:
-            while packet[pos] >= 0x80:
-                pos += 1
-            pos += 1
-        elif wire == 2:
-            length = 0
-            shift = 0
-            while True:
-                byte = packet[pos]
-                pos += 1
-                length |= (byte & 0x7F) << shift
-                shift += 7
-                if byte < 0x80:
-                    break
-            pos += length
-        elif wire == 1:
-            pos += 8
-        else:
-            pos += 4
-    raise AssertionError("allocation packet without a track event")
-
-
-def _copy_range(src, dst, start: int, stop: int) -> None:
-    """Copy bytes [start, stop) of file src to the end of dst, in the kernel where it can."""
-    dst.flush()
-    offset, remaining = start, stop - start
-    while remaining > 0:
-        try:
-            done = os.copy_file_range(src.fileno(), dst.fileno(), remaining, offset)
-        except OSError:
-            done = 0
-        if done <= 0:  # not supported here: plain reads and writes
-            src.seek(offset)
-            while remaining > 0:
-                chunk = src.read(min(remaining, 1 << 22))
-                if not chunk:
-                    raise MemqError(f"{src.name}: temporary file shrank while writing the trace")
-                dst.write(chunk)
-                remaining -= len(chunk)
-            dst.flush()
-            return
-        offset += done
-        remaining -= done
-
-
-def _copy_patched(path: Path, start: int, patches: list[tuple[int, int]], out) -> None:
-    """Copy `path` from `start` to `out`, appending the copy flow ids to the allocation packets they belong to."""
-    by_offset: dict[int, list[int]] = {}
-    for offset, flow in patches:
-        by_offset.setdefault(offset, []).append(flow)
-    with open(path, "rb") as src:
-        pos = start
-        for offset in sorted(by_offset):
-            _copy_range(src, out, pos, offset)
-            src.seek(offset)
-            head = src.read(5)
-            length = sum((head[1 + i] & 0x7F) << (7 * i) for i in range(4))
-            packet = head + src.read(length)
-            out.write(_patch_packet(packet, by_offset[offset]))
-            pos = offset + 5 + length
-        _copy_range(src, out, pos, os.fstat(src.fileno()).st_size)
-
-
 def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], TraceInfo], out: Path, *,
                 progress: Callable[[int], None] | None = None, extra_packets: Iterable[bytes] = (),
                 extra_processes: Mapping[int, str] = {}, extra_threads: Mapping[tuple[int, int], str] = {}
@@ -973,7 +777,7 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
             writer.add_meta(trace_info, summary)
             writer._write(writer.descriptors(trace_info, extra_processes, extra_threads))
             for packet in extra_packets:
-                writer._write(b"\x0a" + _varint(len(packet)) + bytes(packet))
+                writer._write(b"\x0a" + varint(len(packet)) + bytes(packet))
             clock = clocks.correspondence(trace_info, writer.first_ts or 0)
             summary.clock_source = clock.source
             if not writer.patches:
@@ -985,7 +789,7 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
             tmp_paths.append(Path(patched))
             with os.fdopen(fd, "wb", buffering=1 << 20) as final:
                 final.write(clocks.snapshot_record(clock))
-                _copy_patched(Path(name), clocks.SNAPSHOT_RECORD_SIZE, writer.patches, final)
+                copy_patched(Path(name), clocks.SNAPSHOT_RECORD_SIZE, writer.patches, final)
             name = patched
         umask = os.umask(0)
         os.umask(umask)

@@ -1,0 +1,204 @@
+"""Columns -> Perfetto TracePacket bytes: the Python side of native/encode.c (libmemqencode.so).
+
+`Table` holds TrackEvents that share an argument schema as columns; `Table.encode`
+turns them into `Trace.packet` records in one native call. Also the few
+byte-level helpers the writer needs: records of structural packets, varints, and
+appending flow ids to an already written (padded) allocation packet.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from .errors import MemqError
+from .paths import native_library
+
+SEQ = 1  # default trusted_packet_sequence_id of encoded packets (the memq sequence)
+TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
+ARG_INT, ARG_UINT, ARG_POINTER, ARG_STRING = 0, 1, 2, 3
+
+
+@lru_cache(maxsize=1)
+def _encoder() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(native_library("libmemqencode.so")))
+    lib.memq_encode.restype = ctypes.c_int64
+    lib.memq_encode.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 12 + [ctypes.c_int64] + \
+        [ctypes.c_void_p] * 5 + [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+    lib.memq_encode_bound.restype = ctypes.c_int64
+    lib.memq_encode_bound.argtypes = [ctypes.c_int64]
+    return lib
+
+
+def _ptr(array: np.ndarray | None, dtype) -> tuple[int | None, np.ndarray | None]:
+    if array is None:
+        return None, None
+    array = np.ascontiguousarray(array, dtype=dtype)
+    return array.ctypes.data, array
+
+
+@dataclass
+class Table:
+    """Track events sharing one argument schema, to be encoded in one native call."""
+
+    ts: np.ndarray
+    track: np.ndarray
+    type: np.ndarray
+    name_iid: np.ndarray | None = None
+    cat_iid: np.ndarray | None = None
+    flow_out: np.ndarray | None = None
+    flow_in: np.ndarray | None = None
+    counter: np.ndarray | None = None
+    xc_track: np.ndarray | None = None
+    xc_value: np.ndarray | None = None
+    xc_has: np.ndarray | None = None  # bool: the row carries an extra counter value
+    pad: np.ndarray | None = None
+    seq: np.ndarray | None = None  # sequence id per row (default: SEQ)
+    # (name iid, ARG_* type, uint64 values, bool presence)
+    args: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def take(self, order: np.ndarray) -> "Table":
+        pick = (lambda a: None if a is None else a[order])
+        return Table(self.ts[order], self.track[order], self.type[order], pick(self.name_iid), pick(self.cat_iid),
+                      pick(self.flow_out), pick(self.flow_in), pick(self.counter), pick(self.xc_track),
+                      pick(self.xc_value), pick(self.xc_has), pick(self.pad), pick(self.seq),
+                      [(n, t, v[order], p[order]) for n, t, v, p in self.args])
+
+    def encode(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes as a uint8 array, offset of each row's packet in it)."""
+        lib = _encoder()
+        n = len(self.ts)
+        nargs = len(self.args)
+        keep = []  # holds converted arrays alive during the call
+
+        def p(array, dtype):
+            address, converted = _ptr(array, dtype)
+            keep.append(converted)
+            return address
+
+        if nargs:
+            values = np.empty((n, nargs), np.uint64)
+            present = np.empty((n, nargs), np.uint8)
+            for j, (_, _, v, pr) in enumerate(self.args):
+                values[:, j] = v
+                present[:, j] = pr
+        else:
+            values = np.zeros(1, np.uint64)
+            present = np.zeros(1, np.uint8)
+        names = np.array([a[0] for a in self.args] or [0], np.uint32)
+        types = np.array([a[1] for a in self.args] or [0], np.uint8)
+        out = np.empty(max(1, n * lib.memq_encode_bound(nargs)), np.uint8)
+        offsets = np.empty(max(1, n), np.int64)
+        written = lib.memq_encode(
+            n, p(self.ts, np.int64), p(self.track, np.uint64), p(self.type, np.uint8), p(self.name_iid, np.uint32),
+            p(self.cat_iid, np.uint32), p(self.flow_out, np.uint64), p(self.flow_in, np.uint64),
+            p(self.counter, np.int64), p(self.xc_track, np.uint64), p(self.xc_value, np.int64),
+            p(self.xc_has, np.uint8), p(self.pad, np.uint8), nargs, p(names, np.uint32), p(types, np.uint8),
+            p(values, np.uint64), p(present, np.uint8), p(self.seq, np.uint32), SEQ, out.ctypes.data,
+            offsets.ctypes.data)
+        return out[:written], offsets[:n]
+
+
+def arg_values(values: np.ndarray) -> np.ndarray:
+    """Any integer column as uint64 bits (negative ints as two's complement, as int_value wants)."""
+    return np.ascontiguousarray(values).astype(np.int64, copy=False).view(np.uint64) \
+        if values.dtype.kind == "i" else values.astype(np.uint64, copy=False)
+
+
+def record(packet: pb.TracePacket) -> bytes:
+    """One `Trace.packet` record."""
+    body = packet.SerializeToString()
+    return b"\x0a" + varint(len(body)) + body
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varint4(value: int) -> bytes:
+    return bytes([(value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, ((value >> 14) & 0x7F) | 0x80,
+                  (value >> 21) & 0x7F])
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _patch_packet(packet: bytes, flow_ids: list[int]) -> bytes:
+    """Append flow ids to the TrackEvent of a padded record (0x0a, 4-byte length, ..., track_event last)."""
+    pos = 5
+    while pos < len(packet):
+        tag_start = pos
+        tag, pos = _read_varint(packet, pos)
+        if tag == 0x5A:  # track_event, written last with a 4-byte length
+            extra = b"".join(b"\xf9\x02" + fid.to_bytes(8, "little") for fid in flow_ids)  # flow_ids = 47
+            event = packet[pos + 4:]
+            body = packet[5:tag_start] + b"\x5a" + _varint4(len(event) + len(extra)) + event + extra
+            return b"\x0a" + _varint4(len(body)) + body
+        wire = tag & 7
+        if wire == 0:
+            _, pos = _read_varint(packet, pos)
+        elif wire == 2:
+            length, pos = _read_varint(packet, pos)
+            pos += length
+        else:
+            pos += 8 if wire == 1 else 4
+    raise AssertionError("allocation packet without a track event")
+
+
+def _copy_range(src, dst, start: int, stop: int) -> None:
+    """Copy bytes [start, stop) of file src to the end of dst, in the kernel where it can."""
+    dst.flush()
+    offset, remaining = start, stop - start
+    while remaining > 0:
+        try:
+            done = os.copy_file_range(src.fileno(), dst.fileno(), remaining, offset)
+        except OSError:
+            done = 0
+        if done <= 0:  # not supported here: plain reads and writes
+            src.seek(offset)
+            while remaining > 0:
+                chunk = src.read(min(remaining, 1 << 22))
+                if not chunk:
+                    raise MemqError(f"{src.name}: temporary file shrank while writing the trace")
+                dst.write(chunk)
+                remaining -= len(chunk)
+            dst.flush()
+            return
+        offset += done
+        remaining -= done
+
+
+def copy_patched(path: Path, start: int, patches: list[tuple[int, int]], out) -> None:
+    """Copy `path` from `start` to `out`, appending the copy flow ids to the allocation packets they belong to."""
+    by_offset: dict[int, list[int]] = {}
+    for offset, flow in patches:
+        by_offset.setdefault(offset, []).append(flow)
+    with open(path, "rb") as src:
+        pos = start
+        for offset in sorted(by_offset):
+            _copy_range(src, out, pos, offset)
+            src.seek(offset)
+            head = src.read(5)
+            length = sum((head[1 + i] & 0x7F) << (7 * i) for i in range(4))
+            packet = head + src.read(length)
+            out.write(_patch_packet(packet, by_offset[offset]))
+            pos = offset + 5 + length
+        _copy_range(src, out, pos, os.fstat(src.fileno()).st_size)
