@@ -445,7 +445,8 @@ def summary(result: RecordResult) -> str:
     lines = [f"memq record: {events} events, {lost_text}, {result.size_bytes / 2**20:.1f} MiB in {result.trace_dir}",
              f"memq record: command exited with {result.exit_code} after {result.duration_s:.1f} s"]
     if lost:
-        lines.append("memq record: WARNING: events were lost; use --mode blocking (default) or record less "
-                     "(--api) to keep them all")
+        lines.append("memq record: WARNING: events were lost (counted in memq-record.json and marked in the trace); "
+                     "to keep them all use --mode blocking, larger buffers (--subbuf-size, --num-subbuf) or "
+                     "record less (--api)")
     lines.append(f"memq record: next: ctf2perfetto {result.trace_dir} -o trace.pftrace")
     return "\n".join(lines)
