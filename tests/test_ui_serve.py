@@ -105,6 +105,14 @@ def test_bad_input_is_one_line(tmp_path: Path, trace_file: Path) -> None:
     missing = _memq("open", str(tmp_path / "nope.pftrace"), "--no-browser")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.pftrace" in missing.stderr
 
+    directory = _memq("open", str(tmp_path), "--no-browser")
+    assert directory.returncode == 2 and directory.stderr.count("\n") == 1 and "convert it first" in directory.stderr
+
+    empty = tmp_path / "empty.pftrace"
+    empty.touch()
+    empty_run = _memq("open", str(empty), "--no-browser")
+    assert empty_run.returncode == 2 and "empty" in empty_run.stderr
+
     bad_binary = _memq("open", str(trace_file), "--no-browser", "--trace-processor", str(tmp_path / "tp"))
     assert bad_binary.returncode == 2 and bad_binary.stderr.count("\n") == 1 and "--trace-processor" in bad_binary.stderr
 

@@ -36,11 +36,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..annotate import annotation_packets, collect, write_annotated
     from ..engine import open_trace
-    from ..errors import UsageError
+    from . import stderr_is_terminal
+    from .open import require_trace_file
 
-    if not args.trace.is_file():
-        raise UsageError(f"{args.trace}: no such trace file")
+    require_trace_file(args.trace)
     started = time.monotonic()
+    if stderr_is_terminal():
+        print(f"memq annotate: loading {args.trace} and running the analyses ...", file=sys.stderr, flush=True)
     with open_trace(args.trace, trace_processor=args.trace_processor) as engine:
         notes = collect(engine, args.unified)
     packets = annotation_packets(notes)

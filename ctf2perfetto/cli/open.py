@@ -39,12 +39,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def require_trace_file(path: Path) -> Path:
+    """`path` if it is a non-empty file; otherwise UsageError saying what it is instead."""
     from ..errors import UsageError
+
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, not a trace file; convert it first: "
+                         f"ctf2perfetto {path} -o out.pftrace")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such trace file")
+    if path.stat().st_size == 0:
+        raise UsageError(f"{path}: the trace file is empty")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
     from ..serve import DEFAULT_PORT, RPC_PORT, TraceProcessorServer, UiServer, ssh_tunnel_line, trace_processor_binary
 
-    if not args.trace.is_file():
-        raise UsageError(f"{args.trace}: no such trace file")
+    require_trace_file(args.trace)
     extra_commands = _startup_commands(args.startup_commands) if args.startup_commands else []
     binary = trace_processor_binary(args.trace_processor)
     port = DEFAULT_PORT if args.port is None else args.port
