@@ -260,7 +260,7 @@ static void describe_devices_once(int runtime)
 /* The call bracket                                                        */
 /* ---------------------------------------------------------------------- */
 
-int memq_begin_slow(struct memq_call *c, int runtime, void *ip)
+void memq_begin_slow(struct memq_call *c, int runtime, void *ip)
 {
 	memq_nesting++;
 	c->saved_errno = errno;
@@ -274,7 +274,6 @@ int memq_begin_slow(struct memq_call *c, int runtime, void *ip)
 	c->device = memq_current_device(runtime);
 	errno = c->saved_errno;  /* the real call sees the caller's errno */
 	c->begin_ns = clock_ns(CLOCK_MONOTONIC);
-	return 1;
 }
 
 void memq_emit_alloc(struct memq_call *c, struct memq_alloc_rec *r, int registered)

@@ -65,7 +65,7 @@ struct memq_call {
 	int saved_errno;
 };
 
-int memq_begin_slow(struct memq_call *c, int runtime, void *ip);
+void memq_begin_slow(struct memq_call *c, int runtime, void *ip);
 
 /*
  * Start tracing a call when `enabled` (lttng_ust_tracepoint_enabled(...))
@@ -74,7 +74,10 @@ int memq_begin_slow(struct memq_call *c, int runtime, void *ip);
  */
 static inline int memq_begin(struct memq_call *c, int enabled, int runtime, void *ip)
 {
-	return enabled && !memq_nesting && memq_begin_slow(c, runtime, ip);
+	if (!enabled || memq_nesting)
+		return 0;
+	memq_begin_slow(c, runtime, ip);
+	return 1;
 }
 
 /* After the real call: keep the errno it left. */

@@ -59,6 +59,7 @@ SET_DEVICE(CUDA, cudaSetDevice)
  * register, like an int or a pointer, in the x86-64 and AArch64 C ABIs),
  * then call the real function with the types of the runtime actually
  * loaded (memq_cuda_major: cudaRuntimeGetVersion, else the soname).
+ * These hints are rare, so they skip memq_wrap.h's frameless fast path.
  */
 struct cuda_location {
 	int type;                /* 1 = device, 2..4 = host / host NUMA */
