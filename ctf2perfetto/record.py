@@ -360,6 +360,28 @@ def discarded_counts(lttng: Lttng, session: str) -> tuple[int, int]:
     return events, packets
 
 
+def configure_session(lttng: Lttng, session: str, options: RecordOptions,
+                      rules: list[tuple[str, str | None]]) -> None:
+    """Channel, events and contexts of a freshly created session."""
+    channel = ["enable-channel", "-u", "-s", session, f"--subbuf-size={options.subbuf_size}",
+               f"--num-subbuf={options.num_subbuf}", "--discard"]
+    if options.mode == "blocking":
+        channel.append(f"--blocking-timeout={BLOCKING_TIMEOUT_US}")
+    lttng.run(*channel, CHANNEL)
+    for events, filt in rules:
+        lttng.run("enable-event", "-u", "-s", session, "-c", CHANNEL, events, *(["--filter", filt] if filt else []))
+    lttng.run("add-context", "-u", "-s", session, "-c", CHANNEL, *[a for c in CONTEXTS for a in ("-t", c)])
+
+
+def child_environment(env: dict[str, str], preload: list[str], mode: str) -> dict[str, str]:
+    """The command's environment: our preloads first, then the user's own."""
+    child = dict(env)
+    child["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
+    if mode == "blocking":
+        child["LTTNG_UST_ALLOW_BLOCKING"] = "1"  # without it the channel's blocking timeout is ignored
+    return child
+
+
 def record(options: RecordOptions, announce: Callable[[str], None] | None = None) -> RecordResult:
     """Record `options.command` into `options.output`; see the module docstring.
 
@@ -384,26 +406,13 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
 
     session = f"memq-{os.getpid()}-{int(time.time())}"
     rules = event_rules(options.apis)
-    channel = ["enable-channel", "-u", "-s", session, f"--subbuf-size={options.subbuf_size}",
-               f"--num-subbuf={options.num_subbuf}", "--discard"]
-    if options.mode == "blocking":
-        channel.append(f"--blocking-timeout={BLOCKING_TIMEOUT_US}")
-    child_env = dict(env)
-    child_env["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
-    if options.mode == "blocking":
-        child_env["LTTNG_UST_ALLOW_BLOCKING"] = "1"
-
+    child_env = child_environment(env, preload, options.mode)
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     lttng.run("create", session, f"--output={output}")
     readings: list[dict] = []
-    exit_code = 1
     t0 = time.monotonic()
     try:
-        lttng.run(*channel, CHANNEL)
-        for events, filt in rules:
-            lttng.run("enable-event", "-u", "-s", session, "-c", CHANNEL, events,
-                      *(["--filter", filt] if filt else []))
-        lttng.run("add-context", "-u", "-s", session, "-c", CHANNEL, *[a for c in CONTEXTS for a in ("-t", c)])
+        configure_session(lttng, session, options, rules)
         lttng.run("start", session)
         readings.append(clock_reading("start"))
         if announce:
