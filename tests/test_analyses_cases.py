@@ -294,3 +294,13 @@ def test_lttng_directory_is_converted(shared_data, bt2):
         assert got.loc["host", "count"] == allocs
     out = _memq("leaks", str(directory))
     assert out.returncode == 0 and "upper bounds" in out.stdout
+
+
+def test_cli_by_is_wired_to_attribution(trace):
+    """--by hands the per-copy rows (with call_id) to ctf2perfetto.attribution; without PyTorch ops or
+    binaries in the trace that is one clear line and a failure, not a wrong table."""
+    path = trace([malloc(1000, HOST, 64), gpu_alloc(1100, DEV, 64), copy(2000, 2100, DEV, HOST, 64, 1),
+                  copy(3000, 3100, DEV, HOST, 64, 1)])
+    for by, needs in (("op", "--kineto"), ("callsite", "memq.binary")):
+        out = _memq("redundant", str(path), "--by", by)
+        assert out.returncode in (1, 2) and out.stderr.count("\n") == 1 and needs in out.stderr, out.stderr
