@@ -5,7 +5,7 @@ original bytes followed by the annotation packets: nothing already in the trace 
 The packets sit on their own sequence (`ANNOTATION_SEQUENCE_ID`) and carry timestamps in trace
 time, i.e. trace_processor's `ts` (REALTIME, the trace's primary clock), with no clock id.
 
-Tracks (all global, top level, so they are on screen as soon as the trace opens):
+Tracks, all children of one global track `memq analyses` (the UI shows it as a top-level group):
 
 | track | kind | what |
 |---|---|---|
@@ -20,6 +20,7 @@ Overlapping slices of one class go on extra tracks of the same name, which the U
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -34,6 +35,7 @@ from .errors import MemqError, UsageError
 ANNOTATION_SEQUENCE_ID = 0x6D656D71  # "memq": far above the writer's small sequence ids
 _UUID_BASE = 0x6D656D7100000000  # track uuids of annotation tracks: "memq" in the high bits
 ANNOTATION_CATEGORY = "memq.analysis"
+GROUP_TRACK = "memq analyses"
 DUPLICATED_TRACK = "Duplicated bytes"
 REDUNDANT_TRACK_PREFIX = "Redundant copies: "
 STAGED_TRACK = "Staged copies"
@@ -89,15 +91,20 @@ def annotation_packets(notes: Annotations) -> bytes:
             first = False
         return p
 
-    def track(name: str, description: str, counter: bool = False) -> int:
+    def track(name: str, description: str, counter: bool = False, parent: int | None = None) -> int:
         uuid = next(uuids)
         desc = packet().track_descriptor
         desc.uuid = uuid
         desc.name = name
         desc.description = description
+        if parent is not None:
+            desc.parent_uuid = parent
         if counter:
             desc.counter.unit = CounterDescriptor.UNIT_SIZE_BYTES
         return uuid
+
+    group = track(GROUP_TRACK, f"Results of the memq analyses, added by memq annotate; {UPPER_BOUND_NOTE}.")
+    child = functools.partial(track, parent=group)
 
     def event(track_uuid: int, ts: int, kind: int, name: str | None = None) -> TrackEvent:
         p = packet()
@@ -129,7 +136,7 @@ def annotation_packets(notes: Annotations) -> bytes:
     for direction in sorted(dup["direction"].unique(), key=lambda d: (d != "", d)):
         name = DUPLICATED_TRACK + (f" {direction}" if direction else "")
         what = f"mirrors created by {direction} copies" if direction else "all mirrors"
-        uuid = track(name, f"Destination bytes in an active mirror ({what}); {UPPER_BOUND_NOTE}.", counter=True)
+        uuid = child(name, f"Destination bytes in an active mirror ({what}); {UPPER_BOUND_NOTE}.", counter=True)
         rows = dup[dup["direction"] == direction].sort_values("ts", kind="stable")
         for ts, value in zip(rows["ts"].to_numpy(), rows["value"].to_numpy()):
             event(uuid, ts, TrackEvent.TYPE_COUNTER).counter_value = int(value)
@@ -141,7 +148,7 @@ def annotation_packets(notes: Annotations) -> bytes:
             start, end = int(row["ts"]), int(row["ts"]) + max(int(row["dur"]), 0)
             lane = next((i for i, (_, busy_until) in enumerate(lanes) if busy_until <= start), None)
             if lane is None:
-                lanes.append((track(name, description), end))
+                lanes.append((child(name, description), end))
                 lane = len(lanes) - 1
             uuid = lanes[lane][0]
             lanes[lane] = (uuid, end)
@@ -165,12 +172,12 @@ def annotation_packets(notes: Annotations) -> bytes:
            lambda r: {"bytes": r["bytes"], "direction": r["direction"], "api": r["api"], "call_id": r["call_id"]})
 
     if len(notes.leaks):
-        uuid = track(LEAKED_BYTES_TRACK, "Bytes allocated up to this time that are never freed in the trace "
+        uuid = child(LEAKED_BYTES_TRACK, "Bytes allocated up to this time that are never freed in the trace "
                      "(all memory kinds).", counter=True)
         growth = notes.leaks.groupby("ts", sort=True)["bytes"].sum().cumsum()
         for ts, value in zip(growth.index.to_numpy(), growth.to_numpy()):
             event(uuid, ts, TrackEvent.TYPE_COUNTER).counter_value = int(value)
-        uuid = track(LEAKS_TRACK, "Allocations never freed before the trace ended, marked at its end: one summary "
+        uuid = child(LEAKS_TRACK, "Allocations never freed before the trace ended, marked at its end: one summary "
                      f"per memory kind, then the largest {LEAKS_SHOWN_PER_KIND} allocations of each kind.")
         leaks = notes.leaks.sort_values(["bytes", "ts"], ascending=[False, True], kind="stable")
         for kind, rows in leaks.groupby("mem_kind", sort=True):

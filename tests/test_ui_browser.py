@@ -23,7 +23,7 @@ def hip_annotated(fake_hip_trace, tmp_path_factory) -> Path:
     return annotated(hip, hip.with_name("hip.annotated.pftrace"))
 
 
-def _assert_loaded_cleanly(report: dict, origin: str) -> None:
+def _assert_loaded_cleanly(report: dict, origin: str, may_abort: tuple[str, ...] = ()) -> None:
     assert report["modals"] == [], f"error dialog: {report['modals']}"
     assert report["pageErrors"] == [], report["pageErrors"]
     assert report["missing"] == [], f"not on the page: {report['missing']} (tracks: {report['trackTitles']})"
@@ -31,7 +31,9 @@ def _assert_loaded_cleanly(report: dict, origin: str) -> None:
     assert [e for e in report["httpErrors"] if not e.endswith("/live_reload")] == [], report["httpErrors"]
     assert all(u.startswith(OPTIONAL_REQUESTS) for u in report["externalRequests"]), report["externalRequests"]
     # Closing the page aborts the live-reload probe; nothing else of ours may fail.
-    assert not any(origin in f and "/live_reload" not in f for f in report["failedRequests"]), report["failedRequests"]
+    aborted_ok = ("/live_reload", *may_abort)
+    failed = [f for f in report["failedRequests"] if origin in f and not any(f"{origin}{p} " in f for p in aborted_ok)]
+    assert failed == [], report["failedRequests"]
 
 
 def test_annotated_trace_in_the_offline_ui(hip_annotated: Path) -> None:
@@ -59,7 +61,9 @@ def test_bare_page_opens_the_trace_like_vizviewer(hip_annotated: Path) -> None:
     server = start_memq_open(hip_annotated)
     try:
         report = load_in_chromium(server.origin + "/", ARTIFACTS / "ui" / "memq_open_bare_page.png",
-                                  ["GPU 0", "GPU 1", "workload"])
+                                  ["GPU 0", "GPU 1", "workload", "memq analyses"])
     finally:
         server.stop()
-    _assert_loaded_cleanly(report, server.origin)
+    # Now and then (about 1 run in 5 here) the bootstrap aborts one /localtrace request while the trace loads
+    # through another; the tracks on screen show that it loaded.
+    _assert_loaded_cleanly(report, server.origin, may_abort=("/localtrace",))

@@ -15,7 +15,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="append the analyses to the trace as tracks any Perfetto UI shows",
         description=(
             "Run the memq analyses on TRACE and write OUT = TRACE followed by tracks holding their results, so "
-            "the stock Perfetto UI (ui.perfetto.dev, memq open) shows them with no plugin: counters "
+            "the stock Perfetto UI (ui.perfetto.dev, memq open) shows them with no plugin, in a 'memq analyses' "
+            "track group: counters "
             "'Duplicated bytes' (total) and 'Duplicated bytes HtoD|DtoH|DtoD|HtoH', slice tracks "
             "'Redundant copies: <class>' (one slice per copy, with its redundant bytes and the reason), "
             "'Staged copies', 'Leaked allocations' at the trace's end and the 'Leaked bytes' counter. Nothing in "
