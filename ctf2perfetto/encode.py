@@ -81,15 +81,9 @@ class Table:
             keep.append(converted)
             return address
 
-        if nargs:
-            values = np.empty((n, nargs), np.uint64)
-            present = np.empty((n, nargs), np.uint8)
-            for j, (_, _, v, pr) in enumerate(self.args):
-                values[:, j] = v
-                present[:, j] = pr
-        else:
-            values = np.zeros(1, np.uint64)
-            present = np.zeros(1, np.uint8)
+        values = (ctypes.c_void_p * max(1, nargs))(*[p(v, np.uint64) for _, _, v, _ in self.args])
+        present = (ctypes.c_void_p * max(1, nargs))(*[p(np.ascontiguousarray(pr).view(np.uint8), np.uint8)
+                                                       for _, _, _, pr in self.args])
         names = np.array([a[0] for a in self.args] or [0], np.uint32)
         types = np.array([a[1] for a in self.args] or [0], np.uint8)
         out = np.empty(max(1, n * lib.memq_encode_bound(nargs)), np.uint8)
@@ -99,8 +93,7 @@ class Table:
             p(self.cat_iid, np.uint32), p(self.flow_out, np.uint64), p(self.flow_in, np.uint64),
             p(self.counter, np.int64), p(self.xc_track, np.uint64), p(self.xc_value, np.int64),
             p(self.xc_has, np.uint8), p(self.pad, np.uint8), nargs, p(names, np.uint32), p(types, np.uint8),
-            p(values, np.uint64), p(present, np.uint8), p(self.seq, np.uint32), SEQ, out.ctypes.data,
-            offsets.ctypes.data)
+            values, present, p(self.seq, np.uint32), SEQ, out.ctypes.data, offsets.ctypes.data)
         return out[:written], offsets[:n]
 
 

@@ -310,19 +310,21 @@ class _TraceWriter:
 
     def _thread_uuids(self, batch: EventBatch) -> np.ndarray:
         """Thread track uuid per row (LOST rows belong to no thread)."""
-        key = (batch["pid"] << 32) ^ (batch["tid"] & 0xFFFFFFFF)
+        pid, tid = batch["pid"], batch["tid"]
+        key = (pid << 32) ^ (tid & 0xFFFFFFFF)
+        real = batch["kind"] != EventKind.LOST
         if key[0] == key[-1] and (key == key[0]).all():  # one thread: the common case, no sort
-            keys, inverse = key[:1], np.zeros(len(key), np.int64)
+            pairs, inverse = [(int(pid[0]), int(tid[0]))], np.zeros(len(key), np.int64)
+            used = [bool(real.any())]
         else:
-            keys, inverse = np.unique(key, return_inverse=True)
-        first = np.zeros(len(keys), np.int64)
-        first[inverse[::-1]] = np.arange(len(key))[::-1]  # a row of each thread
-        pairs = [(int(batch["pid"][i]), int(batch["tid"][i])) for i in first.tolist()]
-        uuids = np.array([thread_track_uuid(p, t) for p, t in pairs], np.uint64)
-        used = np.zeros(len(keys), bool)
-        used[inverse[batch["kind"] != EventKind.LOST]] = True
-        self.threads.update(pair for pair, u in zip(pairs, used.tolist()) if u)
+            keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            pairs = [(int(pid[i]), int(tid[i])) for i in first.tolist()]
+            used = np.zeros(len(keys), bool)
+            used[inverse[real]] = True
+            used = used.tolist()
+        self.threads.update(pair for pair, u in zip(pairs, used) if u)
         self._pairs, self._pair_of_row = pairs, inverse
+        uuids = np.array([thread_track_uuid(p, t) for p, t in pairs], np.uint64)
         return uuids[inverse]
 
     def _heap_sequence(self, pid: int, tid: int) -> int:
@@ -352,6 +354,8 @@ class _TraceWriter:
     def _counter_uuids(self, keys: np.ndarray) -> np.ndarray:
         """Counter track uuid per key; a counter's descriptor goes out before its first value, because
         trace_processor's tokenizer needs it (the other descriptors can come at the end)."""
+        if len(keys) == 0:
+            return np.zeros(0, np.uint64)
         uniq, inverse = np.unique(keys, return_inverse=True)
         for key in uniq.tolist():
             if key not in self.counters:
@@ -393,7 +397,7 @@ class _TraceWriter:
         # and no uuid when it is the process's heap counter (the sequence's default).
         pair = self._pair_of_row[rows]
         seq_of_pair = np.zeros(len(self._pairs), np.uint32)
-        for i in np.unique(pair).tolist():
+        for i in (np.unique(pair).tolist() if len(self._pairs) > 1 else [0]):
             seq_of_pair[i] = self._heap_sequence(*self._pairs[i])
         seq = seq_of_pair[pair]
         xc_track = np.zeros(len(rows), np.uint64)

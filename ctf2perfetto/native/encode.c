@@ -51,13 +51,14 @@ static inline uint8_t *put_fixed64(uint8_t *p, uint64_t v) {
 /* Upper bound of the bytes one row needs, for the caller's buffer. */
 int64_t memq_encode_bound(int64_t nargs) { return 160 + nargs * 26; }
 
-/* Encode n rows; returns the bytes written into out. offsets[i] (if not NULL)
- * receives the offset of row i's packet within out. */
+/* Encode n rows; returns the bytes written into out. Argument a of row i is
+ * arg_val[a][i], written when arg_present[a][i] (one column per argument).
+ * offsets[i] (if not NULL) receives the offset of row i's packet within out. */
 int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const uint8_t *type, const uint32_t *name_iid,
                     const uint32_t *cat_iid, const uint64_t *flow_out, const uint64_t *flow_in,
                     const int64_t *counter_value, const uint64_t *xc_track, const int64_t *xc_value,
                     const uint8_t *xc_has, const uint8_t *pad, int64_t nargs, const uint32_t *arg_name,
-                    const uint8_t *arg_type, const uint64_t *arg_val, const uint8_t *arg_present,
+                    const uint8_t *arg_type, const uint64_t *const *arg_val, const uint8_t *const *arg_present,
                     const uint32_t *seqs, uint32_t seq, uint8_t *out, int64_t *offsets) {
     uint8_t ev[4096];
     uint8_t *o = out;
@@ -68,9 +69,8 @@ int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const u
             e = put_varint(e, cat_iid[i]);
         }
         for (int64_t a = 0; a < nargs; a++) {
-            size_t k = (size_t)i * (size_t)nargs + (size_t)a;
-            if (!arg_present[k]) continue;
-            uint64_t v = arg_val[k];
+            if (!arg_present[a][i]) continue;
+            uint64_t v = arg_val[a][i];
             uint8_t body[24];
             uint8_t *b = body;
             *b++ = 0x08; /* name_iid = 1 */
