@@ -199,10 +199,12 @@ def duplicated_over_time(engine: Any) -> pd.DataFrame:
 
     total = analyses.duplicated_counter(engine, "total")
     by_direction = analyses.duplicated_counter(engine, "direction")
-    return pd.concat([
+    frame = pd.concat([
         total[total["pid"].isna()].assign(direction=""),
         by_direction[by_direction["pid"].isna()].assign(direction=lambda d: d["key"].astype(str)),
     ], ignore_index=True)[["ts", "direction", "value"]]
+    frame.attrs.update(total.attrs)  # applies / note: e.g. not applicable to traces without addresses
+    return frame
 
 
 def collect(engine: Any, unified: str = "auto") -> Annotations:
@@ -234,6 +236,19 @@ def _size(n: object) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
+
+
+def require_protobuf_trace(trace: Path) -> None:
+    """UsageError unless `trace` starts like a Perfetto protobuf trace (a `Trace.packet` field, tag 0x0A).
+
+    Appending packets only makes sense there: after a JSON or gzip trace they would make the file unreadable.
+    """
+    with trace.open("rb") as f:
+        head = f.read(2)
+    if head[:1] != b"\x0a":
+        kind = "gzip" if head == b"\x1f\x8b" else "JSON" if head[:1] in (b"{", b"[") else "not protobuf"
+        raise UsageError(f"{trace}: only Perfetto protobuf traces can be annotated and this one is {kind}; "
+                         "convert it first (ctf2perfetto TRACE_DIR -o out.pftrace [--kineto PROFILE.json])")
 
 
 def write_annotated(trace: Path, out: Path, packets: bytes) -> None:

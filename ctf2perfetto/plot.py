@@ -99,9 +99,12 @@ def render(data: PlotData, out: Path, title: str) -> None:
     fig.suptitle(title, fontsize=12)
     duration_s = max(data.end - data.start, 1) / 1e9
 
-    _steps(ax_live, data.live, "series", data, "Live memory by kind")
+    _steps(ax_live, data.live, "series", data, "Live memory by kind",
+           "no live-bytes counters: not a memq recording (see docs/TRACE_FORMAT.md)")
     dup = data.duplicated.assign(series=data.duplicated["direction"].fillna("").replace("", "total"))
-    _steps(ax_dup, dup, "series", data, "Duplicated bytes (upper bound: CPU and kernel writes are not traced)")
+    not_applicable = data.duplicated.attrs.get("applies") is False
+    _steps(ax_dup, dup, "series", data, "Duplicated bytes (upper bound: CPU and kernel writes are not traced)",
+           "not applicable: the trace's copies carry no addresses" if not_applicable else "nothing duplicated")
     ax_live.set_xlim(0, duration_s)
     ax_dup.set_xlim(*_active_window(dup, data, duration_s))
     if ax_dup.get_xlim() != (0, duration_s):
@@ -111,7 +114,7 @@ def render(data: PlotData, out: Path, title: str) -> None:
 
     red = data.redundant_time
     ax_red.set_title("Redundant copy time per class")
-    if red.empty:
+    if red.empty or not red[["summed_ns", "wall_ns"]].to_numpy().any():
         ax_red.text(0.5, 0.5, "no redundant copies", ha="center", va="center", transform=ax_red.transAxes)
         ax_red.set_yticks([])
     else:
@@ -132,10 +135,10 @@ def render(data: PlotData, out: Path, title: str) -> None:
         plt.close(fig)
 
 
-def _steps(ax, frame: pd.DataFrame, key: str, data: PlotData, title: str) -> None:
+def _steps(ax, frame: pd.DataFrame, key: str, data: PlotData, title: str, empty_text: str) -> None:
     ax.set_title(title)
     if frame.empty:
-        ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, empty_text, ha="center", va="center", transform=ax.transAxes)
         ax.set_ylabel("bytes")
         return
     scale, unit = size_unit(float(frame["value"].max()))

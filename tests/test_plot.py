@@ -95,3 +95,14 @@ def test_bad_input_is_one_line(hip: Path, tmp_path: Path) -> None:
     assert not_png.returncode == 2 and not_png.stderr.count("\n") == 1 and "PNG" in not_png.stderr
     no_dir = memq("plot", str(hip), "-o", str(tmp_path / "nodir" / "x.png"))
     assert no_dir.returncode == 2 and no_dir.stderr.count("\n") == 1 and "does not exist" in no_dir.stderr
+
+
+def test_kineto_trace_plots_with_duplicated_marked_not_applicable(shared_data: Path, tmp_path: Path) -> None:
+    kineto = shared_data / "kineto" / "base.json.gz"
+    with open_trace(kineto) as engine:
+        data = collect(engine)
+    assert data.live.empty and data.duplicated.attrs["applies"] is False
+    out = tmp_path / "kineto.png"
+    done = memq("plot", str(kineto), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 10_000

@@ -35,12 +35,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..annotate import annotation_packets, collect, write_annotated
+    from ..annotate import annotation_packets, collect, require_protobuf_trace, write_annotated
     from ..engine import open_trace
     from . import stderr_is_terminal
     from .open import require_trace_file
 
     require_trace_file(args.trace)
+    require_protobuf_trace(args.trace)
     started = time.monotonic()
     if stderr_is_terminal():
         print(f"memq annotate: loading {args.trace} and running the analyses ...", file=sys.stderr, flush=True)
