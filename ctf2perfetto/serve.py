@@ -284,6 +284,16 @@ class TraceProcessorServer:
         # Its log goes to a file: a pipe nobody drains would stall it once full.
         self._log = tempfile.TemporaryFile()
         self._process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+        try:
+            self._wait_listening(timeout_s)
+        except BaseException:
+            # Ctrl-C or a failure while it loads: never leave it running behind us.
+            self.close()
+            raise
+        return self
+
+    def _wait_listening(self, timeout_s: float) -> None:
+        assert self._process is not None and self._log is not None
         deadline = time.monotonic() + timeout_s
         while not _port_in_use(RPC_PORT):
             if self._process.poll() is not None:
@@ -292,10 +302,8 @@ class TraceProcessorServer:
                 raise MemqError(f"{self.binary} exited with status {self._process.returncode} while loading "
                                 f"{self.trace}: {err[-1] if err else 'no message'}")
             if time.monotonic() > deadline:
-                self.close()
                 raise MemqError(f"{self.binary} did not listen on {HOST}:{RPC_PORT} within {timeout_s:.0f} s")
             time.sleep(0.2)
-        return self
 
     def close(self) -> None:
         if self._process is not None and self._process.poll() is None:
