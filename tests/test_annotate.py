@@ -154,8 +154,9 @@ def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) 
                         "cls": ["repeat"] * 3, "bytes": [64, 128, 32], "redundant_bytes": [64, 100, 32],
                         "redundant_dur": [200, 390, 50], "direction": ["HtoD"] * 3, "api": ["hipMemcpy"] * 3,
                         "call_id": [1, 2, 3]})
-    empty = pd.DataFrame(columns=["ts", "dur", "bytes", "direction", "api", "call_id"])
-    notes = Annotations(pd.DataFrame({"ts": [start + 100], "direction": [""], "value": [64]}), red, empty,
+    staged = pd.DataFrame({"ts": [start + 400], "dur": [20], "bytes": [4096], "direction": ["HtoD"],
+                           "api": ["hipMemcpy"], "call_id": [4]})
+    notes = Annotations(pd.DataFrame({"ts": [start + 100], "direction": [""], "value": [64]}), red, staged,
                         pd.DataFrame(columns=["ts", "bytes", "mem_kind", "ptr", "alloc_id", "pid", "api"]),
                         start + 1000)
     out = tmp_path / "lanes.pftrace"
@@ -165,9 +166,28 @@ def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) 
         lanes = engine.query(f"""
             SELECT s.track_id, s.ts - {start} AS t FROM slice s JOIN track t ON s.track_id = t.id
             WHERE t.name = 'Redundant copies: repeat' ORDER BY s.ts""")
+        staged_rows = engine.query(f"""
+            SELECT s.ts - {start} AS t, s.dur, EXTRACT_ARG(s.arg_set_id, 'debug.bytes') AS bytes
+            FROM slice s JOIN track t ON s.track_id = t.id WHERE t.name = 'Staged copies'""")
     assert lanes["t"].tolist() == [100, 150, 300]
     first, second, third = lanes["track_id"].tolist()
     assert first != second and third == first
+    assert staged_rows.values.tolist() == [[400, 20, 4096]]
+
+
+def test_unified_yes_marks_every_host_device_copy(hip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "unified.pftrace"
+    done = memq("annotate", str(hip), "-o", str(out), "--unified", "yes")
+    assert done.returncode == 0, done.stderr
+    with open_trace(hip) as original:
+        copies = analyses.redundant_copies(original, "yes")
+    expected = sorted((int(r.ts), int(r.unified_bytes)) for r in copies.itertuples() if (r.unified_bytes or 0) > 0)
+    assert expected, "HtoD/DtoH copies on a unified device must be unified-redundant"
+    with open_trace(out) as engine:
+        got = engine.query("""
+            SELECT s.ts, EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS b FROM slice s
+            JOIN track t ON s.track_id = t.id WHERE t.name = 'Redundant copies: unified' ORDER BY s.ts""")
+    assert sorted(map(tuple, got.astype(int).values.tolist())) == expected
 
 
 def test_bad_input_is_one_line(hip: Path, hip_annotated: Path, tmp_path: Path) -> None:
