@@ -119,8 +119,8 @@ def annotation_packets(notes: Annotations) -> bytes:
 
     def args(e: TrackEvent, values: dict[str, object]) -> None:
         for key, value in values.items():
-            if value is None or (isinstance(value, float) and pd.isna(value)):
-                continue
+            if value is None or (not isinstance(value, str) and pd.isna(value)):
+                continue  # absent means "not applicable" (TRACE_FORMAT.md), e.g. no call_id in Kineto copies
             a = e.debug_annotations.add()
             a.name = key
             if isinstance(value, str):
