@@ -48,6 +48,7 @@ _MEM_CLS = np.array([CLS_DEVICE, CLS_HOST, CLS_PINNED, CLS_REGISTERED, CLS_DEVIC
 _MEM_CNT = np.array([CNT_DEVICE, CNT_HOST, CNT_PINNED, CNT_REGISTERED, CNT_DEVICE, CNT_MANAGED], np.int64)
 _NEVER = np.iinfo(np.int64).max
 _CNT_SHIFT = 40  # counter key = kind << 40 | pid-or-device
+_COMPACT_MIN = 1 << 16  # live-set delta / deletions tolerated before a compaction, at least
 
 
 def counter_key(kind: int, owner: int) -> int:
@@ -136,11 +137,78 @@ class ModelTotals:
     counters: dict[int, int] = field(default_factory=dict)  # counter key -> live bytes now
 
 
+class _LiveSet:
+    """The live allocations, in (pid, class, address) order, as a large sorted base with deletion marks
+    plus a small sorted delta; compacted when the delta or the deletions pass a quarter of the base.
+    A batch then costs time in the allocations it touches, not in all that are live."""
+
+    def __init__(self) -> None:
+        self.base = _Allocs.empty()
+        self.base_space = np.zeros(0, np.int64)  # pid * 8 + cls of each base entry
+        self.dead = np.zeros(0, bool)
+        self.n_dead = 0
+        self.delta = _Allocs.empty()
+
+    def take(self, pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> _Allocs:
+        """Remove and return, in order, the live allocations at these (pid, cls, addr) keys."""
+        limit = max(_COMPACT_MIN, len(self.base) // 4)
+        if len(self.delta) > limit or self.n_dead > limit:
+            self._compact()
+        hit = _lookup(self.base_space, self.base.addr, pid * 8 + cls, addr)
+        hit = hit[~self.dead[hit]]
+        self.dead[hit] = True
+        self.n_dead += len(hit)
+        in_delta = _lookup(self.delta.pid * 8 + self.delta.cls, self.delta.addr, pid * 8 + cls, addr)
+        rest = np.ones(len(self.delta), bool)
+        rest[in_delta] = False
+        touched = _Allocs.concat([_take(self.base, hit), _take(self.delta, in_delta)])
+        self.delta = _take(self.delta, np.flatnonzero(rest))
+        return _take(touched, _sort_by_space_addr(touched.pid, touched.cls, touched.addr))
+
+    def add(self, allocs: _Allocs) -> None:
+        """Add allocations that are live (none of them at a key already live)."""
+        merged = _Allocs.concat([self.delta, allocs])
+        self.delta = _take(merged, _sort_by_space_addr(merged.pid, merged.cls, merged.addr))
+
+    def all(self) -> _Allocs:
+        """Every live allocation (for the rare batches with copies)."""
+        return _Allocs.concat([_take(self.base, np.flatnonzero(~self.dead)), self.delta])
+
+    def _compact(self) -> None:
+        merged = self.all()
+        self.base = _take(merged, _sort_by_space_addr(merged.pid, merged.cls, merged.addr))
+        self.base_space = self.base.pid * 8 + self.base.cls
+        self.dead = np.zeros(len(self.base), bool)
+        self.n_dead = 0
+        self.delta = _Allocs.empty()
+
+
+def _take(allocs: _Allocs, index: np.ndarray) -> _Allocs:
+    return _Allocs(*(getattr(allocs, f)[index] for f in _Allocs.FIELDS))
+
+
+def _lookup(space: np.ndarray, addr: np.ndarray, q_space: np.ndarray, q_addr: np.ndarray) -> np.ndarray:
+    """Indices of the (space, addr)-sorted entries whose key is one of the queries (each once)."""
+    if len(space) == 0 or len(q_space) == 0:
+        return np.zeros(0, np.int64)
+    found = []
+    for sp in np.unique(q_space).tolist():
+        lo, hi = np.searchsorted(space, sp, "left"), np.searchsorted(space, sp, "right")
+        if lo == hi:
+            continue
+        want = q_addr[q_space == sp]
+        pos = lo + np.searchsorted(addr[lo:hi], want)
+        ok = pos < hi
+        pos = pos[ok]
+        found.append(pos[addr[pos] == want[ok]])
+    return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+
+
 class MemoryModel:
     """Carries live allocations and counters across batches (see module docstring)."""
 
     def __init__(self) -> None:
-        self.live = _Allocs.empty()  # sorted by (pid, cls, addr)
+        self.live = _LiveSet()
         self._recent: tuple[_Entries | None, np.ndarray] = (None, np.zeros(0, np.int64))
         self._recent_tags: np.ndarray | None = None
         self.next_id = 1
@@ -193,11 +261,14 @@ class MemoryModel:
         order2 = np.flatnonzero(np.stack([ends, starts], axis=1).ravel())  # in row order
         erow = order2 >> 1
         e_is_start = (order2 & 1).astype(bool)
-        live = self.live
+        b_pid = pid[erow]
+        b_cls = np.where(e_is_start, start_cls[erow], end_cls[erow])
+        b_addr = np.where(e_is_start, ptr[erow], end_addr[erow])
+        live = self.live.take(b_pid, b_cls, b_addr)  # only the live allocations this batch touches
         nl = len(live)
-        ent_pid = np.concatenate([live.pid, pid[erow]])
-        ent_cls = np.concatenate([live.cls, np.where(e_is_start, start_cls[erow], end_cls[erow])])
-        ent_addr = np.concatenate([live.addr, np.where(e_is_start, ptr[erow], end_addr[erow])])
+        ent_pid = np.concatenate([live.pid, b_pid])
+        ent_cls = np.concatenate([live.cls, b_cls])
+        ent_addr = np.concatenate([live.addr, b_addr])
         ent_start = np.concatenate([np.ones(nl, bool), e_is_start])
         ent_row = np.concatenate([np.full(nl, -1, np.int64), erow])
         perm = _sort_by_space_addr(ent_pid, ent_cls, ent_addr)
@@ -240,9 +311,10 @@ class MemoryModel:
 
         # -- carried state ---------------------------------------------------------------------
         has_copies = bool(kind_in(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)).any())
-        endpoints = self._copy_endpoints(batch, entries.allocs(np.flatnonzero(s_start)) if has_copies
-                                         else _Allocs.empty())
-        self.live = entries.allocs(np.flatnonzero(s_start & last_in_group))
+        endpoints = self._copy_endpoints(
+            batch, _Allocs.concat([entries.allocs(np.flatnonzero(s_start)), self.live.all()]) if has_copies
+            else _Allocs.empty())
+        self.live.add(entries.allocs(np.flatnonzero(s_start & last_in_group)))
         self._recent = (entries, np.flatnonzero(s_start & ~last_in_group))
         self._recent_tags = None
 
@@ -268,9 +340,10 @@ class MemoryModel:
 
     def set_tags(self, row_tags: np.ndarray) -> None:
         """Attach a value per row of the last processed batch to the allocations it started."""
-        new = self.live.row >= 0
-        self.live.tag[new] = row_tags[self.live.row[new]]
-        self.live.row[new] = -1
+        delta = self.live.delta  # allocations of the last batch are in the delta until the next compaction
+        new = delta.row >= 0
+        delta.tag[new] = row_tags[delta.row[new]]
+        delta.row[new] = -1
         self._recent_tags = row_tags
 
     # -- internals ---------------------------------------------------------------------------

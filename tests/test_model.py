@@ -181,6 +181,10 @@ COPY_LOG = [
 ]
 
 
+COPY_LOG_SHIFTED = [dict(r, ts=r["ts"] + 10_000, **({"begin": r["begin"] + 10_000} if "begin" in r else {}))
+                    for r in COPY_LOG]
+
+
 def test_copy_endpoints_are_the_allocations_live_at_the_call_start():
     out, _ = run(COPY_LOG)
     H, D, P = int(M.HOST), int(M.DEVICE), int(M.PINNED)
@@ -206,6 +210,21 @@ def test_batch_boundaries_give_the_one_batch_result():
                 part, part_model = run(rows, splits)
                 assert part == whole, splits
                 assert part_model.totals == whole_model.totals
+
+
+def test_live_set_compaction_gives_the_same_result(monkeypatch):
+    """The live set compacts its delta into its base as it grows: forced after every few changes here."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for i in range(600):
+        addr = int(rng.integers(1, 60)) * 64
+        rows.append(heap(i, K.FREE if rng.random() < 0.4 else K.MALLOC, addr, int(rng.integers(1, 99)), pid=PID + i % 2))
+    rows += COPY_LOG_SHIFTED
+    whole, whole_model = run(rows)
+    monkeypatch.setattr("ctf2perfetto.model._COMPACT_MIN", 3)
+    for splits in ((50, 51, 300), tuple(range(10, len(rows), 37))):
+        part, part_model = run(rows, splits)
+        assert part == whole and part_model.totals == whole_model.totals
 
 
 def test_allocation_ids_are_unique_and_positive_over_many_batches():
