@@ -49,6 +49,7 @@ _MEM_CNT = np.array([CNT_DEVICE, CNT_HOST, CNT_PINNED, CNT_REGISTERED, CNT_DEVIC
 _NEVER = np.iinfo(np.int64).max
 _CNT_SHIFT = 40  # counter key = kind << 40 | pid-or-device
 _COMPACT_MIN = 1 << 16  # live-set delta / deletions tolerated before a compaction, at least
+_MERGE_ALL_FACTOR = 4  # a live set up to this many times a batch's entries is merged whole
 
 
 def counter_key(kind: int, owner: int) -> int:
@@ -150,7 +151,17 @@ class _LiveSet:
         self.delta = _Allocs.empty()
 
     def take(self, pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> _Allocs:
-        """Remove and return, in order, the live allocations at these (pid, cls, addr) keys."""
+        """Remove and return, in order, the live allocations at these (pid, cls, addr) keys.
+
+        When few allocations are live, all of them are returned: merging them with the
+        batch is cheaper than looking the keys up."""
+        if len(self.base) - self.n_dead + len(self.delta) <= _MERGE_ALL_FACTOR * len(pid):
+            if len(self.base) == 0:  # the delta alone is in order already
+                everything, self.delta = self.delta, _Allocs.empty()
+                return everything
+            everything = self.all()
+            self.__init__()
+            return _take(everything, _sort_by_space_addr(everything.pid, everything.cls, everything.addr))
         limit = max(_COMPACT_MIN, len(self.base) // 4)
         if len(self.delta) > limit or self.n_dead > limit:
             self._compact()
@@ -166,7 +177,10 @@ class _LiveSet:
         return _take(touched, _sort_by_space_addr(touched.pid, touched.cls, touched.addr))
 
     def add(self, allocs: _Allocs) -> None:
-        """Add allocations that are live (none of them at a key already live)."""
+        """Add allocations that are live (in order; none of them at a key already live)."""
+        if len(self.delta) == 0:
+            self.delta = allocs
+            return
         merged = _Allocs.concat([self.delta, allocs])
         self.delta = _take(merged, _sort_by_space_addr(merged.pid, merged.cls, merged.addr))
 
