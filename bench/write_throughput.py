@@ -27,12 +27,26 @@ from ctf2perfetto.write import write_trace  # noqa: E402
 API = ["malloc", "calloc", "realloc", "memalign", "posix_memalign", "free"]
 
 
+def kept_live(count: int, batch_size: int):
+    """`count` mallocs that are never freed (a large live set for what follows)."""
+    for lo in range(0, count, batch_size):
+        n = min(batch_size, count - lo)
+        b = EventBatch.empty(n, list(API))
+        c = b.columns
+        c["kind"][:] = EventKind.MALLOC
+        c["ptr"][:] = 0x700000000000 + (lo + np.arange(n, dtype=np.uint64)) * 32
+        c["size"][:] = 32
+        c["ts"][:] = c["begin"][:] = lo + np.arange(n)
+        c["pid"][:] = c["tid"][:] = 4242
+        yield b
+
+
 def synthetic(total: int, batch_size: int, seed: int = 1):
     """A malloc/free workload: 4 threads, addresses reused from a pool, ~1% realloc/calloc."""
     rng = np.random.default_rng(seed)
     live: list[int] = []
     free_addrs = list(range(0x10000000, 0x10000000 + 64 * 200_000, 64))
-    ts = 1_000_000
+    ts = 1 << 40
     done = 0
     while done < total:
         n = min(batch_size, total - done)
@@ -98,23 +112,36 @@ def _default_trace() -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=3_000_000)
-    parser.add_argument("--batch-size", type=int, default=262_144)
+    parser.add_argument("--batch-size", type=int, default=65_536, help="rows per batch (the CLI's size)")
+    parser.add_argument("--live", type=int, default=0,
+                        help="first make this many allocations that stay live (not counted in --events)")
     parser.add_argument("--trace", type=Path, default=_default_trace(),
                         help="reference trace for babeltrace2 (default: bench/out/libc-3000000 when "
                              "bench/convert_vs_babeltrace.py has recorded it, else ../shared/data/ctf/disc)")
     args = parser.parse_args()
+    live = list(kept_live(args.live, args.batch_size))
     batches = list(synthetic(args.events, args.batch_size))
+    clock: dict[str, float] = {}
+
+    def stream():
+        yield from live
+        # the clocks start when the workload starts: making the live set is not measured
+        clock["wall"], clock["cpu"] = time.perf_counter(), time.process_time()
+        yield from batches
+
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.pftrace"
-        start, cpu = time.perf_counter(), time.process_time()
-        summary = write_trace(iter(batches), TraceInfo(), out)
-        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        summary = write_trace(stream(), TraceInfo(), out)
+        elapsed, cpu = time.perf_counter() - clock["wall"], time.process_time() - clock["cpu"]
+    if args.live:
+        print(f"({args.live:,} allocations made first and kept live throughout; not in the figures below)")
     rate = args.events / elapsed
     # The machine is shared: CPU time says what the work costs when others hold the cores.
     print(f"model+writer CPU time: {cpu:.2f} s = {args.events / cpu / 1e6:.2f} M events/s of CPU")
     bt_events, bt_rate, bt_cpu = babeltrace_rate(args.trace)
     print(f"model+writer: {args.events:,} events in {elapsed:.2f} s = {rate / 1e6:.2f} M events/s "
-          f"({summary.output_bytes / args.events:.1f} bytes/event, {summary.allocations:,} allocations)")
+          f"({summary.output_bytes / (args.events + args.live):.1f} bytes/event, "
+          f"{summary.allocations - args.live:,} allocations)")
     print(f"babeltrace2 counter sink: {bt_events:,} events of {args.trace} = {bt_rate / 1e6:.2f} M events/s, "
           f"CPU {bt_cpu:.2f} s = {bt_events / bt_cpu / 1e6:.2f} M events/s of CPU")
     print(f"ratio (writer time per event / babeltrace2 time per event): wall {bt_rate / rate:.2f}, "
