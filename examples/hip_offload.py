@@ -1,0 +1,63 @@
+"""An offload loop with the copy habits memq exists to expose, through the HIP runtime.
+
+Each step copies the same weights host->device again (a *repeat*), uploads a
+batch from pageable memory (*staged*), reads results back device->host and
+sends them back up unchanged (a *round trip*), and touches a managed buffer
+with an explicit copy (*managed endpoint*). On an APU (MI300A) every one of
+those host<->device copies is avoidable (*unified*).
+
+Runs against the real libamdhip64 on a ROCm node, or against any library with
+the same C API given by --hip-lib (the demo uses the test suite's fake runtime):
+    memq record -o trace/ -- python3 examples/hip_offload.py --hip-lib /opt/rocm/lib/libamdhip64.so
+"""
+import argparse
+import ctypes
+import sys
+
+H2D, D2H = 1, 2
+MiB = 1 << 20
+
+
+def check(rc: int, what: str) -> None:
+    if rc != 0:
+        sys.exit(f"hip_offload: {what} failed with hipError {rc}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hip-lib", default="libamdhip64.so", help="HIP runtime to load (default libamdhip64.so)")
+    parser.add_argument("--steps", type=int, default=8, help="offload steps (default 8)")
+    parser.add_argument("--weights-mib", type=int, default=16, help="size of the weights (default 16 MiB)")
+    args = parser.parse_args()
+    # RTLD_LOCAL on purpose: that is how Python extensions load GPU runtimes.
+    hip = ctypes.CDLL(args.hip_lib, mode=ctypes.RTLD_LOCAL)
+    p = ctypes.c_void_p
+    hip.hipMemcpy.argtypes = [p, p, ctypes.c_size_t, ctypes.c_int]
+    hip.hipMalloc.argtypes = [ctypes.POINTER(p), ctypes.c_size_t]
+    hip.hipHostMalloc.argtypes = [ctypes.POINTER(p), ctypes.c_size_t, ctypes.c_uint]
+    hip.hipMallocManaged.argtypes = [ctypes.POINTER(p), ctypes.c_size_t, ctypes.c_uint]
+    hip.hipFree.argtypes = hip.hipHostFree.argtypes = [p]
+
+    weights_size, batch_size = args.weights_mib * MiB, 4 * MiB
+    weights = ctypes.create_string_buffer(weights_size)  # pageable host memory (malloc)
+    batch = ctypes.create_string_buffer(batch_size)
+    pinned, d_weights, d_batch, d_out, managed = p(), p(), p(), p(), p()
+    check(hip.hipHostMalloc(ctypes.byref(pinned), batch_size, 0), "hipHostMalloc")
+    check(hip.hipMalloc(ctypes.byref(d_weights), weights_size), "hipMalloc")
+    check(hip.hipMalloc(ctypes.byref(d_batch), batch_size), "hipMalloc")
+    check(hip.hipMalloc(ctypes.byref(d_out), batch_size), "hipMalloc")
+    check(hip.hipMallocManaged(ctypes.byref(managed), batch_size, 1), "hipMallocManaged")
+    for _ in range(args.steps):
+        check(hip.hipMemcpy(d_weights, weights, weights_size, H2D), "weights upload")  # same bytes every step
+        check(hip.hipMemcpy(d_batch, batch, batch_size, H2D), "batch upload")  # from pageable memory
+        check(hip.hipMemcpy(pinned, d_out, batch_size, D2H), "result download")
+        check(hip.hipMemcpy(d_out, pinned, batch_size, H2D), "result re-upload")  # round trip
+        check(hip.hipMemcpy(managed, pinned, batch_size, H2D), "managed staging")  # managed endpoint
+    for ptr in (d_weights, d_batch, d_out, managed):
+        check(hip.hipFree(ptr), "hipFree")
+    check(hip.hipHostFree(pinned), "hipHostFree")
+    print(f"offloaded {args.steps} steps of {args.weights_mib} MiB weights")
+
+
+if __name__ == "__main__":
+    main()
