@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .errors import MemqError, UsageError
-from .events import EventBatch, EventKind
+from .events import HEAP_KINDS, EventBatch, EventKind
 
 # Categories Kineto puts on device (pid = device, tid = stream) lanes.
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
@@ -44,6 +44,11 @@ GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_anno
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 # Our packets' sequence (distinct from the LTTng sequences of write.py).
 SEQUENCE_ID = 0x6B696E65
+# The profiler's `[memory]` event of an allocation is taken right after the allocator returns
+# (measured here: 0.1-0.4 µs after the libc call's LTTng event). A median gap beyond this
+# is the profiler's clock (a TSC approximation of REALTIME) being off, and gets corrected.
+ANCHOR_TOLERANCE_NS = 1_000
+MIN_ANCHORS = 5
 # Flow ids of Kineto flows start here, far above the small ids write.py uses.
 FLOW_ID_BASE = 1 << 62
 _REALTIME = 1  # BUILTIN_CLOCK_REALTIME
@@ -67,34 +72,52 @@ class KinetoTrace:
         return None if ns is None else self.base_ns + ns
 
 
-class ApiCalls:
-    """memq API calls (begin, end) per (pid, tid), collected from EventBatches as they stream by.
+class LttngEvents:
+    """What the Kineto merge needs from the LTTng events, collected from EventBatches as they stream by.
 
-    Kineto ops that cross one of these calls on the same thread get widened to
-    cover it (see KinetoMerge.packets): both measure one thread's nested work,
-    so a crossing is clock error, and trace_processor would mismatch the ends.
+    * memq API calls (begin, end) per (pid, tid): Kineto ops that cross one on
+      the same thread get widened to cover it (KinetoMerge.packets): one thread's
+      ops and calls nest, so a crossing is clock error, and trace_processor would
+      mismatch the ends.
+    * allocations at the addresses of Kineto's `[memory]` events: the anchors
+      that measure how far the profiler's clock is from the LTTng one.
     """
 
-    def __init__(self) -> None:
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    def __init__(self, anchor_addresses: np.ndarray | None = None) -> None:
+        self._calls: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._allocs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._addresses = anchor_addresses if anchor_addresses is not None else np.zeros(0, np.uint64)
 
     def add(self, batch: EventBatch) -> EventBatch:
-        """Record the API rows of `batch` and hand it on (for use in a generator)."""
+        """Record what `batch` holds of the above and hand it on (for use in a generator)."""
         kind = batch["kind"]
         rows = np.flatnonzero((kind >= EventKind.GPU_ALLOC) & (kind <= EventKind.GPU_SET_DEVICE))
         if len(rows):
-            self._parts.append((batch["pid"][rows], batch["tid"][rows], batch["begin"][rows], batch["ts"][rows]))
+            self._calls.append((batch["pid"][rows], batch["tid"][rows], batch["begin"][rows], batch["ts"][rows]))
+        if len(self._addresses):
+            allocating = np.isin(kind, [*HEAP_KINDS, EventKind.GPU_ALLOC])
+            rows = np.flatnonzero(allocating & np.isin(batch["ptr"], self._addresses))
+            if len(rows):
+                self._allocs.append((batch["pid"][rows], batch["ptr"][rows], batch["size"][rows], batch["ts"][rows]))
         return batch
 
-    def by_thread(self, realtime_offset_ns: int) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    def calls_by_thread(self, realtime_offset_ns: int) -> dict[tuple[int, int], list[tuple[int, int]]]:
         """(pid, tid) -> [(begin, end)] on REALTIME, sorted by begin."""
         calls: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for pids, tids, begins, ends in self._parts:
+        for pids, tids, begins, ends in self._calls:
             for pid, tid, begin, end in zip(pids.tolist(), tids.tolist(), begins.tolist(), ends.tolist()):
                 calls.setdefault((pid, tid), []).append((begin + realtime_offset_ns, end + realtime_offset_ns))
         for intervals in calls.values():
             intervals.sort()
         return calls
+
+    def allocations(self, realtime_offset_ns: int) -> dict[tuple[int, int, int], list[int]]:
+        """(pid, address, bytes) -> REALTIME ns of the calls that returned that allocation."""
+        allocs: dict[tuple[int, int, int], list[int]] = {}
+        for pids, ptrs, sizes, ts in self._allocs:
+            for key in zip(pids.tolist(), ptrs.tolist(), sizes.tolist(), ts.tolist()):
+                allocs.setdefault(key[:3], []).append(key[3] + realtime_offset_ns)
+        return allocs
 
 
 def load(path: str | Path) -> KinetoTrace:
@@ -317,6 +340,7 @@ class KinetoMerge:
         self.processes: dict[int, str] = {}  # write_trace's extra_processes
         self.events = 0  # Kineto events written (slices, instants), after packets()
         self.flows = 0  # flows written, after packets()
+        self.clock_note: str | None = None  # the clock correction packets() made, if any
         self._descriptors: list[Any] = []
         self._lanes: dict[tuple[Any, Any, bool], _Lane] = {}
         self._device_tracks: dict[int, int] = {}
@@ -389,9 +413,60 @@ class KinetoMerge:
                 owner = (event.get("pid"), event.get("tid"))
                 self._flow_points.append((ph, (event.get("cat"), event.get("id")), ts, owner, event))
 
-    def packets(self, api_calls: dict[tuple[int, int], list[tuple[int, int]]] | None = None) -> list[bytes]:
-        """Serialized TracePackets; `api_calls` (ApiCalls.by_thread) widens ops that cross them."""
+    def anchor_addresses(self) -> np.ndarray:
+        """Addresses of the allocations Kineto's `[memory]` events report (for LttngEvents)."""
+        return np.array(sorted({a for _, a, _, _ in self._memory_allocations()}), np.uint64)
+
+    def _memory_allocations(self) -> list[tuple[int, int, int, int]]:
+        """(pid, address, bytes, ts) of each `[memory]` allocation event."""
+        found = []
+        for ts, _lane, event in self._instants:
+            args = event.get("args") or {}
+            if event.get("name") != "[memory]":
+                continue
+            pid, addr, size = _as_int(event.get("pid")), _as_int(args.get("Addr")), _as_int(args.get("Bytes"))
+            if pid is not None and addr and size and size > 0 and addr < 1 << 64:
+                found.append((pid, addr, size, ts))
+        return found
+
+    def clock_gap(self, allocations: dict[tuple[int, int, int], list[int]]) -> tuple[int, int]:
+        """(median ns from each LTTng allocation to its `[memory]` event, anchors matched)."""
+        gaps = []
+        for pid, addr, size, ts in self._memory_allocations():
+            times = allocations.get((pid, addr, size))
+            if times:
+                gaps.append(min((ts - t for t in times), key=abs))
+        if not gaps:
+            return 0, 0
+        gaps.sort()
+        return gaps[len(gaps) // 2], len(gaps)
+
+    def _shift(self, ns: int) -> None:
+        for lane_slices in self._slices.values():
+            for s in lane_slices:
+                s.start += ns
+                s.end += ns
+        self._instants = [(ts + ns, lane, event) for ts, lane, event in self._instants]
+        self._flow_points = [(ph, key, ts + ns, owner, event) for ph, key, ts, owner, event in self._flow_points]
+
+    def packets(self, lttng: LttngEvents | None = None, realtime_offset_ns: int = 0) -> list[bytes]:
+        """Serialized TracePackets, placed against the LTTng events when given.
+
+        `realtime_offset_ns` is what the trace's clock snapshot adds to LTTng's
+        monotonic times. With `lttng`: the Kineto clock is corrected when its
+        `[memory]` events sit more than ANCHOR_TOLERANCE_NS from the allocations
+        they report, and ops that cross a memq API call are widened.
+        """
         pb = self.pb
+        self.clock_note = None
+        if lttng is not None:
+            gap, anchors = self.clock_gap(lttng.allocations(realtime_offset_ns))
+            if anchors >= MIN_ANCHORS and abs(gap) > ANCHOR_TOLERANCE_NS:
+                self._shift(-gap)
+                self.clock_note = (f"the PyTorch profiler's clock was {gap / 1000:+.1f} us off the LTTng clock "
+                                   f"(median gap of {anchors} [memory] events to the allocations they report): "
+                                   "Kineto events moved to match")
+        api_calls = lttng.calls_by_thread(realtime_offset_ns) if lttng is not None else {}
         widened, most = 0, 0
         for lane, lane_slices in self._slices.items():
             if api_calls and lane.thread in api_calls:
@@ -455,6 +530,8 @@ class KinetoMerge:
         if self.skipped:
             detail = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
             lines.append(f"Kineto events not merged as they were: {detail}")
+        if self.clock_note:
+            lines.append(self.clock_note)
         return lines
 
 

@@ -4,16 +4,16 @@ A PyTorch CPU training loop runs under `memq record` with the PyTorch profiler
 on in the same process; the two traces are merged by `ctf2perfetto --kineto`.
 Independent checks on the result (real LTTng, real PyTorch, real trace_processor):
 heap allocations fall inside the ops that made them, the profiler's own
-`[memory]` events land within microseconds of the libc calls that returned the
+`[memory]` events land within a microsecond of the libc calls that returned the
 same address, and both sources share the pid/tid tracks.
 """
 from __future__ import annotations
 
 import bisect
 import json
-import statistics
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -93,29 +93,47 @@ def test_allocations_fall_inside_the_ops_of_their_thread(run: dict, engine) -> N
     assert inside >= 0.95, f"only {inside:.1%} of {len(window)} allocations fall inside an op"
 
 
-def test_profiler_memory_events_meet_the_libc_calls(run: dict, engine) -> None:
-    """Kineto's `[memory]` event for a CPU tensor carries the address posix_memalign returned."""
-    profile = json.loads(run["profile"].read_text())
+def _median_gap(kineto_times: dict[int, list[int]], libc) -> tuple[int, int]:
+    """Median ns from each posix_memalign to the nearest `[memory]` event at the same address, and how many."""
+    gaps = sorted(min((k - int(t) for k in kineto_times[int(p)]), key=abs)
+                  for t, p in zip(libc["ts"], libc["ptr"]) if int(p) in kineto_times)
+    return (gaps[len(gaps) // 2] if gaps else 0), len(gaps)
+
+
+def test_profiler_clock_is_checked_on_the_allocations_both_saw(run: dict, engine) -> None:
+    """Kineto's `[memory]` event of a CPU tensor carries the address posix_memalign returned, taken right after.
+
+    The profiler's REALTIME is a TSC approximation that can be microseconds off; the converter measures that
+    gap on these shared allocations and moves the Kineto events when it exceeds 1 µs (and says so).
+    """
+    profile = json.loads(run["profile"].read_text(), parse_float=Decimal)
+    base = int(profile.get("baseTimeNanoseconds", 0))
+    written: dict[int, list[int]] = {}  # as the profile wrote them: base + ts*1000
+    for e in profile["traceEvents"]:
+        if e.get("name") == "[memory]" and e["args"]["Bytes"] > 0 and e["pid"] == run["pid"]:
+            written.setdefault(int(e["args"]["Addr"]), []).append(base + int(e["ts"] * 1000))
     rows = engine.query(f"""
-        SELECT s.ts, s.name, s.category, EXTRACT_ARG(s.arg_set_id, 'debug.ptr') AS ptr,
-               EXTRACT_ARG(s.arg_set_id, 'debug.Addr') AS addr, EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') AS bytes
+        SELECT s.ts, s.name, EXTRACT_ARG(s.arg_set_id, 'debug.ptr') AS ptr, EXTRACT_ARG(s.arg_set_id, 'debug.Addr') AS addr
         FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid) JOIN process p USING (upid)
         WHERE p.pid = {run['pid']} AND ((s.category = 'memq.heap' AND s.name = 'posix_memalign'
                                          AND EXTRACT_ARG(s.arg_set_id, 'debug.size') >= {MIN_SIZE})
                                         OR (s.name = '[memory]' AND EXTRACT_ARG(s.arg_set_id, 'debug.Bytes') > 0))""")
-    kineto = rows[rows["name"] == "[memory]"]
-    assert len(kineto) == sum(1 for e in profile["traceEvents"]
-                              if e.get("name") == "[memory]" and e["args"]["Bytes"] > 0)
-    by_addr: dict[int, list[int]] = {}
-    for t, a in zip(kineto["ts"], kineto["addr"]):
-        by_addr.setdefault(int(a), []).append(int(t))
+    merged: dict[int, list[int]] = {}
+    for t, a in zip(rows.loc[rows["name"] == "[memory]", "ts"], rows.loc[rows["name"] == "[memory]", "addr"]):
+        merged.setdefault(int(a), []).append(int(t))
+    assert sum(map(len, merged.values())) == sum(map(len, written.values()))
     libc = rows[rows["name"] == "posix_memalign"]
-    deltas = [min((k - int(t) for k in by_addr[int(p)]), key=abs)
-              for t, p in zip(libc["ts"], libc["ptr"]) if int(p) in by_addr]
-    assert len(deltas) >= 50
-    # The profiler reports the allocation right after posix_memalign returns: a
-    # clock offset error of 20 µs or more would show here.
-    assert abs(statistics.median(deltas)) < 20_000, statistics.median(deltas)
+    gap_written, anchors = _median_gap(written, libc)
+    gap_merged, _ = _median_gap(merged, libc)
+    assert anchors >= 50
+    stderr = run["convert"].stderr
+    if abs(gap_written) > 1_000:
+        assert f"{gap_written / 1000:+.1f} us off the LTTng clock" in stderr
+    else:
+        assert "off the LTTng clock" not in stderr
+        assert sorted(map(sorted, merged.values())) == sorted(map(sorted, written.values()))
+    # Either way the profiler's allocation events now sit within a microsecond of the libc calls.
+    assert abs(gap_merged) <= 1_000, (gap_written, gap_merged)
 
 
 def test_snapshot_holds_the_recorder_clock_readings(run: dict, engine) -> None:

@@ -132,7 +132,7 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     _check_output(args.output)
     extra_packets: Iterable[bytes] = []
     kineto_packets = None
-    api_calls = None
+    lttng_events = None
     if args.kineto is not None:
         from .. import kineto
 
@@ -144,18 +144,18 @@ def convert(args: argparse.Namespace, prog: str) -> int:
 
         kineto_packets = kineto.KinetoMerge(kineto.load(args.kineto), thread_track_uuid=thread_track_uuid,
                                             process_track_uuid=process_track_uuid, device_track_uuid=device_uuid)
-        api_calls = kineto.ApiCalls()
+        lttng_events = kineto.LttngEvents(kineto_packets.anchor_addresses())
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:
         # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
         with decode(args.trace, salvage=args.salvage, batch_size=1 << 16, progress=progress.decoded) as decoding:
             batches: Iterable = decoding
-            if kineto_packets is not None and api_calls is not None:
-                batches = (api_calls.add(batch) for batch in decoding)
-                # Made after the last batch (write_trace reads extra_packets last): Kineto ops that
-                # cross a memq API call of their thread are widened to cover it (docs/TIMELINE.md).
+            if kineto_packets is not None and lttng_events is not None:
+                batches = (lttng_events.add(batch) for batch in decoding)
+                # Made after the last batch (write_trace reads extra_packets last), against the LTTng
+                # events: clock check on shared allocations, ops widened over API calls (docs/TIMELINE.md).
                 extra_packets = _Later(lambda: [device_track_packet(d) for d in sorted(devices)]
-                                       + kineto_packets.packets(api_calls.by_thread(_realtime_offset(decoding.info))))
+                                       + kineto_packets.packets(lttng_events, _realtime_offset(decoding.info)))
             summary = write_trace(
                 batches, lambda: decoding.info, args.output, progress=progress.written,
                 extra_packets=extra_packets,
