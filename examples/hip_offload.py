@@ -29,8 +29,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="offload steps (default 8)")
     parser.add_argument("--weights-mib", type=int, default=16, help="size of the weights (default 16 MiB)")
     args = parser.parse_args()
-    # RTLD_LOCAL on purpose: that is how Python extensions load GPU runtimes.
-    hip = ctypes.CDLL(args.hip_lib, mode=ctypes.RTLD_LOCAL)
+    # Load the runtime, then look its functions up in the global scope, the way a
+    # program or extension linked against libamdhip64 binds them: under
+    # `memq record` that finds memq's wrappers first. (Looking them up on the
+    # runtime's own handle would bypass LD_PRELOAD: see README "Limits".)
+    ctypes.CDLL(args.hip_lib, mode=ctypes.RTLD_GLOBAL)
+    hip = ctypes.CDLL(None)
     p = ctypes.c_void_p
     hip.hipMemcpy.argtypes = [p, p, ctypes.c_size_t, ctypes.c_int]
     hip.hipMalloc.argtypes = [ctypes.POINTER(p), ctypes.c_size_t]
