@@ -22,12 +22,14 @@ from support.fakes import build_fakes
 PROGRAM = r"""
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 int hipMalloc(void **, size_t);
 int hipFree(void *);
 int hipMemcpy(void *, const void *, size_t, int);
 static char host[8192];
+void *volatile keep;
 __attribute__((noinline)) void upload_weights(void *dev) { hipMemcpy(dev, host, 4096, 1); }
 __attribute__((noinline)) void download_result(void *dev) { hipMemcpy(host, dev, 2048, 2); }
 int main(void)
@@ -36,6 +38,10 @@ int main(void)
 	if (hipMalloc(&dev, 8192))
 		return 1;
 	memset(host, 7, sizeof host);
+	for (int i = 1; i <= 6; i++) {
+		keep = malloc(100000 * i);
+		free(keep);
+	}
 	upload_weights(dev);
 	usleep(2000);
 	download_result(dev);
@@ -151,3 +157,31 @@ def test_op_crossing_an_api_call_is_widened_not_mismatched(recording: dict) -> N
     got = {r.name: (int(r.ts), int(r.dur), int(r.depth)) for r in rows.itertuples()}
     assert got["hipMalloc"] == (begin, end - begin, 1)  # untouched, now inside the op
     assert got["aten::empty"] == (begin - 1, op_end - begin + 1, 0)  # encloses it strictly
+
+
+def test_profiler_clock_error_is_measured_on_shared_allocations(recording: dict) -> None:
+    """`[memory]` events 50 µs after the mallocs they report: the Kineto events are moved back by 50 µs."""
+    with open_trace(recording["plain"]) as engine:
+        mallocs = engine.query(f"""
+            SELECT ts, EXTRACT_ARG(arg_set_id, 'debug.ptr') AS ptr, EXTRACT_ARG(arg_set_id, 'debug.size') AS size
+            FROM ({PROCESS_SLICES}) WHERE name = 'malloc' AND EXTRACT_ARG(arg_set_id, 'debug.size') % 100000 = 0
+            """.format(pid=recording["pid"]))
+    assert len(mallocs) == 6
+    base = int(mallocs["ts"].min()) // 10**9 * 10**9
+    late = 50_000
+    events = [{"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": recording["pid"],
+               "tid": recording["tid"], "ts": (int(t) + late - base) / 1000,
+               "args": {"Addr": int(p), "Bytes": int(n), "Device Type": 0, "Device Id": -1}}
+              for t, p, n in zip(mallocs["ts"], mallocs["ptr"], mallocs["size"])]
+    profile = recording["work"] / "late.json"
+    profile.write_text(json.dumps({"baseTimeNanoseconds": base, "traceEvents": events}))
+    merged = recording["work"] / "late.pftrace"
+    conv = subprocess.run(["ctf2perfetto", str(recording["trace"]), "--kineto", str(profile), "-o", str(merged)],
+                          capture_output=True, text=True, timeout=120)
+    assert conv.returncode == 0, conv.stderr
+    assert "clock was +50.0 us off the LTTng clock (median gap of 6 [memory] events" in conv.stderr
+    with open_trace(merged) as engine:
+        moved = engine.query("SELECT ts, EXTRACT_ARG(arg_set_id, 'debug.Addr') AS addr FROM slice "
+                             "WHERE name = '[memory]'")
+    assert dict(zip(moved["addr"].astype(int), moved["ts"].astype(int))) == dict(
+        zip(mallocs["ptr"].astype(int), mallocs["ts"].astype(int)))
