@@ -1,7 +1,7 @@
 """Property tests: the memq SQL package against the plain-Python oracle (tests/oracle.py).
 
 Hypothesis generates event logs (every allocation kind, frees, reallocs in place
-and moving, address reuse, registrations over heap blocks, copies of every kind
+and moving, address reuse, lost frees (an allocation over a live one), registrations over heap blocks, copies of every kind
 including Default and 1024, partial overlaps, memsets, failed calls, several
 processes, threads and streams, concurrent copies). Many cases share one trace (each
 case has its own pids and its own time window), are written with write_trace,
@@ -54,8 +54,8 @@ def case(draw) -> tuple[list[dict], list[dict]]:
     for _ in range(draw(st.integers(3, 16))):
         pid = draw(st.integers(0, nproc - 1))
         spaces = live[pid]
-        op = draw(st.sampled_from(["host", "host", "realloc", "free", "gpu", "gpu", "gpu_free", "register",
-                                   "unregister", "burst", "burst", "burst", "burst"]))
+        op = draw(st.sampled_from(["host", "host", "realloc", "free", "lost_free", "gpu", "gpu", "gpu_free",
+                                   "register", "unregister", "burst", "burst", "burst", "burst"]))
         if op == "host":
             kind = draw(st.sampled_from([K.MALLOC, K.CALLOC, K.MEMALIGN, K.POSIX_MEMALIGN]))
             addr, size = ARENA["host"] + 4 * draw(st.integers(0, 60)), draw(st.integers(1, 48))
@@ -78,6 +78,16 @@ def case(draw) -> tuple[list[dict], list[dict]]:
             old = draw(st.sampled_from(spaces["host"]))
             spaces["host"].remove(old)
             rows.append(dict(kind=K.FREE, ts=t, pid=pid, tid=pid, ptr=old[0], api="free"))
+            t += 7
+        elif op == "lost_free" and spaces["host"]:
+            # A malloc at the address of a live block whose free the trace lost: it replaces it.
+            old = draw(st.sampled_from(spaces["host"]))
+            size = draw(st.integers(1, 48))
+            rest = [b for b in spaces["host"] if b != old]
+            if _overlaps(old[0], size, rest):
+                continue
+            spaces["host"] = rest + [(old[0], size)]
+            rows.append(dict(kind=K.MALLOC, ts=t, pid=pid, tid=pid, ptr=old[0], size=size, api="malloc"))
             t += 7
         elif op == "gpu":
             mem = draw(st.sampled_from(["device", "managed", "managed", "pinned"]))

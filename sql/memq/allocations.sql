@@ -24,15 +24,27 @@ FROM slice s
 WHERE s.category IN ('memq.heap', 'memq.api')
   AND EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') IS NOT NULL;
 
--- Every memq.heap / memq.api slice that ends an allocation, by the id it ends.
+-- Every memq.heap / memq.api slice that ends an allocation, by the id it ends: frees
+-- and reallocs (at the start of the call), and allocations that start over a live one
+-- whose free was not traced (`replaced_alloc_id`, at the new allocation's start).
 CREATE PERFETTO TABLE _memq_alloc_end AS
-SELECT
-  EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') AS alloc_id,
-  s.id AS slice_id,
-  s.ts
-FROM slice s
-WHERE s.category IN ('memq.heap', 'memq.api')
-  AND EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') IS NOT NULL
+SELECT alloc_id, slice_id, ts FROM (
+  SELECT
+    EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') AS alloc_id,
+    s.id AS slice_id,
+    s.ts
+  FROM slice s
+  WHERE s.category IN ('memq.heap', 'memq.api')
+    AND EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') IS NOT NULL
+  UNION ALL
+  SELECT
+    EXTRACT_ARG(s.arg_set_id, 'debug.replaced_alloc_id'),
+    s.id,
+    s.ts + s.dur
+  FROM slice s
+  WHERE s.category IN ('memq.heap', 'memq.api')
+    AND EXTRACT_ARG(s.arg_set_id, 'debug.replaced_alloc_id') IS NOT NULL
+)
 ORDER BY alloc_id;
 
 CREATE PERFETTO INDEX _memq_alloc_end_idx ON _memq_alloc_end(alloc_id);

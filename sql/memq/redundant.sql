@@ -24,6 +24,8 @@
 -- * Kineto copies have no addresses: repeat, round trip and managed are NULL for
 --   them (not applicable); unified and staged still apply.
 -- * `count` is the number of copies with at least one byte in the class.
+-- * A trace merged with a PyTorch profile (`ctf2perfetto --kineto`) holds each copy
+--   twice (memq.copy and gpu_memcpy): when it has LTTng copies, only those count.
 
 INCLUDE PERFETTO MODULE memq.mirrors;
 
@@ -132,6 +134,7 @@ WITH c AS (
     IIF(mc.source = 'lttng', IFNULL(k.other_bytes, 0), mc.bytes) AS other_bytes
   FROM memq_copy mc
   LEFT JOIN _memq_copy_class k ON k.copy_id = mc.id
+  WHERE mc.source = 'lttng' OR NOT EXISTS (SELECT 1 FROM memq_source WHERE source = 'lttng' AND copies > 0)
 ),
 u AS (
   SELECT *,
