@@ -80,6 +80,27 @@ def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str
     return df
 
 
+def trace_warnings(trace: Any) -> list[str]:
+    """What the converter counted as lost or unusable (memq.meta): one line each, empty when clean."""
+    with load(trace) as engine:
+        meta = engine.query("""
+            SELECT EXTRACT_ARG(arg_set_id, 'debug.lost_events') AS lost_events,
+                   EXTRACT_ARG(arg_set_id, 'debug.lost_packets') AS lost_packets,
+                   EXTRACT_ARG(arg_set_id, 'debug.unmatched_frees') AS unmatched_frees,
+                   EXTRACT_ARG(arg_set_id, 'debug.skipped_events') AS skipped_events
+            FROM slice WHERE category = 'memq.meta'""")
+    lines = []
+    for row in meta.to_dict("records"):
+        if row["lost_events"] or row["lost_packets"]:
+            lines.append(f"the trace lost {int(row['lost_events'] or 0):,} events and {int(row['lost_packets'] or 0):,}"
+                         " packets: allocations, frees or copies may be missing from every figure")
+        if row["unmatched_frees"]:
+            lines.append(f"{int(row['unmatched_frees']):,} frees matched no traced allocation")
+        if row["skipped_events"]:
+            lines.append(f"{int(row['skipped_events']):,} events could not be used")
+    return lines
+
+
 def sources(trace: Any) -> pd.DataFrame:
     """What the trace holds: one row per source with has_addresses, copies, sets."""
     with load(trace) as engine:

@@ -304,3 +304,16 @@ def test_cli_by_is_wired_to_attribution(trace):
     for by, needs in (("op", "--kineto"), ("callsite", "memq.binary")):
         out = _memq("redundant", str(path), "--by", by)
         assert out.returncode in (1, 2) and out.stderr.count("\n") == 1 and needs in out.stderr, out.stderr
+
+
+def test_lost_events_are_reported(shared_data, bt2):
+    """A discard-mode trace that lost events: every output says how many (independent count: bt2's
+    DiscardedEvents messages)."""
+    directory = shared_data / "ctf" / "disc"
+    discarded = sum(msg.count or 0 for msg in bt2.TraceCollectionMessageIterator(str(directory))
+                    if type(msg) is bt2._DiscardedEventsMessageConst)
+    assert discarded > 0
+    out = _memq("leaks", str(directory), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    notes = json.loads(out.stdout)["notes"]
+    assert f"the trace lost {discarded:,} events" in " ".join(notes)

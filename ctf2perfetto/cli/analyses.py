@@ -2,7 +2,7 @@
 
 TRACE is a .pftrace, a PyTorch-profiler JSON (.json / .json.gz) or an LTTng trace
 directory (converted on the fly). Human tables by default (bytes in MiB, times in
-ms), `--format json|csv` for machines. Every output says the figures are upper
+ms, times in seconds from the trace start), `--format json|csv` for machines (raw bytes, ns). Every output says the figures are upper
 bounds (CPU and kernel writes are not traced) and which figures do not apply to a
 source without addresses.
 """
@@ -69,7 +69,10 @@ def run(name: str, args: argparse.Namespace) -> int:
         by = getattr(args, "by", None)
         if by:
             tables[f"by {by}"] = _attributed(engine, name, by, args)
-    _print(name, tables, args.format)
+        first = next(iter(tables.values()))
+        first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
+        start = int(engine.query("SELECT trace_start() AS s")["s"].iloc[0])
+    _print(name, tables, args.format, start)
     return 0
 
 
@@ -94,11 +97,14 @@ def _attributed(engine: Any, name: str, by: str, args: argparse.Namespace) -> An
     return out
 
 
-def _human(df: Any) -> Any:
-    """Bytes as MiB and durations as ms, for reading."""
+def _human(df: Any, start: int) -> Any:
+    """Bytes as MiB, durations as ms and times as seconds from the trace start, for reading."""
     out = df.copy()
     for col in list(out.columns):
-        if col == "bytes" or col.endswith("_bytes") or col == "size" or col == "max_size":
+        if col == "ts" or col.endswith("_ts") or col in ("window_start", "window_end"):
+            out[col] = ((out[col].astype("float64") - start) / 1e9).round(6)
+            out = out.rename(columns={col: f"{col} s"})
+        elif col == "bytes" or col.endswith("_bytes") or col == "size" or col == "max_size":
             out[col] = (out[col].astype("float64") / 1048576.0).round(3)
             out = out.rename(columns={col: f"{col} MiB"})
         elif col.endswith("_dur") or col == "dur_sum" or col == "byte_ns":
@@ -108,7 +114,7 @@ def _human(df: Any) -> Any:
     return out
 
 
-def _print(name: str, tables: dict, fmt: str) -> None:
+def _print(name: str, tables: dict, fmt: str, start: int) -> None:
     from ..analyses import UPPER_BOUND
 
     first = next(iter(tables.values()))
@@ -141,7 +147,7 @@ def _print(name: str, tables: dict, fmt: str) -> None:
         if not df.attrs.get("applies", True):
             print(f"({df.attrs.get('note') or 'not applicable'})")
             continue
-        print_frame(_human(df), "table")
+        print_frame(_human(df, start), "table")
     print()
     for line in notes:
         print(f"note: {line}")

@@ -7,7 +7,8 @@
 -- untracked-source. Figures are upper bounds: CPU and kernel writes are not traced.
 --
 -- Decisions:
--- * Every grouping is given for the whole trace (`upid` NULL) and per process.
+-- * Every grouping is given for the whole trace (`upid` NULL) and per process, except
+--   `allocation`: an allocation belongs to one process, so it is given per process only.
 -- * Groupings (`grouping`, `key`): `total` (key NULL), `direction` (key = HtoD, ...),
 --   `allocation` (key = primary destination allocation id, NULL = untracked
 --   destination), `untracked_source` (key '1' / '0').
