@@ -317,3 +317,14 @@ def test_lost_events_are_reported(shared_data, bt2):
     assert out.returncode == 0, out.stderr
     notes = json.loads(out.stdout)["notes"]
     assert f"the trace lost {discarded:,} events" in " ".join(notes)
+
+
+def test_free_at_the_copy_end_leaves_no_mirror(trace):
+    """Tie rule (memq.mirrors): a free taking effect at the instant a copy completes comes first."""
+    rows = [malloc(1000, HOST, 64), gpu_alloc(1100, DEV, 64),
+            copy(2000, 3000, DEV, HOST, 64, 1), free(3000, HOST),
+            malloc(4000, HOST, 64), copy(5000, 6000, DEV, HOST, 64, 1), malloc(7000, HOST2, 8)]
+    with analyses.load(trace(rows)) as engine:
+        assert analyses.redundant_copies(engine)["repeat_bytes"].tolist() == [0, 0]
+        total = group(analyses.duplicated(engine), "total")
+        assert (total["peak_bytes"], total["peak_ts"], total["byte_ns"]) == (64, 6000, 64 * 1000)

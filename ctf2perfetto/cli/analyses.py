@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 from typing import Any
 
+from . import stderr_is_terminal
 from .output import add_engine_args, add_format_arg, print_frame
 
 COMMANDS = {
@@ -54,10 +56,21 @@ def add_parser(subparsers: Any) -> None:
         parser.set_defaults(func=lambda args, name=name: run(name, args))
 
 
+TOP_ALLOCATIONS = 20  # allocation rows a human table shows (json/csv: all)
+
+
+def _progress(text: str) -> None:
+    """A phase line on stderr, only on a terminal (loading and the analyses can take minutes)."""
+    if stderr_is_terminal():
+        print(f"memq: {text}", file=sys.stderr, flush=True)
+
+
 def run(name: str, args: argparse.Namespace) -> int:
     from .. import analyses
 
+    _progress(f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else ""))
     with analyses.load(args.trace, trace_processor=args.trace_processor) as engine:
+        _progress(f"running {name}")
         if name == "summary":
             tables = analyses.summary(engine)
         elif name == "duplicated":
@@ -147,6 +160,13 @@ def _print(name: str, tables: dict, fmt: str, start: int) -> None:
         if not df.attrs.get("applies", True):
             print(f"({df.attrs.get('note') or 'not applicable'})")
             continue
+        if "grouping" in df.columns:
+            by_alloc = df["grouping"] == "allocation"
+            if by_alloc.sum() > TOP_ALLOCATIONS:
+                import pandas as pd
+
+                df = pd.concat([df[~by_alloc], df[by_alloc].nlargest(TOP_ALLOCATIONS, "peak_bytes")])
+                print(f"(allocation rows: the {TOP_ALLOCATIONS} with the highest peak; --format json|csv has all)")
         print_frame(_human(df, start), "table")
     print()
     for line in notes:
