@@ -283,6 +283,8 @@ class _Builder:
             body.append(self._string(_NAME, name))
         if cat:
             body.append(self._string(_CATEGORY, cat))
+        if args is not None and not isinstance(args, dict):
+            args = {"args": args}  # not Kineto's shape, but keep what is there
         for key, value in (args or {}).items():
             if value is not None:
                 body.append(_annotation(key, value))
@@ -421,8 +423,8 @@ class KinetoMerge:
         """(pid, address, bytes, ts) of each `[memory]` allocation event."""
         found = []
         for ts, _lane, event in self._instants:
-            args = event.get("args") or {}
-            if event.get("name") != "[memory]":
+            args = event.get("args")
+            if event.get("name") != "[memory]" or not isinstance(args, dict):
                 continue
             pid, addr, size = _as_int(event.get("pid")), _as_int(args.get("Addr")), _as_int(args.get("Bytes"))
             if pid is not None and addr and size and size > 0 and addr < 1 << 64:

@@ -207,3 +207,29 @@ def test_packets_decode_with_the_perfetto_protos() -> None:
     by_name = {a.name: a for a in event.debug_annotations}
     assert by_name["neg"].int_value == -5 and by_name["big"].uint_value == 1 << 63
     assert by_name["f"].double_value == 0.25 and by_name["dims"].string_value == "[[1,2]]"
+
+
+def test_odd_events_are_counted_not_fatal(tmp_path: Path, shared_data: Path) -> None:
+    """Events the merge cannot place are counted on stderr; the rest are merged."""
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "good", "pid": "4242", "tid": 4243, "ts": "1700000000000000.5",
+         "dur": 2, "args": ["not", "a", "dict"]},
+        {"ph": "X", "cat": "cpu_op", "name": "no ts", "pid": 4242, "tid": 4243, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "negative", "pid": 4242, "tid": 4243, "ts": 1700000000000001, "dur": -3},
+        {"ph": "B", "cat": "cpu_op", "name": "begin", "pid": 4242, "tid": 4243, "ts": 1700000000000001},
+        {"ph": "i", "name": "[memory]", "pid": 4242, "tid": 4243, "ts": 1700000000000001, "args": None},
+        "not an event",
+    ]}
+    kineto = tmp_path / "odd.json"
+    kineto.write_text(json.dumps(doc))
+    out = tmp_path / "odd.pftrace"
+    proc = convert(shared_data / "ctf" / "dbg", out, "--kineto", str(kineto))
+    assert proc.returncode == 0, proc.stderr
+    assert "1 with a bad dur, 1 with phase 'B', 1 without a valid ts" in proc.stderr
+    with open_trace(out) as engine:
+        assert engine.import_problems().empty
+        rows = engine.query("SELECT name, ts, dur, IFNULL(EXTRACT_ARG(arg_set_id, 'debug.args'), '-') AS args "
+                            "FROM slice WHERE category = 'cpu_op' OR name = '[memory]' ORDER BY name")
+    assert rows.to_dict("records") == [
+        {"name": "[memory]", "ts": 1_700_000_000_000_001_000, "dur": 0, "args": "-"},
+        {"name": "good", "ts": 1_700_000_000_000_000_500, "dur": 2000, "args": '["not","a","dict"]'}]
