@@ -68,8 +68,13 @@ def trace_dirs(trace: Path) -> list[Path]:
     return sorted(p.parent for p in trace.rglob("metadata"))
 
 
-def run_child(cmd: list[str]) -> tuple[float, float, int, str]:
-    """Wall seconds, CPU seconds (user + system), peak RSS (KiB) and stdout of a child process."""
+def run_child(cmd: list[str], output: Path | None = None) -> tuple[float, float, int, str]:
+    """Wall seconds, CPU seconds (user + system), peak RSS (KiB) and stdout of a child process.
+
+    `output` (the file the child writes) is removed first, untimed: replacing the previous
+    run's 200 MiB file would add the kernel's freeing of its page cache (~0.1 s) to the run."""
+    if output is not None:
+        output.unlink(missing_ok=True)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = proc.stdout.read()
@@ -80,6 +85,13 @@ def run_child(cmd: list[str]) -> tuple[float, float, int, str]:
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed: {err.decode(errors='replace').strip()[-500:]}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, out.decode()
+
+
+def entry_point(name: str) -> str | None:
+    """The installed console script itself: the one beside this interpreter, rather than what PATH
+    finds first, which under pyenv is a shell shim that costs 60-100 ms per run before Python starts."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else shutil.which(name)
 
 
 DECODE_ONLY = """
@@ -114,8 +126,8 @@ def main() -> int:
     results: dict[str, tuple[float, float, int]] = {}
     events = 0
 
-    def best(name: str, cmd: list[str]) -> str:
-        runs = [run_child(cmd) for _ in range(args.repeat)]
+    def best(name: str, cmd: list[str], output: Path | None = None) -> str:
+        runs = [run_child(cmd, output) for _ in range(args.repeat)]
         results[name] = (min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs))
         return runs[0][3]
 
@@ -124,11 +136,11 @@ def main() -> int:
     # The counter prints running totals; the last one is the trace's.
     events = int([line.split()[0] for line in out.splitlines() if line.strip().endswith("Event messages")][-1])
     rows = int(best("memq decode", [sys.executable, "-c", DECODE_ONLY, str(trace)]).strip())
-    converter = shutil.which("ctf2perfetto")
+    converter = entry_point("ctf2perfetto")
     if converter:
         pftrace = OUT / "bench.pftrace"
         try:
-            best("ctf2perfetto", [converter, str(trace), "-o", str(pftrace), "--quiet"])
+            best("ctf2perfetto", [converter, str(trace), "-o", str(pftrace), "--quiet"], pftrace)
         except RuntimeError as exc:
             print(f"ctf2perfetto: not measured ({exc})", file=sys.stderr)
 

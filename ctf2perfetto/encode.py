@@ -69,8 +69,16 @@ class Table:
                       pick(self.xc_value), pick(self.xc_has), pick(self.pad), pick(self.seq),
                       [(n, t, v[order], p[order]) for n, t, v, p in self.args])
 
-    def encode(self) -> tuple[np.ndarray, np.ndarray]:
-        """(bytes as a uint8 array, offset of each row's packet in it)."""
+    def bound_bytes(self) -> int:
+        """Bytes that encoding this table may take, at most."""
+        return max(1, len(self.ts) * _encoder().memq_encode_bound(len(self.args)))
+
+    def encode(self, buffer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes as a uint8 array, offset of each row's packet in it).
+
+        The bytes are written into `buffer` when it is large enough (`bound_bytes`), so that a
+        caller encoding chunk after chunk reuses warm memory instead of faulting in a new one;
+        they are then only valid until its next use."""
         lib = _encoder()
         n = len(self.ts)
         nargs = len(self.args)
@@ -86,7 +94,8 @@ class Table:
                                                        for _, _, _, pr in self.args])
         names = np.array([a[0] for a in self.args] or [0], np.uint32)
         types = np.array([a[1] for a in self.args] or [0], np.uint8)
-        out = np.empty(max(1, n * lib.memq_encode_bound(nargs)), np.uint8)
+        size = self.bound_bytes()
+        out = buffer if buffer is not None and len(buffer) >= size else np.empty(size, np.uint8)
         offsets = np.empty(max(1, n), np.int64)
         written = lib.memq_encode(
             n, p(self.ts, np.int64), p(self.track, np.uint64), p(self.type, np.uint8), p(self.name_iid, np.uint32),

@@ -23,6 +23,7 @@ Rules (DESIGN.md, "What the numbers mean"):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -64,11 +65,16 @@ def split_counter_key(key: int) -> tuple[int, int]:
     return key >> _CNT_SHIFT, owner
 
 
-def kind_in(kind: np.ndarray, kinds) -> np.ndarray:
+def kind_in(kind: np.ndarray, kinds: tuple[int, ...]) -> np.ndarray:
     """Boolean mask of rows whose EventKind is one of `kinds` (a table lookup, no sort)."""
+    return _kind_table(tuple(kinds))[kind]
+
+
+@lru_cache(maxsize=None)
+def _kind_table(kinds: tuple[int, ...]) -> np.ndarray:
     table = np.zeros(256, bool)
     table[list(kinds)] = True
-    return table[kind]
+    return table
 
 
 def _free_class(api_names: list[str]) -> np.ndarray:
@@ -197,6 +203,15 @@ class _LiveSet:
         self.delta = _Allocs.empty()
 
 
+def _copy_rows(batch: EventBatch) -> np.ndarray:
+    """Rows of the copies and sets that succeeded."""
+    kind = batch["kind"]
+    copies = kind_in(kind, (EventKind.GPU_COPY, EventKind.GPU_SET))
+    if not copies.any():  # the common case (libc-only batches): skip the result column
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(copies & (batch["result"] == 0))
+
+
 def _take(allocs: _Allocs, index: np.ndarray) -> _Allocs:
     return _Allocs(*(getattr(allocs, f)[index] for f in _Allocs.FIELDS))
 
@@ -235,7 +250,7 @@ class MemoryModel:
             z = np.zeros(0, np.int64)
             return ModelBatch(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
                               np.zeros(0, bool), z, z, z, z,
-                              endpoints=self._copy_endpoints(batch, _Allocs.empty()))
+                              endpoints=self._copy_endpoints(batch, _copy_rows(batch), _Allocs.empty()))
         kind = batch["kind"]
         ptr, src, size, result = batch["ptr"], batch["src"], batch["size"], batch["result"]
         ts, begin, pid = batch["ts"], batch["begin"], batch["pid"]
@@ -324,9 +339,10 @@ class MemoryModel:
         samples = self._counter_samples(n, d_row, d_time, d_key, d_delta)
 
         # -- carried state ---------------------------------------------------------------------
-        has_copies = bool(kind_in(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)).any())
+        copy_rows = _copy_rows(batch)
         endpoints = self._copy_endpoints(
-            batch, _Allocs.concat([entries.allocs(np.flatnonzero(s_start)), self.live.all()]) if has_copies
+            batch, copy_rows,
+            _Allocs.concat([entries.allocs(np.flatnonzero(s_start)), self.live.all()]) if len(copy_rows)
             else _Allocs.empty())
         self.live.add(entries.allocs(np.flatnonzero(s_start & last_in_group)))
         self._recent = (entries, np.flatnonzero(s_start & ~last_in_group))
@@ -399,10 +415,9 @@ class MemoryModel:
             row, time, key, value = row[order], time[order], key[order], value[order]
         return row, time, key, value
 
-    def _copy_endpoints(self, batch: EventBatch, allocs: _Allocs) -> dict[str, np.ndarray]:
-        """For each successful copy/set row: the allocation live at its start holding src / dst."""
+    def _copy_endpoints(self, batch: EventBatch, rows: np.ndarray, allocs: _Allocs) -> dict[str, np.ndarray]:
+        """For each successful copy/set row (`rows`): the allocation live at its start holding src / dst."""
         kind = batch["kind"]
-        rows = np.flatnonzero(kind_in(kind, (EventKind.GPU_COPY, EventKind.GPU_SET)) & (batch["result"] == 0))
         out: dict[str, np.ndarray] = {"row": rows}
         recent = self.recent if len(rows) else _Allocs.empty()
         pool = _Allocs.concat([allocs, recent]) if len(recent) else allocs

@@ -220,6 +220,7 @@ class _TraceWriter:
         self.heap_seqs: dict[tuple[int, int], int] = {}
         self._pairs: list[tuple[int, int]] = []  # the current batch's threads, and each row's index in it
         self._pair_of_row = np.zeros(0, np.int64)
+        self._encoded = np.zeros(0, np.uint8)  # reused encode output (see _emit)
 
     # -- output ----------------------------------------------------------------------------
     def _write(self, data) -> int:
@@ -256,7 +257,10 @@ class _TraceWriter:
         offsets = np.empty(len(table.ts), np.int64)
         for lo in range(0, len(table.ts), _ENCODE_ROWS):
             hi = min(lo + _ENCODE_ROWS, len(table.ts))
-            data, chunk = table.take(slice(lo, hi)).encode()
+            part = table.take(slice(lo, hi))
+            if len(self._encoded) < part.bound_bytes():
+                self._encoded = np.empty(part.bound_bytes(), np.uint8)
+            data, chunk = part.encode(self._encoded)  # written out before the buffer's next use
             offsets[lo:hi] = chunk + self._write(memoryview(data))
         if order is not None:
             unsorted = np.empty_like(offsets)
@@ -280,10 +284,10 @@ class _TraceWriter:
             self.first_ts = int(batch["ts"][0])
         self.first_ts = min(self.first_ts, int(batch["begin"].min()), int(batch["ts"].min()))
         self.last_ts = max(self.last_ts, int(batch["ts"].max()))
-        kinds, counts = np.unique(batch["kind"], return_counts=True)
-        for k, c in zip(kinds.tolist(), counts.tolist()):
+        counts = np.bincount(batch["kind"])  # kinds are < 256: a count per value, no sort
+        for k in np.flatnonzero(counts).tolist():
             name = EventKind(k).name.lower()
-            self.events[name] = self.events.get(name, 0) + c
+            self.events[name] = self.events.get(name, 0) + int(counts[k])
         mb = self.model.process(batch)
         thread_uuid = self._thread_uuids(batch)
         row_offsets = np.zeros(n, np.int64)
@@ -291,7 +295,9 @@ class _TraceWriter:
 
         heap = np.flatnonzero(kind_in(batch["kind"], (*HEAP_KINDS, EventKind.FREE)))
         if len(heap):
-            row_offsets[heap] = self._emit_heap(batch, mb, heap, thread_uuid, sample_done)
+            # A libc-only batch (the bulk of most traces) is used in place, not gathered row by row.
+            rows = slice(None) if len(heap) == n else heap
+            row_offsets[rows] = self._emit_heap(batch, mb, rows, thread_uuid, sample_done)
         gpu = np.flatnonzero((batch["kind"] >= EventKind.GPU_ALLOC) & (batch["kind"] < EventKind.LOST))
         if len(gpu):
             call_ids = np.arange(self.next_call_id, self.next_call_id + len(gpu), dtype=np.uint64)
@@ -367,7 +373,9 @@ class _TraceWriter:
         return np.array([_counter_track_uuid(k) for k in uniq.tolist()], np.uint64)[inverse.ravel()]
 
     def _emit_heap(self, batch, mb, rows, thread_uuid, sample_done) -> np.ndarray:
+        """Heap instants of `rows` (row indices, or slice(None) for the whole batch)."""
         kind = batch["kind"][rows]
+        g = len(kind)
         name_lut = np.zeros(256, np.uint32)
         for k, iid in self.heap_names.items():
             name_lut[k] = iid
@@ -377,7 +385,7 @@ class _TraceWriter:
         is_free = kind == EventKind.FREE
         aligned = kind_in(kind, (EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN))
         ip = batch["ip"][rows]
-        ones = np.ones(len(rows), bool)
+        ones = np.ones(g, bool)
         a = self.heap_args
         replaced = mb.replaced_alloc_id[rows]
         args = [
@@ -400,11 +408,11 @@ class _TraceWriter:
         for i in (np.unique(pair).tolist() if len(self._pairs) > 1 else [0]):
             seq_of_pair[i] = self._heap_sequence(*self._pairs[i])
         seq = seq_of_pair[pair]
-        xc_track = np.zeros(len(rows), np.uint64)
-        xc_value = np.zeros(len(rows), np.int64)
-        xc_has = np.zeros(len(rows), bool)
+        xc_track = np.zeros(g, np.uint64)
+        xc_value = np.zeros(g, np.int64)
+        xc_has = np.zeros(g, bool)
         pos = np.full(len(batch), -1, np.int64)
-        pos[rows] = np.arange(len(rows))
+        pos[rows] = np.arange(g)
         at = pos[mb.sample_row]
         ride = np.flatnonzero((at >= 0) & (mb.sample_ts == batch["ts"][mb.sample_row]))
         if len(ride):
@@ -415,9 +423,9 @@ class _TraceWriter:
             xc_has[at[ride]] = True
             sample_done[ride] = True
         table = Table(
-            ts=batch["ts"][rows], track=np.zeros(len(rows), np.uint64),
-            type=np.full(len(rows), TYPE_INSTANT, np.uint8),
-            name_iid=name_lut[kind], cat_iid=np.full(len(rows), self.heap_cat, np.uint32),
+            ts=batch["ts"][rows], track=np.zeros(g, np.uint64),
+            type=np.full(g, TYPE_INSTANT, np.uint8),
+            name_iid=name_lut[kind], cat_iid=np.full(g, self.heap_cat, np.uint32),
             flow_out=np.where(alloc_id > 0, alloc_id | _ALLOC_FLOW, 0).astype(np.uint64),
             flow_in=np.where(freed > 0, freed | _ALLOC_FLOW, 0).astype(np.uint64),
             xc_track=xc_track, xc_value=xc_value, xc_has=xc_has, pad=(alloc_id > 0).astype(np.uint8), seq=seq,

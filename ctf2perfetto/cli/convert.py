@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -126,8 +127,10 @@ def _realtime_offset(info) -> int:
 
 
 def convert(args: argparse.Namespace, prog: str) -> int:
+    # numpy's OpenBLAS starts a thread per core at import, which then spin: this command does no
+    # linear algebra, and those threads take CPU from the decoder (must be set before numpy loads).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from ..decode import decode
-    from ..write import device_track_packet, device_track_uuid, process_track_uuid, thread_track_uuid, write_trace
 
     _check_output(args.output)
     extra_packets: Iterable[bytes] = []
@@ -135,6 +138,7 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     lttng_events = None
     if args.kineto is not None:
         from .. import kineto
+        from ..write import device_track_packet, device_track_uuid, process_track_uuid, thread_track_uuid
 
         devices: set[int] = set()
 
@@ -149,9 +153,11 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     try:
         # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
         with decode(args.trace, salvage=args.salvage, batch_size=1 << 16, progress=progress.decoded) as decoding:
-            batches: Iterable = decoding
+            batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load
+            from ..write import write_trace
+
             if kineto_packets is not None and lttng_events is not None:
-                batches = (lttng_events.add(batch) for batch in decoding)
+                batches = (lttng_events.add(batch) for batch in batches)
                 # Made after the last batch (write_trace reads extra_packets last), against the LTTng
                 # events: clock check on shared allocations, ops widened over API calls (docs/TIMELINE.md).
                 extra_packets = _Later(lambda: [device_track_packet(d) for d in sorted(devices)]
