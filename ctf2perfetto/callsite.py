@@ -21,7 +21,7 @@ import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import BinaryIO, Iterable
 
 from .errors import MemqError
 
@@ -77,10 +77,11 @@ class ElfFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        data = path.read_bytes()
-        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-            raise MemqError(f"{path}: not a 64-bit little-endian ELF file")
-        self.first_load_vaddr, self.build_id = _read_elf_header(data)
+        with path.open("rb") as f:  # the header, program headers and notes only (libraries can be GBs)
+            header = f.read(64)
+            if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
+                raise MemqError(f"{path}: not a 64-bit little-endian ELF file")
+            self.first_load_vaddr, self.build_id = _read_elf_header(header, f)
         self.debug_file = self._separate_debug_file()
         self._symbols: tuple[list[int], list[int], list[str]] | None = None
 
@@ -132,19 +133,21 @@ class ElfFile:
         return result
 
 
-def _read_elf_header(data: bytes) -> tuple[int, str]:
-    """(vaddr of the first PT_LOAD, GNU build-id as hex or '') of an ELF64 LE image."""
-    e_phoff, = struct.unpack_from("<Q", data, 0x20)
-    e_phentsize, e_phnum = struct.unpack_from("<HH", data, 0x36)
+def _read_elf_header(header: bytes, f: BinaryIO) -> tuple[int, str]:
+    """(vaddr of the first PT_LOAD, GNU build-id as hex or '') of an ELF64 LE file open at `f`."""
+    e_phoff, = struct.unpack_from("<Q", header, 0x20)
+    e_phentsize, e_phnum = struct.unpack_from("<HH", header, 0x36)
+    f.seek(e_phoff)
+    phdrs = f.read(e_phentsize * e_phnum)
     first_load = None
     build_id = ""
-    for i in range(e_phnum):
-        off = e_phoff + i * e_phentsize
-        p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", data, off)
+    for i in range(min(e_phnum, len(phdrs) // max(e_phentsize, 1))):
+        p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", phdrs, i * e_phentsize)
         if p_type == _PT_LOAD and first_load is None:
             first_load = p_vaddr
-        elif p_type == 4:  # PT_NOTE
-            build_id = build_id or _note_build_id(data[p_offset:p_offset + p_filesz])
+        elif p_type == 4 and not build_id:  # PT_NOTE
+            f.seek(p_offset)
+            build_id = _note_build_id(f.read(min(p_filesz, 1 << 16)))
     return first_load or 0, build_id
 
 
