@@ -127,6 +127,10 @@ def test_profiler_clock_is_checked_on_the_allocations_both_saw(run: dict, engine
     gap_written, anchors = _median_gap(written, libc)
     gap_merged, _ = _median_gap(merged, libc)
     assert anchors >= 50
+    # The clock recipe itself (recorder readings -> ClockSnapshot, Kineto at base + ts*1000) must already put the
+    # two sources within tens of microseconds: the correction below only refines the profiler's TSC estimate. A
+    # wrong offset (a millisecond, say) must fail here, not be corrected away.
+    assert abs(gap_written) <= 50_000, f"profile and LTTng clocks {gap_written} ns apart before any correction"
     stderr = run["convert"].stderr
     if abs(gap_written) > 1_000:
         # The converter pairs every [memory] event (all sizes); these are the large posix_memalign ones.
