@@ -14,6 +14,7 @@ It follows the same written decisions as the SQL modules (sql/memq/*.sql doc com
 * writes take effect at the end of their call; effects are applied in time order, frees
   at the start of their call (the generated logs have distinct effect times);
 * classes per byte: repeat / round trip first, then managed endpoint, then unified;
+* a 2D copy writes `height` rows of `width` bytes at `dpitch` / `spitch` strides;
 * prorated time = floor(dur * class_bytes / bytes) (float arithmetic, as in SQL);
   wall-clock time = length of the union of [start, start + prorated).
 """
@@ -70,6 +71,13 @@ class Write:
     round_trip: int = 0
     managed: int = 0
     unified: int = 0
+    rows: list[tuple[int, int | None, int]] = field(default_factory=list)  # (dst, src, bytes) written
+
+    def pairs(self):
+        """(destination byte, source byte or None) for every byte written."""
+        for dst, src, n in self.rows:
+            for i in range(n):
+                yield dst + i, None if src is None else src + i
 
 
 @dataclass
@@ -152,9 +160,15 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
         elif kind in (K.GPU_FREE, K.GPU_UNREGISTER) and ok and ptr:
             end_alloc(pid, _free_class(kind, r.get("api", "")), ptr, begin)
         elif kind in (K.GPU_COPY, K.GPU_SET) and ok:
-            o.writes.append(Write(i, pid, r.get("tid", pid), begin, end, ptr, r["size"],
-                                  r.get("src", 0) if kind == K.GPU_COPY else None, r.get("copy_kind", -1),
-                                  r.get("stream", 0), r.get("device", 0)))
+            src = r.get("src", 0) if kind == K.GPU_COPY else None
+            w = Write(i, pid, r.get("tid", pid), begin, end, ptr, r["size"], src, r.get("copy_kind", -1),
+                      r.get("stream", 0), r.get("device", 0))
+            dpitch, spitch = r.get("dpitch", 0), r.get("spitch", 0)
+            if kind == K.GPU_COPY and (dpitch or spitch):  # 2D: height rows of width bytes
+                w.rows = [(ptr + row * dpitch, src + row * spitch, r["aux"]) for row in range(r["aux2"])]
+            else:
+                w.rows = [(ptr, src, r["size"])]
+            o.writes.append(w)
     for w in o.writes:
         if w.src is not None:
             _endpoints(o, w, unified_devices)
@@ -201,8 +215,7 @@ def _mirrors(o: Oracle) -> None:
         w: Write = ev
         pid = w.pid
         if w.src is not None:
-            for i in range(w.nbytes):
-                d, s = w.dst + i, w.src + i
+            for d, s in w.pairs():
                 held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
                 m = active.get((pid, d))
                 back = active.get((pid, s))
@@ -214,16 +227,14 @@ def _mirrors(o: Oracle) -> None:
                     w.managed += 1
                 elif w.direction in ("HtoD", "DtoH") and w.unified_device:  # type: ignore[attr-defined]
                     w.unified += 1
-        for i in range(w.nbytes):
-            y = w.dst + i
+        for y, _ in w.pairs():
             if (pid, y) in active:
                 close(active[(pid, y)], when)
             for d in list(by_src.get((pid, y), ())):
                 close(active[(pid, d)], when)
         if w.src is None:
             continue
-        for i in range(w.nbytes):
-            d, s = w.dst + i, w.src + i
+        for d, s in w.pairs():
             held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
             dst_a = o.primary(pid, d, w.begin)
             m = Mirror(pid, d, s, w.index, when, w.direction, None if dst_a is None else dst_a.index,

@@ -64,7 +64,15 @@ CREATE PERFETTO TABLE memq_copy(
   -- Memory kind of the source.
   src_mem STRING,
   -- Host endpoint of a HtoD/DtoH copy is pageable (1), not (0), unknown/NA (NULL).
-  pageable BOOL
+  pageable BOOL,
+  -- 2D copies: bytes per row; NULL for linear copies.
+  width LONG,
+  -- 2D copies: number of rows; NULL for linear copies.
+  height LONG,
+  -- 2D copies: destination pitch (bytes from one row to the next).
+  dpitch LONG,
+  -- 2D copies: source pitch.
+  spitch LONG
 ) AS
 WITH lttng AS (
   SELECT
@@ -83,7 +91,11 @@ WITH lttng AS (
     EXTRACT_ARG(s.arg_set_id, 'debug.dst_alloc_id') AS dst_alloc_id,
     EXTRACT_ARG(s.arg_set_id, 'debug.src_alloc_id') AS src_alloc_id,
     EXTRACT_ARG(s.arg_set_id, 'debug.dst_mem') AS dst_mem,
-    EXTRACT_ARG(s.arg_set_id, 'debug.src_mem') AS src_mem
+    EXTRACT_ARG(s.arg_set_id, 'debug.src_mem') AS src_mem,
+    EXTRACT_ARG(s.arg_set_id, 'debug.width') AS width,
+    EXTRACT_ARG(s.arg_set_id, 'debug.height') AS height,
+    EXTRACT_ARG(s.arg_set_id, 'debug.dpitch') AS dpitch,
+    EXTRACT_ARG(s.arg_set_id, 'debug.spitch') AS spitch
   FROM slice s
   WHERE s.category = 'memq.copy'
 ),
@@ -111,7 +123,8 @@ SELECT
   CASE l.direction
     WHEN 'HtoD' THEN l.src_mem IN ('host', 'untracked')
     WHEN 'DtoH' THEN l.dst_mem IN ('host', 'untracked')
-  END AS pageable
+  END AS pageable,
+  l.width, l.height, l.dpitch, l.spitch
 FROM lttng l
 LEFT JOIN _memq_api_call c USING (call_id)
 UNION ALL
@@ -122,7 +135,8 @@ SELECT
     WHEN k.direction NOT IN ('HtoD', 'DtoH') THEN NULL
     WHEN k.name GLOB '*Pageable*' THEN 1
     WHEN k.name GLOB '*Pinned*' THEN 0
-  END
+  END,
+  NULL, NULL, NULL, NULL
 FROM kineto k
 ORDER BY id;
 

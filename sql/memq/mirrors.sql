@@ -22,7 +22,8 @@
 --   first of device/managed, pinned, registered, host, the latest started within a
 --   kind.
 -- * A copy whose source and destination overlap still mirrors every byte.
--- * Only the destination range of a 2D copy's `bytes` is modelled, as contiguous.
+-- * A 2D copy writes `height` rows of `width` bytes, `dpitch` apart (reading rows
+--   `spitch` apart); each row is a write of its own, at the copy's end.
 -- * Upper bound: CPU and kernel writes are not traced, so a mirror may have ended
 --   earlier than shown.
 
@@ -30,10 +31,30 @@ INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE memq.allocations;
 INCLUDE PERFETTO MODULE memq.copies;
 
--- Writes with addresses, in effect order (`ord`).
+-- The rows every copy writes: one for a linear copy, `height` rows of `width` bytes
+-- (at `dpitch` / `spitch` strides) for a 2D copy.
+CREATE PERFETTO TABLE _memq_copy_row AS
+WITH RECURSIVE two_d(id, upid, call_id, ts, end_ts, direction, r, height, dst, src, width, dpitch, spitch) AS (
+  SELECT id, upid, call_id, ts, end_ts, direction, 0, height, dst, src, width, dpitch, spitch
+  FROM memq_copy
+  WHERE source = 'lttng' AND height > 0 AND width > 0 AND dst IS NOT NULL AND upid IS NOT NULL
+  UNION ALL
+  SELECT id, upid, call_id, ts, end_ts, direction, r + 1, height, dst + dpitch, src + spitch, width, dpitch,
+    spitch
+  FROM two_d WHERE r + 1 < height
+)
+SELECT id, upid, call_id, ts, end_ts, direction, dst, src, width AS bytes FROM two_d
+UNION ALL
+SELECT id, upid, call_id, ts, end_ts, direction, dst, src, bytes FROM memq_copy
+WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL AND height IS NULL;
+
+-- Writes with addresses (copy rows and memsets), in effect order (`ord`); `seq` numbers
+-- the calls: the rows of one 2D copy share it and complete together (none of them is
+-- before or after another).
 CREATE PERFETTO TABLE _memq_write AS
 SELECT
-  ROW_NUMBER() OVER (ORDER BY end_ts, id) AS ord,
+  ROW_NUMBER() OVER (ORDER BY end_ts, id, dst) AS ord,
+  DENSE_RANK() OVER (ORDER BY end_ts, id) AS seq,
   id,
   upid,
   call_id,
@@ -46,7 +67,7 @@ SELECT
   direction
 FROM (
   SELECT id, upid, call_id, ts, end_ts, dst, bytes, src, 1 AS is_copy, direction
-  FROM memq_copy WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
+  FROM _memq_copy_row
   UNION ALL
   SELECT id, upid, call_id, ts, end_ts, dst, bytes, NULL, 0, NULL
   FROM memq_set WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
@@ -123,22 +144,24 @@ FROM _memq_cover c
 WHERE c.side = 'dst'
 WINDOW win AS (PARTITION BY c.seg ORDER BY c.ord);
 
--- Per (copy, source segment): the last write before it and the first after it on
--- that segment (a copy's own destination write is neither).
+-- Per (copy row, source segment): the last write of an earlier call and the first
+-- write of a later call on that segment (the copy's own rows are neither).
 CREATE PERFETTO TABLE _memq_src_cover AS
 WITH ev AS (
-  SELECT rid, ord, seg, lo, len, 0 AS is_write FROM _memq_cover WHERE side = 'src'
+  SELECT c.rid, c.ord, w.seq, c.seg, c.lo, c.len, 0 AS is_write
+  FROM _memq_cover c JOIN _memq_write w USING (ord) WHERE c.side = 'src'
   UNION ALL
-  SELECT rid, ord, seg, lo, len, 1 FROM _memq_cover WHERE side = 'dst'
+  SELECT c.rid, c.ord, w.seq, c.seg, c.lo, c.len, 1
+  FROM _memq_cover c JOIN _memq_write w USING (ord) WHERE c.side = 'dst'
 ),
 hist AS (
   SELECT
     *,
     MAX(IIF(is_write, ord, NULL)) OVER (
-      PARTITION BY seg ORDER BY ord, is_write ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+      PARTITION BY seg ORDER BY seq, is_write ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
     ) AS prev_ord,
     MIN(IIF(is_write, ord, NULL)) OVER (
-      PARTITION BY seg ORDER BY ord DESC, is_write ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+      PARTITION BY seg ORDER BY seq DESC, is_write ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
     ) AS next_ord
   FROM ev
 )
@@ -210,7 +233,10 @@ WITH p AS (
     w.upid,
     w.t,
     w.k,
+    w.seq,
     w.direction,
+    (SELECT seq FROM _memq_write x WHERE x.ord = r.dst_next_ord) AS dst_next_seq,
+    (SELECT seq FROM _memq_write x WHERE x.ord = r.src_next_ord) AS src_next_seq,
     IFNULL((SELECT t FROM _memq_write x WHERE x.ord = r.dst_next_ord), 9223372036854775807) AS dst_write_end,
     IFNULL((SELECT t FROM _memq_write x WHERE x.ord = r.src_next_ord), 9223372036854775807) AS src_write_end,
     IFNULL(ds.alloc_end, 9223372036854775807) AS dst_alloc_end,
@@ -242,13 +268,13 @@ SELECT
   EXISTS (
     SELECT 1 FROM _memq_piece q
     WHERE q.ord = p.dst_prev_ord AND q.lo = p.lo AND q.k = p.k
-      AND q.alloc_end > p.t AND IFNULL(q.src_next_ord, p.ord) >= p.ord
+      AND q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq
   ) AS is_repeat,
   EXISTS (
     SELECT 1 FROM _memq_piece q
     WHERE q.ord = p.src_prev_ord AND q.lo = p.lo + p.k AND q.k = -p.k
-      AND q.alloc_end > p.t AND IFNULL(q.src_next_ord, p.ord) >= p.ord
-      AND IFNULL(q.dst_next_ord, p.ord) >= p.ord
+      AND q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq
+      AND IFNULL(q.dst_next_seq, p.seq) >= p.seq
   ) AS is_round_trip
 FROM _memq_piece p;
 
