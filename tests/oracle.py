@@ -71,6 +71,7 @@ class Write:
     round_trip: int = 0
     managed: int = 0
     unified: int = 0
+    unified_device: bool = False
     rows: list[tuple[int, int | None, int]] = field(default_factory=list)  # (dst, src, bytes) written
 
     def pairs(self):
@@ -176,18 +177,22 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
     return o
 
 
+def _side(a: Alloc | None) -> str:
+    """D for device and managed memory, H for the rest (untracked memory counts as host)."""
+    return "D" if a is not None and a.mem in ("device", "managed") else "H"
+
+
+def _pageable(a: Alloc | None) -> bool:
+    return a is None or a.mem == "host"
+
+
 def _endpoints(o: Oracle, w: Write, unified_devices) -> None:
+    """Direction (Default kind from the primary allocations of the first bytes), staged, unified device."""
     dst_a = o.primary(w.pid, w.dst, w.begin)
     src_a = o.primary(w.pid, w.src, w.begin)
-    side = {None: "H"}
-    side_of = lambda a: side[None] if a is None else ("D" if a.mem in ("device", "managed") else "H")  # noqa: E731
-    if w.copy_kind == 4:
-        w.direction = f"{side_of(src_a)}to{side_of(dst_a)}"
-    else:
-        w.direction = KIND_DIRECTION[w.copy_kind]
-    pageable = lambda a: a is None or a.mem == "host"  # noqa: E731
-    w.pageable = (w.direction == "HtoD" and pageable(src_a)) or (w.direction == "DtoH" and pageable(dst_a))
-    w.unified_device = (w.pid, w.device) in unified_devices  # type: ignore[attr-defined]
+    w.direction = f"{_side(src_a)}to{_side(dst_a)}" if w.copy_kind == 4 else KIND_DIRECTION[w.copy_kind]
+    w.pageable = (w.direction == "HtoD" and _pageable(src_a)) or (w.direction == "DtoH" and _pageable(dst_a))
+    w.unified_device = (w.pid, w.device) in unified_devices
 
 
 def _mirrors(o: Oracle) -> None:
@@ -225,7 +230,7 @@ def _mirrors(o: Oracle) -> None:
                     w.round_trip += 1
                 elif any(a.mem == "managed" for a in held):
                     w.managed += 1
-                elif w.direction in ("HtoD", "DtoH") and w.unified_device:  # type: ignore[attr-defined]
+                elif w.direction in ("HtoD", "DtoH") and w.unified_device:
                     w.unified += 1
         for y, _ in w.pairs():
             if (pid, y) in active:

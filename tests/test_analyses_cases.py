@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 
 from ctf2perfetto import analyses
-from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
 from ctf2perfetto.write import write_trace
 
