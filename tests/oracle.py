@@ -46,6 +46,7 @@ class Alloc:
     size: int
     start: int
     end: int | None = None
+    device: int = 0
 
     def holds(self, pid: int, byte: int, when: int) -> bool:
         return (self.pid == pid and self.addr <= byte < self.addr + self.size and self.start <= when
@@ -132,10 +133,10 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
         if alloc is not None:
             alloc.end = when
 
-    def start_alloc(pid: int, mem: str, addr: int, size: int, when: int) -> None:
+    def start_alloc(pid: int, mem: str, addr: int, size: int, when: int, device: int = 0) -> None:
         cls = MEM_CLASS[mem]
         end_alloc(pid, cls, addr, when)  # a lost free: the new start replaces it
-        alloc = Alloc(len(o.allocs), pid, cls, mem, addr, size, when)
+        alloc = Alloc(len(o.allocs), pid, cls, mem, addr, size, when, device=device)
         o.allocs.append(alloc)
         live[(pid, cls, addr)] = alloc
 
@@ -157,7 +158,7 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
             end_alloc(pid, CLS_HOST, ptr, begin)
         elif kind in (K.GPU_ALLOC, K.GPU_REGISTER) and ok and ptr:
             mem = "registered" if kind == K.GPU_REGISTER else MEM_NAME[MemKind(r["mem"])]
-            start_alloc(pid, mem, ptr, r["size"], end)
+            start_alloc(pid, mem, ptr, r["size"], end, r.get("device", 0))
         elif kind in (K.GPU_FREE, K.GPU_UNREGISTER) and ok and ptr:
             end_alloc(pid, _free_class(kind, r.get("api", "")), ptr, begin)
         elif kind in (K.GPU_COPY, K.GPU_SET) and ok:
@@ -322,4 +323,59 @@ def redundant_totals(o: Oracle, pid: int | None = None) -> dict[str, dict]:
     out["staged"] = {"count": len(staged), "bytes": sum(w.nbytes for w in staged),
                      "time": sum(w.end - w.begin for w in staged),
                      "wall": union_length([(w.begin, w.end) for w in staged])}
+    return out
+
+
+# -- summary and leaks -------------------------------------------------------------------
+def copies_per_direction(o: Oracle) -> dict[str, dict]:
+    """Per direction (memsets as 'memset'): count, bytes, summed and wall-clock time."""
+    groups: dict[str, list[Write]] = defaultdict(list)
+    for w in o.writes:
+        groups["memset" if w.src is None else w.direction].append(w)
+    return {d: {"count": len(ws), "bytes": sum(w.nbytes for w in ws), "dur_sum": sum(w.end - w.begin for w in ws),
+                "wall_dur": union_length([(w.begin, w.end) for w in ws])} for d, ws in groups.items()}
+
+
+def device_busy(o: Oracle) -> dict[int, int]:
+    """Per device: union of its copy and memset intervals."""
+    per: dict[int, list] = defaultdict(list)
+    for w in o.writes:
+        per[w.device].append((w.begin, w.end))
+    return {d: union_length(iv) for d, iv in per.items()}
+
+
+def allocations_per_kind(o: Oracle) -> dict[str, dict]:
+    """Per kind: count, bytes, max size, leaked, and the peak of the live-bytes counters
+    (per process; device memory per device) with its first time."""
+    out: dict[str, dict] = {}
+    for a in o.allocs:
+        k = out.setdefault(a.mem, {"count": 0, "bytes": 0, "max_size": 0, "leaked": 0, "leaked_bytes": 0})
+        k["count"] += 1
+        k["bytes"] += a.size
+        k["max_size"] = max(k["max_size"], a.size)
+        k["leaked"] += a.end is None
+        k["leaked_bytes"] += a.size if a.end is None else 0
+    tracks: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for a in o.allocs:
+        track = (a.mem, "device", a.device) if a.mem == "device" else (a.mem, "pid", a.pid)
+        tracks[track][a.start] += a.size
+        if a.end is not None:
+            tracks[track][a.end] -= a.size
+    for (mem, _, _), deltas in tracks.items():
+        live = 0
+        for t in sorted(deltas):
+            live += deltas[t]
+            best = out[mem].get("peak_live_bytes", 0)
+            if live > best or (live == best and t < out[mem].get("peak_ts", t + 1)):
+                out[mem]["peak_live_bytes"], out[mem]["peak_ts"] = live, t
+    return out
+
+
+def leaks_by_kind_size(o: Oracle) -> dict[tuple[str, int], tuple[int, int]]:
+    """(kind, size) -> (count, bytes) of allocations never freed."""
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for a in o.allocs:
+        if a.end is None:
+            n, b = out.get((a.mem, a.size), (0, 0))
+            out[(a.mem, a.size)] = (n + 1, b + a.size)
     return out

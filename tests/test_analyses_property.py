@@ -246,6 +246,20 @@ def check_trace(rows: list[dict], devices: list[dict], path: Path) -> None:
                     assert (row["count"], row["bytes"], row["dur_sum"], row["wall_dur"]) == \
                         (fig["count"], fig["bytes"], fig["time"], fig["wall"]), (mode, pid, cls)
 
+        # Summary: copies per direction, device busy time, allocations per kind; leaks.
+        summary = analyses.summary(engine)
+        got_copies = {r["direction"]: {k: r[k] for k in ("count", "bytes", "dur_sum", "wall_dur")}
+                      for r in summary["copies"].to_dict("records")}
+        assert got_copies == oracle.copies_per_direction(ref)
+        assert {int(r["device"]): r["busy_dur"] for r in summary["devices"].to_dict("records")} == \
+            oracle.device_busy(ref)
+        kinds = {r["kind"]: {k: r[k] for k in ("count", "bytes", "max_size", "leaked", "leaked_bytes",
+                                                "peak_live_bytes", "peak_ts")}
+                 for r in summary["allocations"].to_dict("records")}
+        assert kinds == oracle.allocations_per_kind(ref)
+        leaks = {(r["kind"], r["size"]): (r["count"], r["bytes"]) for r in analyses.leaks(engine).to_dict("records")}
+        assert leaks == oracle.leaks_by_kind_size(ref)
+
         # Duplicated bytes: peak, when, integral and mean per grouping.
         allocs = engine.query("""INCLUDE PERFETTO MODULE memq.allocations;
             SELECT a.alloc_id, p.pid, a.addr, a.ts FROM memq_allocation a JOIN process p USING (upid)""")
