@@ -81,7 +81,8 @@ def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str
 
 
 def trace_warnings(trace: Any) -> list[str]:
-    """What the converter counted as lost or unusable (memq.meta): one line each, empty when clean."""
+    """What the converter counted as lost or unusable (memq.meta) and what trace_processor could not
+    import (its error / data-loss stats): one line each, empty when clean."""
     with load(trace) as engine:
         meta = engine.query("""
             SELECT EXTRACT_ARG(arg_set_id, 'debug.lost_events') AS lost_events,
@@ -98,6 +99,11 @@ def trace_warnings(trace: Any) -> list[str]:
             lines.append(f"{int(row['unmatched_frees']):,} frees matched no traced allocation")
         if row["skipped_events"]:
             lines.append(f"{int(row['skipped_events']):,} events could not be used")
+    with load(trace) as engine:
+        problems = engine.import_problems()
+    for row in problems.to_dict("records"):
+        lines.append(f"trace_processor could not import everything: {row['name']} = {int(row['value']):,} "
+                     "(events it dropped are missing from every figure)")
     return lines
 
 
