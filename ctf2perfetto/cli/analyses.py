@@ -111,8 +111,11 @@ def _attributed(engine: Any, name: str, by: str, args: argparse.Namespace) -> An
 
 
 def _human(df: Any, start: int) -> Any:
-    """Bytes as MiB, durations as ms and times as seconds from the trace start, for reading."""
+    """Bytes as MiB, durations as ms, times as seconds from the trace start, pid 'all' for the
+    whole trace, for reading."""
     out = df.copy()
+    if "pid" in out.columns:  # whole-trace rows have no pid
+        out["pid"] = ["all" if v is None or v != v else int(v) for v in out["pid"].tolist()]
     for col in list(out.columns):
         if col == "ts" or col.endswith("_ts") or col in ("window_start", "window_end"):
             out[col] = ((out[col].astype("float64") - start) / 1e9).round(6)
