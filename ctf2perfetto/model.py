@@ -254,32 +254,30 @@ class MemoryModel:
         kind = batch["kind"]
         ptr, src, size, result = batch["ptr"], batch["src"], batch["size"], batch["result"]
         ts, begin, pid = batch["ts"], batch["begin"], batch["pid"]
-        mem = batch["mem"].astype(np.int64)
         ok = result == 0
+        # Only libc rows (most batches): every allocation and free is on the host heap, so the
+        # GPU terms and the per-row memory kinds / classes below are constants.
+        heap_only = int(kind.max()) <= EventKind.FREE
 
         # -- which rows start / end an allocation, and in which space ----------------------
         is_realloc = kind == EventKind.REALLOC
         plain_alloc = kind_in(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN))
-        starts = (ptr != 0) & (
-            plain_alloc
-            | is_realloc
-            | ((kind == EventKind.POSIX_MEMALIGN) & ok)
-            | (kind_in(kind, (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER)) & ok)
-        )
-        ends = (
-            ((kind == EventKind.FREE) & (ptr != 0))
-            | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
-            | (kind_in(kind, (EventKind.GPU_FREE, EventKind.GPU_UNREGISTER)) & ok & (ptr != 0))
-        )
-        start_mem = np.where(kind == EventKind.GPU_REGISTER, MemKind.REGISTERED, mem)
-        start_mem = np.where(kind_in(kind, HEAP_KINDS), MemKind.HOST, start_mem)
-        start_cls = _MEM_CLS[start_mem]
-        end_cls = np.full(n, CLS_HOST, np.int64)
-        gpu_free = kind == EventKind.GPU_FREE
-        if gpu_free.any():
-            end_cls[gpu_free] = _free_class(batch.api_names)[batch["api"][gpu_free]]
-        end_cls[kind == EventKind.GPU_UNREGISTER] = CLS_REGISTERED
+        starts = (ptr != 0) & (plain_alloc | is_realloc | ((kind == EventKind.POSIX_MEMALIGN) & ok))
+        ends = ((kind == EventKind.FREE) & (ptr != 0)) | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
         end_addr = np.where(is_realloc, src, ptr)
+        if heap_only:
+            start_mem = np.full(n, MemKind.HOST, np.int64)
+        else:
+            starts |= (ptr != 0) & kind_in(kind, (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER)) & ok
+            ends |= kind_in(kind, (EventKind.GPU_FREE, EventKind.GPU_UNREGISTER)) & ok & (ptr != 0)
+            start_mem = np.where(kind == EventKind.GPU_REGISTER, MemKind.REGISTERED, batch["mem"].astype(np.int64))
+            start_mem = np.where(kind_in(kind, HEAP_KINDS), MemKind.HOST, start_mem)
+            start_cls = _MEM_CLS[start_mem]
+            end_cls = np.full(n, CLS_HOST, np.int64)
+            gpu_free = kind == EventKind.GPU_FREE
+            if gpu_free.any():
+                end_cls[gpu_free] = _free_class(batch.api_names)[batch["api"][gpu_free]]
+            end_cls[kind == EventKind.GPU_UNREGISTER] = CLS_REGISTERED
 
         srows = np.flatnonzero(starts)
         alloc_id = np.zeros(n, np.uint64)
@@ -291,7 +289,8 @@ class MemoryModel:
         erow = order2 >> 1
         e_is_start = (order2 & 1).astype(bool)
         b_pid = pid[erow]
-        b_cls = np.where(e_is_start, start_cls[erow], end_cls[erow])
+        b_cls = np.full(len(erow), CLS_HOST, np.int64) if heap_only \
+            else np.where(e_is_start, start_cls[erow], end_cls[erow])
         b_addr = np.where(e_is_start, ptr[erow], end_addr[erow])
         live = self.live.take(b_pid, b_cls, b_addr)  # only the live allocations this batch touches
         nl = len(live)
@@ -467,6 +466,8 @@ class _Entries:
         return np.where(self.is_start[index], self.batch["ts"][rows], self.batch["begin"][rows])
 
     def counter_keys(self, index: np.ndarray) -> np.ndarray:
+        if (self.cls[index] == CLS_HOST).all():  # host-heap allocations only (their memory is always HOST)
+            return (CNT_HOST << _CNT_SHIFT) | (self.pid[index] & ((1 << _CNT_SHIFT) - 1))
         kind = _MEM_CNT[self.column("mem", index)]
         if (kind == CNT_HOST).all():
             owner = self.pid[index]

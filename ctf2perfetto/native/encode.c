@@ -70,22 +70,20 @@ int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const u
         }
         for (int64_t a = 0; a < nargs; a++) {
             if (!arg_present[a][i]) continue;
-            uint64_t v = arg_val[a][i];
-            uint8_t body[24];
-            uint8_t *b = body;
-            *b++ = 0x08; /* name_iid = 1 */
-            b = put_varint(b, arg_name[a]);
-            switch (arg_type[a]) {
-            case ARG_INT: *b++ = 0x20; break;     /* int_value = 4 */
-            case ARG_UINT: *b++ = 0x18; break;    /* uint_value = 3 */
-            case ARG_POINTER: *b++ = 0x38; break; /* pointer_value = 7 */
-            default: *b++ = 0x88; *b++ = 0x01; break; /* string_value_iid = 17 */
-            }
-            b = put_varint(b, v);
+            /* The annotation is at most 1 + 5 + 2 + 10 bytes, so its length is one byte,
+             * written once the body is in place (no staging copy). */
             *e++ = 0x22; /* debug_annotations = 4 */
-            *e++ = (uint8_t)(b - body);
-            memcpy(e, body, (size_t)(b - body));
-            e += b - body;
+            uint8_t *len = e++;
+            *e++ = 0x08; /* name_iid = 1 */
+            e = put_varint(e, arg_name[a]);
+            switch (arg_type[a]) {
+            case ARG_INT: *e++ = 0x20; break;     /* int_value = 4 */
+            case ARG_UINT: *e++ = 0x18; break;    /* uint_value = 3 */
+            case ARG_POINTER: *e++ = 0x38; break; /* pointer_value = 7 */
+            default: *e++ = 0x88; *e++ = 0x01; break; /* string_value_iid = 17 */
+            }
+            e = put_varint(e, arg_val[a][i]);
+            *len = (uint8_t)(e - len - 1);
         }
         *e++ = 0x48; /* type = 9 */
         e = put_varint(e, type[i]);
