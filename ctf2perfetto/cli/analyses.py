@@ -27,6 +27,10 @@ COMMANDS = {
                "device busy share",
     "leaks": "allocations never freed, by kind and size",
 }
+EPILOG = ("Output: tables with bytes in MiB, times in ms and timestamps in seconds from the trace start; "
+          "--format json prints one object {analysis, source, upper_bound, notes, tables: {name: {applies, rows}}} "
+          "with raw bytes and ns; --format csv prints '# ' note lines, then each table (with a '# table:' line "
+          "when there are several). Whole-trace rows have pid null ('all' in tables).")
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
               "(converted on the fly)")
 
@@ -39,8 +43,9 @@ def add_parser(subparsers: Any) -> None:
     """Register duplicated, redundant, summary and leaks."""
     for name, text in COMMANDS.items():
         parser = subparsers.add_parser(
-            name, help=text, description=f"memq {name}: {text}. Figures are upper bounds: writes by CPU code and "
-                                         "GPU kernels are not traced.")
+            name, help=text, epilog=EPILOG,
+            description=f"memq {name}: {text}. Figures are upper bounds: writes by CPU code and GPU kernels are "
+                        "not traced.")
         parser.add_argument("trace", metavar="TRACE", help=TRACE_HELP)
         add_format_arg(parser)
         add_engine_args(parser)
