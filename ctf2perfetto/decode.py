@@ -20,7 +20,6 @@ import json
 import os
 import queue
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,41 +46,29 @@ _lib: ctypes.CDLL | None = None
 
 
 def _native() -> ctypes.CDLL:
-    """The decoder library. The long calls (open, next, close) release the GIL; the accessors
-    that only read a field are bound through a PyDLL handle, which keeps it: the decode
-    worker would otherwise wait for the GIL (up to the 5 ms switch interval, while the
-    consumer runs numpy) around each of them, with its core idle."""
     global _lib
     if _lib is None:
-        path = str(native_library("libmemqdecode.so"))
-        lib = ctypes.CDLL(path)
-        quick = ctypes.PyDLL(path)
+        lib = ctypes.CDLL(str(native_library("libmemqdecode.so")))
         lib.memq_open.restype = ctypes.c_void_p
         lib.memq_open.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
-        lib.memq_next.restype = ctypes.c_int64
-        lib.memq_next.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Columns), ctypes.c_int64]
-        lib.memq_close.restype = None
-        lib.memq_close.argtypes = [ctypes.c_void_p]
-        lib.memq_error = quick.memq_error
         lib.memq_error.restype = ctypes.c_char_p
         lib.memq_error.argtypes = [ctypes.c_void_p]
-        lib.memq_side = quick.memq_side
+        lib.memq_next.restype = ctypes.c_int64
+        lib.memq_next.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Columns), ctypes.c_int64]
         lib.memq_side.restype = ctypes.c_void_p
         lib.memq_side.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
-        lib.memq_failed_stream = quick.memq_failed_stream
         lib.memq_failed_stream.restype = ctypes.c_char_p
         lib.memq_failed_stream.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
                                            ctypes.POINTER(ctypes.c_uint64)]
-        lib.memq_events_seen = quick.memq_events_seen
         lib.memq_events_seen.restype = ctypes.c_uint64
         lib.memq_events_seen.argtypes = [ctypes.c_void_p]
-        lib.memq_progress = quick.memq_progress
         lib.memq_progress.restype = None
         lib.memq_progress.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64),
                                       ctypes.POINTER(ctypes.c_int64)]
-        lib.memq_reference_offset_ns = quick.memq_reference_offset_ns
         lib.memq_reference_offset_ns.restype = ctypes.c_int64
         lib.memq_reference_offset_ns.argtypes = [ctypes.c_void_p]
+        lib.memq_close.restype = None
+        lib.memq_close.argtypes = [ctypes.c_void_p]
         _lib = lib
     return _lib
 
@@ -232,7 +219,7 @@ class Decoding:
         the consumer gets ready (e.g. imports its own modules)."""
         native = self._native
         if native is None or self._ahead is not None:
-            raise MemqError(f"{self.path}: decoding already finished")
+            raise MemqError(f"{self.path}: a decode can be iterated only once")
         self._ahead = _DecodeAhead(native, self.batch_size)
         return self._batches(native, self._ahead)
 
@@ -319,19 +306,12 @@ class _DecodeAhead:
     """Runs the native decoder one batch ahead of the consumer, in a thread (ctypes calls
     release the GIL). At most two batches wait, so memory stays bounded."""
 
-    # GIL switch interval while the worker runs: when a batch is decoded, the worker waits for
-    # the GIL until the consumer's numpy work is interrupted; at Python's 5 ms default that
-    # left the decoding core idle for up to 5 ms per batch.
-    SWITCH_INTERVAL_S = 0.0005
-
     def __init__(self, native: _Native, batch_size: int) -> None:
         self.native = native
         self.batch_size = batch_size
         self.queue: queue.Queue = queue.Queue(maxsize=1)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._work, name="memq-decode", daemon=True)
-        self.switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(self.switch_interval, self.SWITCH_INTERVAL_S))
         self.thread.start()
 
     def _work(self) -> None:
@@ -361,7 +341,6 @@ class _DecodeAhead:
         """Stops the worker (it finishes the batch it is decoding) before the decoder closes."""
         self.stopping.set()
         self.thread.join()
-        sys.setswitchinterval(self.switch_interval)
 
 
 def _uninitialised(n: int, api_names: list[str]) -> EventBatch:
