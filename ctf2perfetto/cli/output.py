@@ -78,7 +78,10 @@ def _text(value: Any) -> str:
     if _is_null(value):
         return NULL_TEXT
     if isinstance(value, float):
-        return repr(value) if value != int(value) or abs(value) >= 1e16 else f"{value:.1f}"
+        if value == int(value) and abs(value) < 1e16:
+            return f"{value:.1f}"
+        # For reading, six significant digits (shares, bandwidths, MiB); --format json/csv keep every digit.
+        return f"{value:.6g}" if 1e-4 <= abs(value) < 1e6 else repr(value)
     if isinstance(value, bytes):
         return value.hex()
     return " ".join(str(value).split()) if "\n" in str(value) else str(value)
