@@ -22,7 +22,7 @@ class BuildWithNative(build_py):
         super().run()
         if getattr(self, "editable_mode", False):
             return  # a source checkout: scripts/install.sh runs `make native` in place
-        pkg = Path(self.build_lib) / "ctf2perfetto"
+        pkg = Path(self.build_lib).resolve() / "ctf2perfetto"  # absolute: sub-makes run in their own dirs
         subprocess.run(["make", "-C", str(ROOT), "native", f"LIBDIR={pkg / 'lib'}"], check=True)
         sql_out = pkg / "sql" / "memq"
         if sql_out.exists():
