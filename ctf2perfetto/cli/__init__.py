@@ -31,11 +31,11 @@ def run_command(prog: str, func: Callable[[], int | None]) -> int:
         error_line(prog, "interrupted")
         return 130
     except BrokenPipeError:
-        # The reader (e.g. `| head`) went away: not an error worth a line.
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
+        # The reader (e.g. `| head`) went away: not an error worth a line. Point stdout
+        # at /dev/null so the interpreter's final flush does not fail again. (os.open,
+        # not open(): the `cli.open` submodule shadows the builtin in this package.)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as exc:  # noqa: BLE001 - last line of defence, see module doc
         if os.environ.get("MEMQ_DEBUG"):

@@ -61,7 +61,7 @@ def add_parser(subparsers: Any) -> None:
         parser.set_defaults(func=lambda args, name=name: run(name, args))
 
 
-TOP_ALLOCATIONS = 20  # allocation rows a human table shows (json/csv: all)
+TOP_ROWS = 20  # per-allocation / leak-group rows a human table shows (json/csv: all)
 
 
 def _progress(text: str) -> None:
@@ -135,6 +135,22 @@ def _human(df: Any, start: int) -> Any:
     return out
 
 
+def _shortened(key: str, df: Any) -> Any:
+    """For reading: at most TOP_ROWS allocation rows (highest peak) or leak groups (most bytes), saying so."""
+    if "grouping" in df.columns:
+        by_alloc = df["grouping"] == "allocation"
+        if by_alloc.sum() > TOP_ROWS:
+            import pandas as pd
+
+            print(f"(allocation rows: the {TOP_ROWS} of {int(by_alloc.sum())} with the highest peak; "
+                  "--format json|csv has all)")
+            return pd.concat([df[~by_alloc], df[by_alloc].nlargest(TOP_ROWS, "peak_bytes")])
+    elif key == "leaks" and len(df) > TOP_ROWS:
+        print(f"(the {TOP_ROWS} of {len(df)} kind/size groups with the most bytes; --format json|csv has all)")
+        return df.nlargest(TOP_ROWS, "bytes")
+    return df
+
+
 def _print(name: str, tables: dict, fmt: str, start: int) -> None:
     from ..analyses import UPPER_BOUND
 
@@ -168,14 +184,7 @@ def _print(name: str, tables: dict, fmt: str, start: int) -> None:
         if not df.attrs.get("applies", True):
             print(f"({df.attrs.get('note') or 'not applicable'})")
             continue
-        if "grouping" in df.columns:
-            by_alloc = df["grouping"] == "allocation"
-            if by_alloc.sum() > TOP_ALLOCATIONS:
-                import pandas as pd
-
-                df = pd.concat([df[~by_alloc], df[by_alloc].nlargest(TOP_ALLOCATIONS, "peak_bytes")])
-                print(f"(allocation rows: the {TOP_ALLOCATIONS} with the highest peak; --format json|csv has all)")
-        print_frame(_human(df, start), "table")
+        print_frame(_human(_shortened(key, df), start), "table")
     print()
     for line in notes:
         print(f"note: {line}")
