@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from ctf2perfetto.cli.convert import keep_freed_memory  # noqa: E402
 from ctf2perfetto.events import EventBatch, EventKind, TraceInfo  # noqa: E402
 from ctf2perfetto.write import write_trace  # noqa: E402
 
@@ -119,6 +120,7 @@ def main() -> None:
                         help="reference trace for babeltrace2 (default: bench/out/libc-3000000 when "
                              "bench/convert_vs_babeltrace.py has recorded it, else ../shared/data/ctf/disc)")
     args = parser.parse_args()
+    keep_freed_memory()  # the allocator settings of the CLI, so the figures are the CLI's
     live = list(kept_live(args.live, args.batch_size))
     batches = list(synthetic(args.events, args.batch_size))
     clock: dict[str, float] = {}

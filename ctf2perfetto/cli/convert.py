@@ -126,7 +126,7 @@ def _realtime_offset(info) -> int:
     return clock.realtime - clock.monotonic
 
 
-def _keep_freed_memory() -> None:
+def keep_freed_memory() -> None:
     """Have glibc keep freed memory for reuse instead of handing it back to the kernel.
 
     The pipeline allocates and frees the same batch-sized numpy arrays (0.5-15 MB) over and
@@ -150,7 +150,7 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     # numpy's OpenBLAS starts a thread per core at import, which then spin: this command does no
     # linear algebra, and those threads take CPU from the decoder (must be set before numpy loads).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    _keep_freed_memory()
+    keep_freed_memory()
     from ..decode import decode
 
     _check_output(args.output)
