@@ -174,7 +174,9 @@ class Decoding:
         self._ahead: _DecodeAhead | None = None
         try:
             if salvage:
-                self.salvaged = SalvagedCopy(traces, lambda t: _check_readable(t))
+                # Absolute: the copy links to the original files, and a relative link would
+                # resolve inside the copy.
+                self.salvaged = SalvagedCopy([t.absolute() for t in traces], lambda t: _check_readable(t))
                 traces = self.salvaged.traces
                 self.info.warnings.extend(self.salvaged.warnings())
             self._native = _Native(traces, want_range=progress is not None)
