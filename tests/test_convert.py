@@ -381,3 +381,16 @@ def test_memq_convert_is_the_same_command(shared_data, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert a.read_bytes() == b.read_bytes()  # and byte-identical from run to run
     assert "events:" not in proc.stderr  # --quiet: warnings only
+
+
+def test_salvage_with_a_relative_trace_path(disc_copy, tmp_path):
+    """The salvage copy links the intact files: a relative input path must still resolve from the copy."""
+    trace, stream, packets = disc_copy
+    offset, size = packets[len(packets) // 2]
+    os.truncate(stream, offset + size // 3)
+    out = tmp_path / "out" / "relative.pftrace"
+    out.parent.mkdir(exist_ok=True)
+    proc = subprocess.run(["ctf2perfetto", os.path.relpath(trace, tmp_path), "-o", str(out), "--salvage"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "salvage dropped 1 packet(s)" in proc.stderr and out.stat().st_size > 0
