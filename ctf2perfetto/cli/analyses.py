@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from . import stderr_is_terminal
-from .output import add_engine_args, add_format_arg, print_frame
+from .output import add_engine_args, add_format_arg, add_unified_arg, print_frame
 
 COMMANDS = {
     "duplicated": "bytes duplicated between host and device over time: peak, when, mean; by direction, "
@@ -50,10 +50,7 @@ def add_parser(subparsers: Any) -> None:
         add_format_arg(parser)
         add_engine_args(parser)
         if name == "redundant":
-            parser.add_argument("--unified", choices=("auto", "yes", "no"), default="auto",
-                                help="count every host<->device copy as avoidable (unified-memory device, e.g. "
-                                     "MI300A, GH200): auto = as the trace's recorded device property says "
-                                     "(default), yes, no")
+            add_unified_arg(parser)
         if name in ("duplicated", "redundant") and _has_attribution():
             parser.add_argument("--by", choices=("op", "callsite"), default=None,
                                 help="also break the figures down by PyTorch op (needs a trace merged with "

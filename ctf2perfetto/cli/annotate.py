@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from .output import add_engine_args
+from .output import add_engine_args, add_unified_arg
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,9 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("trace", type=Path, metavar="TRACE", help="memq trace (.pftrace from ctf2perfetto)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
                         help="annotated trace to write (must differ from TRACE)")
-    parser.add_argument("--unified", choices=("auto", "yes", "no"), default="auto",
-                        help="treat devices as unified memory (every host<->device copy avoidable): auto reads "
-                             "the device property the recorder stored (default auto)")
+    add_unified_arg(parser)
     add_engine_args(parser)
     parser.set_defaults(func=run)
 

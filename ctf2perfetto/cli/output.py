@@ -2,6 +2,7 @@
 
     add_format_arg(parser)     --format table|json|csv (default table)
     add_engine_args(parser)    --trace-processor PATH (native trace_processor_shell)
+    add_unified_arg(parser)    --unified auto|yes|no (how redundant copies are classed)
     print_frame(df, fmt)       the frame as an aligned table, JSON records or CSV
 """
 from __future__ import annotations
@@ -30,6 +31,13 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace-processor", metavar="PATH", default=None,
                         help="native trace_processor_shell binary to run the queries (default: "
                              "$MEMQ_TRACE_PROCESSOR if set, else the embedded WebAssembly trace_processor)")
+
+
+def add_unified_arg(parser: argparse.ArgumentParser) -> None:
+    """Add `--unified auto|yes|no`, shared by every command that classes redundant copies."""
+    parser.add_argument("--unified", choices=("auto", "yes", "no"), default="auto",
+                        help="count every host<->device copy as avoidable (unified-memory device, e.g. MI300A, "
+                             "GH200): auto = as the device property the recorder stored says (default), yes, no")
 
 
 def print_frame(df: pd.DataFrame, fmt: str = "table", file: TextIO | None = None) -> None:

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .output import add_engine_args
+from .output import add_engine_args, add_unified_arg
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -22,9 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("trace", type=Path, metavar="TRACE", help="memq trace (.pftrace from ctf2perfetto)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.png", help="PNG file to write")
-    parser.add_argument("--unified", choices=("auto", "yes", "no"), default="auto",
-                        help="treat devices as unified memory for the redundant classes (default auto: the "
-                             "device property the recorder stored)")
+    add_unified_arg(parser)
     add_engine_args(parser)
     parser.set_defaults(func=run)
 
