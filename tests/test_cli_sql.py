@@ -97,6 +97,9 @@ def error_case(tmp_path: Path, trace_file: Path, name: str) -> tuple[list[str], 
     cut = tmp_path / "cut.pftrace"
     cut.write_bytes(trace_file.read_bytes()[:-3])
     missing = tmp_path / "missing.pftrace"
+    not_trace_json = tmp_path / "settings.json.gz"
+    with gzip.open(not_trace_json, "wt") as f:
+        f.write('{"a": 1, "events": []}')
     cases = {
         "missing file": ([str(missing), "SELECT 1"], 2, f"{missing}: no such file"),
         "directory": ([str(tmp_path), "SELECT 1"], 2,
@@ -104,6 +107,8 @@ def error_case(tmp_path: Path, trace_file: Path, name: str) -> tuple[list[str], 
         "not a trace": ([str(garbage), "SELECT 1"], 1,
                         f"{garbage}: trace_processor cannot read it: Unknown trace type provided (ERR:fmt)"),
         "truncated": ([str(cut), "SELECT 1"], 1, None),
+        "JSON that is not a trace": ([str(not_trace_json), "SELECT 1"], 1,
+                                     f"{not_trace_json}: a JSON object with no traceEvents: not a Chrome/PyTorch-profiler trace"),
         "syntax error": ([str(trace_file), "SELECT FROM WHERE"], 1,
                          "SQL error: syntax error (at stdin line 1 col 8: SELECT FROM WHERE)"),
         "no query": ([str(trace_file)], 2,
@@ -117,7 +122,8 @@ def error_case(tmp_path: Path, trace_file: Path, name: str) -> tuple[list[str], 
     return ["sql", *argv], code, text
 
 
-@pytest.mark.parametrize("name", ["missing file", "directory", "not a trace", "truncated", "syntax error",
+@pytest.mark.parametrize("name", ["missing file", "directory", "not a trace", "truncated", "JSON that is not a trace",
+                                  "syntax error",
                                   "no query", "native missing"])
 def test_bad_input_one_line(name: str, tmp_path: Path, trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv, expected_code, text = error_case(tmp_path, trace_file, name)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -11,6 +12,44 @@ from ..errors import MemqError, UsageError
 from .framing import ProtoFraming, is_protobuf_trace
 
 CHUNK_BYTES = 4 << 20  # bytes read from the file per append request
+
+
+class JsonEventsCheck:
+    """Whether a JSON-object trace has a `traceEvents` key anywhere (plain or gzipped).
+
+    trace_processor loads any JSON object, e.g. `{"a": 1}`, as an empty trace, so
+    without this a wrong file would give silently empty answers. Scanning stops at
+    the first hit, which in Chrome/Kineto traces is near the start.
+    """
+
+    KEY = b'"traceEvents"'
+
+    def __init__(self, gzipped: bool) -> None:
+        self._inflate = zlib.decompressobj(31) if gzipped else None
+        self._tail = b""
+        self.found = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self.found:
+            return
+        try:
+            data = self._inflate.decompress(chunk) if self._inflate is not None else chunk
+        except zlib.error:
+            self.found = True  # a damaged gzip is trace_processor's to report
+            return
+        window = self._tail + data
+        self.found = self.KEY in window
+        self._tail = window[-len(self.KEY):]
+
+    @staticmethod
+    def applies(head: bytes) -> bool:
+        """True for a JSON object (plain or gzipped); JSON arrays are event lists and need no key."""
+        if head[:2] == b"\x1f\x8b":
+            try:
+                head = zlib.decompressobj(31).decompress(head)
+            except zlib.error:
+                return False
+        return head.lstrip()[:1] == b"{"
 
 
 @dataclass(frozen=True)
@@ -39,14 +78,20 @@ class TraceSource:
 
     def checked_chunks(self) -> Iterator[bytes]:
         """chunks(), then a MemqError if a protobuf trace ends mid-packet (trace_processor would not say)."""
-        framing = ProtoFraming() if is_protobuf_trace(self.head(1)) else None
+        head = self.head(4096)
+        framing = ProtoFraming() if is_protobuf_trace(head[:1]) else None
+        events = JsonEventsCheck(head[:2] == b"\x1f\x8b") if framing is None and JsonEventsCheck.applies(head) else None
         for chunk in self.chunks():
             if framing is not None:
                 framing.feed(chunk)
+            if events is not None:
+                events.feed(chunk)
             yield chunk
         problem = framing.problem() if framing is not None else None
         if problem:
             raise MemqError(f"{self.label}: {problem}")
+        if events is not None and not events.found:
+            raise MemqError(f"{self.label}: a JSON object with no traceEvents: not a Chrome/PyTorch-profiler trace")
 
     def head(self, n: int) -> bytes:
         """The first n bytes (fewer if the trace is shorter)."""
