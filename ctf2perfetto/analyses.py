@@ -100,7 +100,15 @@ def trace_warnings(trace: Any) -> list[str]:
         if row["skipped_events"]:
             lines.append(f"{int(row['skipped_events']):,} events could not be used")
     with load(trace) as engine:
+        orphans = engine.query("""
+            INCLUDE PERFETTO MODULE memq.copies;
+            SELECT (SELECT count(*) FROM memq_copy WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL))
+                 + (SELECT count(*) FROM memq_set WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL)) AS n""")
         problems = engine.import_problems()
+    orphaned = int(orphans["n"].iloc[0])
+    if orphaned:
+        lines.append(f"{orphaned:,} copies or memsets have no API call (call_id) or no address in the trace: they are "
+                     "left out of the mirror, duplicated and redundant figures")
     for row in problems.to_dict("records"):
         lines.append(f"trace_processor could not import everything: {row['name']} = {int(row['value']):,} "
                      "(events it dropped are missing from every figure)")

@@ -347,3 +347,31 @@ def test_free_at_the_copy_end_leaves_no_mirror(trace):
         assert analyses.redundant_copies(engine)["repeat_bytes"].tolist() == [0, 0]
         total = group(analyses.duplicated(engine), "total")
         assert (total["peak_bytes"], total["peak_ts"], total["byte_ns"]) == (64, 6000, 64 * 1000)
+
+
+def test_copy_without_its_api_call_is_reported_not_dropped_silently(trace) -> None:
+    """A memq.copy slice whose call_id matches no memq.api slice (e.g. a hand-edited or foreign trace) cannot be
+    placed in a process's address space: the figures leave it out, and the warnings say how many."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    path = trace([malloc(100, HOST, MiB), gpu_alloc(200, DEV, MiB), copy(1_000, 2_000, DEV, HOST, MiB, 1)])
+    assert not any("no API call" in line for line in analyses.trace_warnings(path))
+    packets = pb.Trace()
+    p = packets.packet.add()
+    p.trusted_packet_sequence_id = 4242
+    p.track_descriptor.uuid = 4242
+    p.track_descriptor.name = "foreign copies"
+    for ts, kind in ((3_000, pb.TrackEvent.TYPE_SLICE_BEGIN), (4_000, pb.TrackEvent.TYPE_SLICE_END)):
+        p = packets.packet.add()
+        p.trusted_packet_sequence_id, p.timestamp = 4242, ts
+        p.track_event.type, p.track_event.track_uuid = kind, 4242
+        if kind == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            p.track_event.name = "HtoD"
+            p.track_event.categories.append("memq.copy")
+            for name, value in (("call_id", 987654), ("dst", DEV), ("src", HOST), ("bytes", MiB), ("copy_kind", 1)):
+                a = p.track_event.debug_annotations.add()
+                a.name, a.int_value = name, value
+    with open(path, "ab") as f:
+        f.write(packets.SerializeToString())
+    warnings = analyses.trace_warnings(path)
+    assert any(line.startswith("1 copies or memsets have no API call") for line in warnings), warnings
