@@ -95,10 +95,12 @@ def test_copies_by_callsite(recording: dict) -> None:
 def _kineto_ops(pid: int, tid: int, copies: pd.DataFrame, malloc_end: int) -> dict:
     """Kineto JSON with ops around the recorded copies (REALTIME µs relative to a base).
 
-    The inner op starts after hipMalloc returned: API calls and ops of one thread nest.
+    The inner op starts after hipMalloc returned (API calls and ops of one thread nest) and after the outer op
+    started (ops nest too), whatever the time between hipMalloc and the first copy.
     """
     first, second = copies.iloc[0], copies.iloc[1]
     base = int(first["ts"]) // 10**9 * 10**9
+    inner_begin = max((malloc_end + int(first["ts"])) // 2, int(first["ts"]) - 40_000)
 
     def op(name: str, begin_ns: int, end_ns: int, tid_: int = tid) -> dict:
         # µs with the ns digits, relative to the base, as Kineto writes them
@@ -108,7 +110,7 @@ def _kineto_ops(pid: int, tid: int, copies: pd.DataFrame, malloc_end: int) -> di
     end_second = int(second["ts"] + second["dur"])
     return {"baseTimeNanoseconds": base, "traceEvents": [
         op("train_step", int(first["ts"]) - 50_000, end_second + 50_000),
-        op("aten::copy_", (malloc_end + int(first["ts"])) // 2, int(first["ts"] + first["dur"]) + 10_000),
+        op("aten::copy_", inner_begin, int(first["ts"] + first["dur"]) + 10_000),
         op("decoy_on_other_thread", int(first["ts"]) - 100_000, end_second + 100_000, tid + 1),
     ]}
 
