@@ -253,7 +253,16 @@ class Decoding:
         lost = batch["kind"] == EventKind.LOST
         if lost.any():
             packets = batch["aux2"][lost] == 1
-            counts = batch["aux"][lost]
+            # A DiscardedEvents count is babeltrace2's delta of LTTng's cumulative 64-bit
+            # discarded counter between two packets. Under contention that counter can go
+            # backwards, and the delta wraps to nearly 2**64: read deltas as signed so the
+            # total is the counter's net change whatever the batching, and say so.
+            counts = batch["aux"][lost].view(np.int64)
+            backwards = counts[~packets] < 0
+            if backwards.any():
+                self.info.warnings.append(
+                    f"LTTng's discarded-event counter went backwards {int(backwards.sum())} time(s) "
+                    f"(by {int(-counts[~packets][backwards].sum()):,} events): lost events are its net change")
             self.info.lost_packets += int(counts[packets].sum())
             self.info.lost_events += int(counts[~packets].sum())
 

@@ -346,3 +346,32 @@ def test_progress_reaches_the_total(shared_data):
     assert len(batches) == 6 and all(isinstance(b, EventBatch) for b in batches)
     assert all(0 <= d <= t for d, t in calls) and calls[-1][0] == calls[-1][1] > 0
     assert [d for d, _t in calls] == sorted(d for d, _t in calls)
+
+
+def test_discarded_counter_going_backwards_counts_its_net_change(shared_data, tmp_path):
+    """LTTng's cumulative per-stream discarded counter can go backwards under contention; babeltrace2's delta then
+    wraps to nearly 2**64. Lower one packet's counter below its predecessor's in a copy of the real lossy trace:
+    the wrapped delta and the larger next delta cancel, so the total must equal the untouched trace's, whichever
+    batches the two LOST rows fall in, and the anomaly must be reported."""
+    _, _, untouched = decode_all(shared_data / "ctf" / "disc", batch_size=1 << 16)
+    trace = tmp_path / "disc"
+    shutil.copytree(shared_data / "ctf" / "disc", trace)
+    chan = trace / "ust/uid/0/64-bit"
+    shutil.rmtree(chan / "index")  # babeltrace2 must read the packet contexts, not the index
+    stream = chan / "ch0_1"
+    data = bytearray(stream.read_bytes())
+    # Packet header (32 B) then context: timestamp_begin@32, timestamp_end@40, content_size@48 (bits),
+    # packet_size@56 (bits), packet_seq_num@64, events_discarded@72 (native little-endian u64 on x86-64).
+    offsets, offset = [], 0
+    while offset < len(data):
+        offsets.append(offset)
+        offset += struct.unpack_from("<Q", data, offset + 56)[0] // 8
+    discarded = [struct.unpack_from("<Q", data, o + 72)[0] for o in offsets]
+    k = next(i for i in range(1, len(offsets) - 1) if discarded[i - 1] >= 1000 and discarded[i] > discarded[i - 1])
+    struct.pack_into("<Q", data, offsets[k] + 72, discarded[k - 1] - 1000)
+    stream.write_bytes(bytes(data))
+    for batch_size in (1 << 16, 97):
+        _, _, info = decode_all(trace, batch_size=batch_size)
+        assert info.lost_events == untouched.lost_events == 143_322
+        assert any("discarded-event counter went backwards 1 time(s) (by 1,000 events)" in w
+                   for w in info.warnings), info.warnings
