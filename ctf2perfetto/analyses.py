@@ -90,6 +90,11 @@ def trace_warnings(trace: Any) -> list[str]:
                    EXTRACT_ARG(arg_set_id, 'debug.unmatched_frees') AS unmatched_frees,
                    EXTRACT_ARG(arg_set_id, 'debug.skipped_events') AS skipped_events
             FROM slice WHERE category = 'memq.meta'""")
+        orphans = engine.query("""
+            INCLUDE PERFETTO MODULE memq.copies;
+            SELECT (SELECT count(*) FROM memq_copy WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL))
+                 + (SELECT count(*) FROM memq_set WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL)) AS n""")
+        problems = engine.import_problems()
     lines = []
     for row in meta.to_dict("records"):
         if row["lost_events"] or row["lost_packets"]:
@@ -99,12 +104,6 @@ def trace_warnings(trace: Any) -> list[str]:
             lines.append(f"{int(row['unmatched_frees']):,} frees matched no traced allocation")
         if row["skipped_events"]:
             lines.append(f"{int(row['skipped_events']):,} events could not be used")
-    with load(trace) as engine:
-        orphans = engine.query("""
-            INCLUDE PERFETTO MODULE memq.copies;
-            SELECT (SELECT count(*) FROM memq_copy WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL))
-                 + (SELECT count(*) FROM memq_set WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL)) AS n""")
-        problems = engine.import_problems()
     orphaned = int(orphans["n"].iloc[0])
     if orphaned:
         lines.append(f"{orphaned:,} copies or memsets have no API call (call_id) or no address in the trace: they are "
