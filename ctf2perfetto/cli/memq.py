@@ -32,7 +32,8 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: list[str] = SUBCOMMAND_MODULES) -> argparse.ArgumentParser:
+    """The `memq` parser with the subcommands of `modules` (a subset for record-only entries)."""
     parser = _ArgumentParser(
         prog="memq",
         description=(
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memq {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
     subparsers.required = True
-    for name in SUBCOMMAND_MODULES:
+    for name in modules:
         try:
             module = importlib.import_module(f"{__package__}.{name}")
         except ModuleNotFoundError as exc:
@@ -56,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, modules: list[str] = SUBCOMMAND_MODULES) -> int:
+    args = build_parser(modules).parse_args(argv)
     return run_command("memq", lambda: args.func(args))
 
 

@@ -1,4 +1,9 @@
-"""`memq record -o DIR [--api hip,cuda,libc] [--mode blocking|discard] [--force] -- CMD ...`"""
+"""`memq record -o DIR [--api hip,cuda,libc] [--mode blocking|discard] [--force] -- CMD ...`
+
+`python3 -m ctf2perfetto.cli.record record -o DIR -- CMD` is the same command
+without the other subcommands, whose modules import pandas: recording needs only
+the standard library (the GPU bundle, scripts/gpu-bundle.sh, relies on it).
+"""
 from __future__ import annotations
 
 import argparse
@@ -69,3 +74,9 @@ def run(args: argparse.Namespace) -> int:
                                   num_subbuf=args.num_subbuf), announce)
     print(summary(result), file=sys.stderr)
     return result.exit_code
+
+
+if __name__ == "__main__":
+    from .memq import main
+
+    sys.exit(main(modules=["record"]))
