@@ -1,0 +1,425 @@
+"""Read the archive of scripts/gpu-check.sh and check memq against what really ran.
+
+    python3 -m ctf2perfetto.gpu_check gpu-check.tar.gz [--json REPORT.json]
+
+The archive (layout: scripts/gpu-check.sh, docs/GPU_CHECK.md) holds the traces of a
+CUDA program that calls every wrapped runtime function once (tests/gpu/cuda_all.cu)
+and of a PyTorch training loop, their own logs, the loop's Kineto trace and timings.
+Checks, each PASS or FAIL:
+  conversion        every trace converts (`memq convert`, the loop's with --kineto)
+  cuda_all calls    every logged call is one memq event, in order, with the exact
+                    pointers, bytes, kinds, directions, streams, devices and results
+  frees sized       every successful free/unregister carries the size of what it freed
+  torch copies      memq's copies equal the profiler's gpu_memcpy events per direction
+                    (count and bytes)
+  torch segments    memq's successful cudaMalloc count equals the caching allocator's
+                    memory_stats()["segment.all.allocated"]
+  pinned            pinned host allocations (DataLoader pin_memory) were recorded
+  lost events       0 in every trace (memq-record.json and the trace's own counts)
+and two goals, reported as met or missed: a recorded cudaMemcpyAsync costs <= 300 ns
+more than an untraced one, and the loop runs <= 1.05x slower traced (default settings).
+Exit status 1 when a check fails; bad input is one line and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .cli import run_command
+from .errors import MemqError, UsageError
+from .events import EventKind, MemKind
+
+COST_GOAL_NS = 300.0
+SLOWDOWN_GOAL = 1.05
+U64 = (1 << 64) - 1
+
+# Log event (tests/fakes/worklog.h) -> EventKind, and log field -> EventBatch column
+# (docs/EVENTS.md, "Mapping to ctf2perfetto.events columns").
+LOG_KINDS = {"alloc": EventKind.GPU_ALLOC, "register": EventKind.GPU_REGISTER, "free": EventKind.GPU_FREE,
+             "unregister": EventKind.GPU_UNREGISTER, "copy": EventKind.GPU_COPY, "set": EventKind.GPU_SET,
+             "prefetch": EventKind.GPU_PREFETCH, "advise": EventKind.GPU_ADVISE, "sync": EventKind.GPU_SYNC,
+             "set_device": EventKind.GPU_SET_DEVICE}
+_ALLOC_FIELDS = {"ptr": "ptr", "size": "size", "mem_kind": "mem", "stream": "stream", "flags": "flags",
+                 "width": "aux", "height": "aux2"}
+_FREE_FIELDS = {"ptr": "ptr", "size": "size", "mem_kind": "mem", "stream": "stream"}
+LOG_FIELDS = {
+    "alloc": _ALLOC_FIELDS, "register": _ALLOC_FIELDS, "free": _FREE_FIELDS, "unregister": _FREE_FIELDS,
+    "copy": {"dst": "ptr", "src": "src", "bytes": "size", "kind": "copy_kind", "stream": "stream",
+             "height": "aux2", "dpitch": "dpitch", "spitch": "spitch"},  # aux: width or src_device, below
+    "set": {"dst": "ptr", "value": "aux", "bytes": "size", "stream": "stream"},
+    "prefetch": {"ptr": "ptr", "bytes": "size", "dst_device": "aux", "stream": "stream"},
+    "advise": {"ptr": "ptr", "bytes": "size", "advice": "aux", "target_device": "aux2"},
+    "sync": {"stream": "stream"},
+    "set_device": {"new_device": "aux"},
+}
+UNSIGNED = {"ptr", "src", "size", "stream", "flags", "aux", "aux2", "dpitch", "spitch"}
+DIRECTIONS = ("HtoH", "HtoD", "DtoH", "DtoD")
+GPU_KINDS = tuple(LOG_KINDS.values())
+
+
+@dataclass
+class Check:
+    """One line of the report: ok True (PASS), False (FAIL) or None (goal missed / not measured)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    goal: bool = False
+
+    def line(self) -> str:
+        if self.goal:
+            state = "GOAL met" if self.ok else ("GOAL missed" if self.ok is False else "GOAL unmeasured")
+        else:
+            state = "PASS" if self.ok else "FAIL"
+        return f"{state:<16}{self.name}: {self.detail}"
+
+
+# --------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------
+
+def unpack(path: Path, into: Path) -> Path:
+    """The archive's gpu-check/ directory (a directory is taken as already unpacked)."""
+    if path.is_dir():
+        root = path / "gpu-check" if (path / "gpu-check").is_dir() else path
+    else:
+        if not path.is_file():
+            raise UsageError(f"{path}: archive not found")
+        try:
+            with tarfile.open(path) as tar:
+                tar.extractall(into, filter="data")
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise MemqError(f"{path}: not a readable gpu-check archive: {exc}") from None
+        root = into / "gpu-check"
+    if not (root / "info.json").is_file():
+        raise MemqError(f"{path}: no gpu-check/info.json: not an archive of scripts/gpu-check.sh")
+    return root
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_log(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class TraceRows:
+    """The GPU rows of one recorded trace, as a dict of numpy columns, plus its loss counts."""
+
+    columns: dict[str, np.ndarray]
+    api_names: list[str]
+    lost_events: int
+    lost_packets: int
+    record: dict | None
+
+    def __len__(self) -> int:
+        return len(self.columns["kind"])
+
+    def api(self, i: int) -> str:
+        return self.api_names[int(self.columns["api"][i])]
+
+    def of_pid(self, pid: int) -> "TraceRows":
+        keep = self.columns["pid"] == pid
+        return TraceRows({k: v[keep] for k, v in self.columns.items()}, self.api_names, self.lost_events,
+                         self.lost_packets, self.record)
+
+
+def read_trace(trace_dir: Path) -> TraceRows:
+    """Decode every stream under trace_dir; keep the memq GPU rows (in time order)."""
+    from .decode import decode
+
+    parts: list[dict[str, np.ndarray]] = []
+    with decode(trace_dir) as decoding:
+        for batch in decoding:
+            keep = np.isin(batch["kind"], np.array(GPU_KINDS, dtype=np.uint8))
+            if keep.any():
+                parts.append({k: v[keep].copy() for k, v in batch.columns.items()})
+        info, names = decoding.info, decoding.api_names
+    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {
+        "kind": np.zeros(0, np.uint8), "pid": np.zeros(0, np.int64), "api": np.zeros(0, np.uint16)}
+    return TraceRows(columns, list(names), info.lost_events, info.lost_packets, info.record)
+
+
+# --------------------------------------------------------------------------
+# Checks
+# --------------------------------------------------------------------------
+
+def compare_call(call: dict, rows: TraceRows, i: int) -> list[str]:
+    """Differences between one logged call and trace row i ("field: log X, trace Y")."""
+    c = rows.columns
+    diffs = []
+    want_kind = LOG_KINDS.get(call["event"])
+    if want_kind is None or int(c["kind"][i]) != want_kind:
+        return [f"event: log {call['event']}, trace {EventKind(int(c['kind'][i])).name}"]
+    if rows.api(i) != call["api"]:
+        diffs.append(f"api: log {call['api']}, trace {rows.api(i)}")
+    fields = dict(LOG_FIELDS[call["event"]], device="device", result="result")
+    expected = {col: call[key] for key, col in fields.items() if key in call}
+    if call["event"] == "copy":
+        peer = call.get("src_device", -1) >= 0
+        expected["aux"] = call["src_device"] if peer else call.get("width", 0)
+    for col, want in expected.items():
+        got = int(c[col][i])
+        if col in UNSIGNED:
+            want &= U64
+        if got != want:
+            diffs.append(f"{col}: log {want:#x}, trace {got:#x}" if col in ("ptr", "src", "stream")
+                         else f"{col}: log {want}, trace {got}")
+    return diffs
+
+
+def check_calls(calls: list[dict], rows: TraceRows) -> Check:
+    """Every logged call is the trace's next GPU row of that process, field by field."""
+    if not calls:
+        return Check("cuda_all calls", False, "the program's call log is missing or empty")
+    mine = rows.of_pid(calls[0]["pid"])
+    problems = []
+    for n, call in enumerate(calls):
+        if n >= len(mine):
+            problems.append(f"call {n + 1} ({call['api']}): no event")
+            continue
+        diffs = compare_call(call, mine, n)
+        if diffs:
+            problems.append(f"call {n + 1} ({call['api']}): " + "; ".join(diffs))
+    if len(mine) > len(calls):
+        extra = ", ".join(mine.api(i) for i in range(len(calls), min(len(mine), len(calls) + 5)))
+        problems.append(f"{len(mine) - len(calls)} events the program did not log ({extra}...)")
+    apis = sorted({c["api"] for c in calls})
+    if problems:
+        return Check("cuda_all calls", False, f"{len(problems)} mismatches: " + " | ".join(problems[:8]))
+    return Check("cuda_all calls", True, f"{len(calls)} calls of {len(apis)} functions seen exactly: {', '.join(apis)}")
+
+
+def check_free_sizes(rows: TraceRows, label: str) -> Check:
+    """Successful frees/unregisters carry the size of the allocation they end (same pid, same pointer)."""
+    c = rows.columns
+    live: dict[tuple[int, int], int] = {}
+    bad, frees = [], 0
+    for i in range(len(rows)):
+        kind, ok = int(c["kind"][i]), int(c["result"][i]) == 0
+        key = (int(c["pid"][i]), int(c["ptr"][i]))
+        if not ok:
+            continue
+        if kind in (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER):
+            live[key] = int(c["size"][i])
+        elif kind in (EventKind.GPU_FREE, EventKind.GPU_UNREGISTER) and key[1]:
+            frees += 1
+            want = live.pop(key, None)
+            if want is None or int(c["size"][i]) != want:
+                bad.append(f"{rows.api(i)}({key[1]:#x}) size {int(c['size'][i])}, allocated {want}")
+    if bad:
+        return Check(f"frees sized ({label})", False, f"{len(bad)} of {frees}: " + "; ".join(bad[:5]))
+    return Check(f"frees sized ({label})", True, f"{frees} frees, each with its allocation's size")
+
+
+def _copy_directions(rows: TraceRows) -> list[tuple[str, int]]:
+    """(direction, bytes) of each successful copy; kind Default resolved by the recorded allocations."""
+    c = rows.columns
+    device_ranges: list[tuple[int, int]] = []
+    out = []
+    for i in range(len(rows)):
+        kind = int(c["kind"][i])
+        if kind == EventKind.GPU_ALLOC and int(c["result"][i]) == 0 and int(c["mem"][i]) in (
+                MemKind.DEVICE, MemKind.MANAGED):
+            device_ranges.append((int(c["ptr"][i]), int(c["ptr"][i]) + int(c["size"][i])))
+        if kind != EventKind.GPU_COPY or int(c["result"][i]) != 0:
+            continue
+        ck = int(c["copy_kind"][i])
+        if 0 <= ck <= 3:
+            direction = DIRECTIONS[ck]
+        else:  # Default (4) or DeviceToDeviceNoCU (1024): by where the pointers live
+            on_dev = [any(lo <= int(c[col][i]) < hi for lo, hi in device_ranges) for col in ("src", "ptr")]
+            direction = ("D" if on_dev[0] else "H") + "to" + ("D" if on_dev[1] else "H")
+        out.append((direction, int(c["size"][i])))
+    return out
+
+
+def _kineto_copies(profile: Path) -> list[tuple[str, int]]:
+    """(direction, bytes) of the profiler's gpu_memcpy events ("Memcpy HtoD (Pinned -> Device)")."""
+    from .kineto import load
+
+    out = []
+    for ev in load(profile).events:
+        if ev.get("cat") != "gpu_memcpy":
+            continue
+        words = str(ev.get("name", "")).split()
+        direction = words[1] if len(words) > 1 and words[1] in DIRECTIONS else "other"
+        out.append((direction, int((ev.get("args") or {}).get("bytes", 0))))
+    return out
+
+
+def _tally(copies: list[tuple[str, int]]) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for direction, n in copies:
+        count, total = out.get(direction, (0, 0))
+        out[direction] = (count + 1, total + n)
+    return out
+
+
+def check_torch_copies(rows: TraceRows, profile: Path) -> Check:
+    if not profile.is_file():
+        return Check("torch copies", False, f"{profile.name} is missing")
+    memq, prof = _tally(_copy_directions(rows)), _tally(_kineto_copies(profile))
+    if not prof:
+        return Check("torch copies", False, "the profiler recorded no gpu_memcpy event")
+    text = ", ".join(f"{d} memq {memq.get(d, (0, 0))[0]}/{memq.get(d, (0, 0))[1]} B, "
+                     f"profiler {prof.get(d, (0, 0))[0]}/{prof.get(d, (0, 0))[1]} B"
+                     for d in sorted(set(memq) | set(prof)))
+    return Check("torch copies", memq == prof, text)
+
+
+def check_segments(rows: TraceRows, loop: dict) -> Check:
+    c = rows.columns
+    mallocs = sum(1 for i in range(len(rows)) if int(c["kind"][i]) == EventKind.GPU_ALLOC
+                  and int(c["result"][i]) == 0 and int(c["mem"][i]) == MemKind.DEVICE)
+    want = int(loop.get("segments_allocated", -1))
+    return Check("torch segments", mallocs == want,
+                 f"memq device allocations {mallocs}, memory_stats segment.all.allocated {want}")
+
+
+def check_pinned(rows: TraceRows, loop: dict) -> Check:
+    c = rows.columns
+    pinned = [i for i in range(len(rows)) if int(c["kind"][i]) == EventKind.GPU_ALLOC
+              and int(c["result"][i]) == 0 and int(c["mem"][i]) == MemKind.PINNED]
+    apis = sorted({rows.api(i) for i in pinned})
+    host = loop.get("host_memory_stats") or {}
+    extra = f"; torch host_memory_stats num_host_alloc {host['num_host_alloc']}" if "num_host_alloc" in host else ""
+    return Check("pinned", bool(pinned),
+                 f"{len(pinned)} pinned allocations ({', '.join(apis) or 'none'}), "
+                 f"{sum(int(c['size'][i]) for i in pinned)} B{extra}")
+
+
+def check_lost(traces: dict[str, TraceRows]) -> Check:
+    parts, ok = [], True
+    for name, rows in traces.items():
+        rec = rows.record or {}
+        counts = (rec.get("discarded_events", 0), rec.get("lost_packets", 0), rows.lost_events, rows.lost_packets)
+        ok &= not any(counts)
+        parts.append(f"{name}: {counts[0]} discarded, {counts[1]} packets (record), "
+                     f"{counts[2]}/{counts[3]} (trace)")
+    return Check("lost events", ok, "; ".join(parts))
+
+
+def check_conversion(trace_dir: Path, profile: Path | None, out_dir: Path, label: str) -> Check:
+    """`memq convert` on the trace (with the Kineto trace when given), as a user runs it."""
+    out = out_dir / f"{label}.pftrace"
+    cmd = [sys.executable, "-m", "ctf2perfetto", "convert", str(trace_dir), "-o", str(out)]
+    if profile is not None:
+        cmd[4:4] = ["--kineto", str(profile)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MEMQ_DEBUG=""))
+    ok = proc.returncode == 0 and out.is_file() and out.stat().st_size > 0
+    detail = f"{out.stat().st_size} B" if ok else (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return Check(f"conversion ({label})", ok, detail)
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def goals(timings: dict | None) -> list[Check]:
+    timings = timings or {}
+    bench = timings.get("bench_ns_per_call", {})
+    untraced, traced = _median(bench.get("untraced", [])), _median(bench.get("default", []))
+    out = []
+    if untraced is None or traced is None:
+        out.append(Check("cudaMemcpyAsync cost", None, "not measured", goal=True))
+    else:
+        cost = traced - untraced
+        out.append(Check("cudaMemcpyAsync cost", cost <= COST_GOAL_NS,
+                         f"{cost:.0f} ns per recorded call (traced {traced:.0f}, untraced {untraced:.0f} ns; "
+                         f"goal <= {COST_GOAL_NS:.0f})", goal=True))
+    loop = timings.get("loop_s", {})
+    base = _median(loop.get("untraced", []))
+    for mode, label in (("default", "default settings"), ("cuda", "--api cuda")):
+        t = _median(loop.get(mode, []))
+        if base is None or t is None or base <= 0:
+            out.append(Check(f"loop slowdown ({label})", None, "not measured", goal=True))
+            continue
+        ratio = t / base
+        out.append(Check(f"loop slowdown ({label})", ratio <= SLOWDOWN_GOAL,
+                         f"{ratio:.3f}x (median loop {t:.3f} s traced, {base:.3f} s untraced, "
+                         f"{len(loop.get(mode, []))} runs; goal <= {SLOWDOWN_GOAL})", goal=True))
+    return out
+
+
+def check_archive(path: Path, work: Path) -> tuple[dict, list[Check]]:
+    """(info.json, checks) of one archive, unpacked under `work`."""
+    root = unpack(path, work)
+    info = _json(root / "info.json") or {}
+    checks: list[Check] = []
+    failed_steps = sorted(k for k, v in (info.get("status") or {}).items() if v != 0)
+    checks.append(Check("steps", not failed_steps, "failed: " + ", ".join(failed_steps) if failed_steps
+                        else f"{len(info.get('status') or {})} steps exited 0"))
+    traces: dict[str, TraceRows] = {}
+    cuda_trace, torch_trace = root / "cuda_all" / "trace", root / "torch" / "trace"
+    profile = root / "torch" / "profile.json"
+    if (cuda_trace / "ust").is_dir():
+        checks.append(check_conversion(cuda_trace, None, work, "cuda_all"))
+        traces["cuda_all"] = read_trace(cuda_trace)
+        calls = read_log(root / "cuda_all" / "calls.jsonl")
+        checks.append(check_calls(calls, traces["cuda_all"]))
+        checks.append(check_free_sizes(traces["cuda_all"], "cuda_all"))
+    else:
+        checks.append(Check("cuda_all calls", False, "no cuda_all/trace/ust in the archive"))
+    loop = _json(root / "torch" / "loop.json")
+    if (torch_trace / "ust").is_dir() and loop:
+        checks.append(check_conversion(torch_trace, profile if profile.is_file() else None, work, "torch"))
+        rows = read_trace(torch_trace)
+        traces["torch"] = rows
+        mine = rows.of_pid(int(loop["pid"]))
+        checks += [check_torch_copies(mine, profile), check_segments(mine, loop), check_pinned(mine, loop),
+                   check_free_sizes(mine, "torch")]
+    else:
+        checks.append(Check("torch copies", False, "no torch/trace/ust or torch/loop.json in the archive"))
+    checks.append(check_lost(traces))
+    checks += goals(_json(root / "timings.json"))
+    return info, checks
+
+
+def report(path: Path) -> tuple[dict, list[Check]]:
+    with tempfile.TemporaryDirectory(prefix="memq-gpu-check-") as tmp:
+        return check_archive(path, Path(tmp))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m ctf2perfetto.gpu_check", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("archive", type=Path, help="gpu-check.tar.gz (or the unpacked directory)")
+    parser.add_argument("--json", type=Path, metavar="REPORT.json", help="also write the checks as JSON")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        info, checks = report(args.archive)
+        print(f"gpu-check archive {args.archive}: {info.get('nvidia_smi') or 'unknown GPU'}; "
+              f"torch {info.get('torch', '?')}; python {info.get('python', '?')}")
+        for check in checks:
+            print(check.line())
+        if args.json:
+            args.json.write_text(json.dumps({"info": info, "checks": [asdict(c) for c in checks]}, indent=1) + "\n")
+        return 1 if any(c.ok is False and not c.goal for c in checks) else 0
+
+    return run_command("gpu_check", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

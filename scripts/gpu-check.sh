@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# memq on a real CUDA machine, in one call (docs/GPU_CHECK.md). Run from the
+# repository root on a lent GPU machine, with the bundle made here beforehand
+# (scripts/gpu-bundle.sh) carried along:
+#
+#   device run  carry [".gpu-bundle"]  command "bash scripts/gpu-check.sh"
+#
+# Needs nvcc, python3 with PyTorch (CUDA) and the bundle; no apt, no network.
+# Writes $OUT/gpu-check.tar.gz (< 16 MiB): gpu-check/
+#   info.json                  machine, driver, nvcc, torch, bundle packages, step exit codes
+#   cuda_all/calls.jsonl       what tests/gpu/cuda_all.cu did (one line per call)
+#   cuda_all/trace/            its `memq record` trace (default settings: cuda + libc)
+#   torch/trace/               tests/gpu/torch_loop.py under `memq record --api cuda`, profiler on
+#   torch/profile.json         the PyTorch profiler's Kineto trace of that run
+#   torch/loop.json            the loop's own log (segment count, pinned stats, timing)
+#   timings/                   untraced / traced loop logs and --bench results, alternating
+#   timings.json               their medians: loop slowdown, cudaMemcpyAsync per-call cost
+#   logs/                      this script's output and each step's
+# Every step runs even when an earlier one failed; info.json records each exit code.
+# Then, on the development machine: python3 -m ctf2perfetto.gpu_check gpu-check.tar.gz
+set -uo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BUNDLE=${MEMQ_BUNDLE_DIR:-$REPO/.gpu-bundle}
+OUT=${OUT:?set OUT to the directory that receives gpu-check.tar.gz}
+ROUNDS=${GPU_CHECK_ROUNDS:-3}          # untraced/traced pairs for each timing
+BENCH_CALLS=${GPU_CHECK_BENCH_CALLS:-200000}
+LOOP_STEPS=${GPU_CHECK_LOOP_STEPS:-60}
+MAX_ARCHIVE=$((16 << 20))
+# Stand-ins, for tests/test_gpu_check.py only (the fake CUDA runtime, no GPU): how to build
+# cuda_all (default: nvcc against the real runtime) and a loop script that takes
+# --log/--steps like tests/gpu/torch_loop.py plus --profile PATH (it writes its own Kineto
+# trace: torch.profiler needs a GPU to record copies).
+BUILD_CUDA_ALL=${GPU_CHECK_BUILD:-nvcc -cudart shared -O2 -I tests/fakes -o}  # + OUT SRC [GPU_CHECK_BUILD_LIBS]
+BUILD_LIBS=${GPU_CHECK_BUILD_LIBS:-}
+LOOP=${GPU_CHECK_LOOP:-tests/gpu/torch_loop.py}
+
+[ -x "$BUNDLE/memq" ] || { echo "gpu-check: $BUNDLE/memq missing: run scripts/gpu-bundle.sh here first and carry .gpu-bundle"; exit 2; }
+top=$(mktemp -d /tmp/gpu-check.XXXXXX)
+W=$top/gpu-check
+mkdir -p "$W"/{cuda_all,torch,timings,logs} "$OUT"
+exec > >(tee "$W/logs/gpu-check.log") 2>&1
+cd "$REPO"
+# shellcheck source=/dev/null
+MEMQ_BUNDLE=$BUNDLE . "$BUNDLE/env.sh"
+export PYTHONUNBUFFERED=1
+MEMQ="$BUNDLE/memq"
+STATUS=$W/logs/status.txt  # "STEP EXIT-CODE" lines
+
+step() {  # step NAME CMD...: run, log to logs/NAME.log, remember the exit code
+	local name=$1 t0 rc
+	shift
+	t0=$(date +%s%N)
+	"$@" >"$W/logs/$name.log" 2>&1
+	rc=$?
+	echo "$name $rc" >>"$STATUS"
+	printf 'gpu-check: %-24s rc=%-3s %6d ms\n' "$name" "$rc" $((($(date +%s%N) - t0) / 1000000))
+	[ $rc = 0 ] || tail -5 "$W/logs/$name.log"
+	return $rc
+}
+
+echo "gpu-check: $(date -u +%FT%TZ) on $(hostname), work dir $W"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$W/logs/nvidia-smi.txt" 2>&1
+# shellcheck disable=SC2086  # word-split on purpose: a command line
+step build-cuda-all $BUILD_CUDA_ALL "$W/cuda_all.bin" tests/gpu/cuda_all.cu $BUILD_LIBS
+
+# 1. Every wrapped call, recorded with the default settings.
+step cuda-all "$MEMQ" record -o "$W/cuda_all/trace" -- "$W/cuda_all.bin" "$W/cuda_all/calls.jsonl"
+
+# 2. The training loop with the profiler on, CUDA calls only (the Python heap would be
+#    millions of libc events), for the copy / segment / pinned checks.
+if [ -n "${GPU_CHECK_LOOP:-}" ]; then
+	profiled=(python3 "$LOOP" --profile "$W/torch/profile.json")
+else
+	profiled=(python3 -m ctf2perfetto.torchprof -o "$W/torch/profile.json" "$LOOP")
+fi
+step torch-profiled "$MEMQ" record -o "$W/torch/trace" --api cuda -- \
+	"${profiled[@]}" --log "$W/torch/loop.json" --steps "$LOOP_STEPS"
+
+# 3. Timings, alternating so drift hits both sides alike: the loop untraced, traced with
+#    the default settings, and traced with --api cuda; then the cudaMemcpyAsync bench.
+#    Traces of timing runs are not kept (only their memq-record.json).
+for i in $(seq 1 "$ROUNDS"); do
+	step "loop-untraced-$i" python3 "$LOOP" --log "$W/timings/loop-untraced-$i.json" --steps "$LOOP_STEPS"
+	for mode in default cuda; do
+		api=(); [ $mode = cuda ] && api=(--api cuda)
+		step "loop-$mode-$i" "$MEMQ" record -o "$top/t" --force "${api[@]}" -- \
+			python3 "$LOOP" --log "$W/timings/loop-$mode-$i.json" --steps "$LOOP_STEPS"
+		cp "$top/t/memq-record.json" "$W/timings/loop-$mode-$i.record.json" 2>/dev/null
+		rm -rf "$top/t"
+	done
+done
+for i in $(seq 1 "$ROUNDS"); do
+	step "bench-untraced-$i" "$W/cuda_all.bin" --bench "$BENCH_CALLS" "$W/timings/bench-untraced-$i.json"
+	step "bench-default-$i" "$MEMQ" record -o "$top/t" --force -- \
+		"$W/cuda_all.bin" --bench "$BENCH_CALLS" "$W/timings/bench-default-$i.json"
+	cp "$top/t/memq-record.json" "$W/timings/bench-default-$i.record.json" 2>/dev/null
+	rm -rf "$top/t"
+done
+
+# 4. What ran where, the medians, and the archive.
+python3 - "$W" "$BUNDLE/MANIFEST" <<'EOF'
+import json, statistics, subprocess, sys
+from pathlib import Path
+w, manifest = Path(sys.argv[1]), Path(sys.argv[2])
+status = {name: int(rc) for name, rc in (line.split() for line in (w / "logs" / "status.txt").read_text().splitlines())}
+def run(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except Exception as exc:  # a missing tool is a fact to record, not a failure
+        return f"unavailable: {exc}"
+info = {"status": status,
+        "nvidia_smi": " ".join((w / "logs" / "nvidia-smi.txt").read_text().strip().splitlines()[-1:]),
+        "nvcc": run("nvcc", "--version").splitlines()[-1:],
+        "python": sys.version.split()[0],
+        "torch": run(sys.executable, "-c", "import torch; print(torch.__version__, torch.version.cuda)"),
+        "kernel": run("uname", "-r"), "lttng": run("lttng", "--version"),
+        "bundle": manifest.read_text().splitlines() if manifest.is_file() else []}
+(w / "info.json").write_text(json.dumps(info, indent=1) + "\n")
+def values(pattern, key):
+    out = []
+    for p in sorted((w / "timings").glob(pattern)):
+        try:
+            out.append(json.loads(p.read_text())[key])
+        except (ValueError, KeyError):
+            pass
+    return out
+def med(xs):
+    return statistics.median(xs) if xs else None
+timings = {"loop_s": {m: values(f"loop-{m}-[0-9].json", "loop_s") + values(f"loop-{m}-[0-9][0-9].json", "loop_s") for m in ("untraced", "default", "cuda")},
+           "bench_ns_per_call": {m: values(f"bench-{m}-[0-9].json", "ns_per_call") + values(f"bench-{m}-[0-9][0-9].json", "ns_per_call") for m in ("untraced", "default")}}
+u = med(timings["loop_s"]["untraced"])
+timings["loop_slowdown"] = {m: (med(timings["loop_s"][m]) / u if u and timings["loop_s"][m] else None)
+                            for m in ("default", "cuda")}
+b = timings["bench_ns_per_call"]
+timings["memcpy_async_cost_ns"] = (med(b["default"]) - med(b["untraced"])) if b["default"] and b["untraced"] else None
+(w / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+print("gpu-check: timings", json.dumps({k: timings[k] for k in ("loop_slowdown", "memcpy_async_cost_ns")}))
+EOF
+
+archive=$OUT/gpu-check.tar.gz
+tar -czf "$archive" -C "$top" gpu-check
+size=$(stat -c %s "$archive")
+if [ "$size" -gt $MAX_ARCHIVE ]; then
+	# Too big to come back: keep everything but the torch trace's streams.
+	echo "gpu-check: archive is $((size >> 20)) MiB; leaving out torch/trace/ust"
+	rm -rf "$W/torch/trace/ust"
+	tar -czf "$archive" -C "$top" gpu-check
+fi
+failed=$(awk '$2 != 0 {print $1}' "$STATUS" | tr '\n' ' ')
+echo "gpu-check: wrote $archive ($(($(stat -c %s "$archive") >> 10)) KiB); failed steps: ${failed:-none}"
+[ -z "$failed" ]

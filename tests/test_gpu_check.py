@@ -1,0 +1,213 @@
+"""The real-GPU check (issue 14, docs/GPU_CHECK.md) on this machine, with the fake CUDA runtime.
+
+scripts/gpu-bundle.sh is built into a temporary directory; recordings then use ONLY
+the bundle's LTTng (the system's lttng is off PATH, its libraries shadowed by
+LD_LIBRARY_PATH, each run in its own mount namespace so the session daemon is the
+bundle's) and the bundle's record-only Python entry under `python3 -S` (no
+third-party package). scripts/gpu-check.sh runs end to end with stand-ins for what
+needs a GPU (cuda_all.cu built as C++ against the fake libcudart.so.13, a fake loop
+making PyTorch's calls), and ctf2perfetto.gpu_check reads its archive: every check
+passes, and each one fails when its evidence is altered.
+
+tests/data/gpu-check.tar.gz, once a session with a GPU machine has committed one
+(docs/GPU_CHECK.md), is checked here too: that test exists only when the file does.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from support.gpu_bundle import (REPO, build_bundle, build_fake_cudart13, cuda_all_build_env, hidden_path,
+                                isolated)
+from support.lttng import read_worklog
+
+REAL_ARCHIVE = REPO / "tests" / "data" / "gpu-check.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    return build_bundle(tmp_path_factory.mktemp("bundle") / ".gpu-bundle")
+
+
+@pytest.fixture(scope="module")
+def cudart13(tmp_path_factory) -> Path:
+    return build_fake_cudart13(tmp_path_factory.mktemp("cudart13"))
+
+
+@pytest.fixture(scope="module")
+def path_dir(tmp_path_factory) -> Path:
+    return hidden_path(tmp_path_factory.mktemp("path") / "bin")
+
+
+def bare_env(path_dir: Path, **extra: str) -> dict[str, str]:
+    """An environment with no LTTng on PATH and nothing of this checkout's Python setup."""
+    return {"HOME": os.environ.get("HOME", "/root"), "PATH": str(path_dir), "LANG": "C.UTF-8", **extra}
+
+
+def gpu_check(out: Path, bundle: Path, cudart13: Path, path_dir: Path) -> subprocess.CompletedProcess:
+    env = bare_env(path_dir, OUT=str(out), MEMQ_BUNDLE_DIR=str(bundle),
+                   **cuda_all_build_env(cudart13),
+                   GPU_CHECK_LOOP="tests/gpu/fake_torch_loop.py", FAKE_CUDART=str(cudart13),
+                   FAKE_CUDA_VERSION="13000", FAKE_GPU_COUNT="1", GPU_CHECK_ROUNDS="1",
+                   GPU_CHECK_BENCH_CALLS="20000", GPU_CHECK_LOOP_STEPS="20")
+    return isolated(["bash", str(REPO / "scripts" / "gpu-check.sh")], env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory, bundle, cudart13, path_dir) -> Path:
+    out = tmp_path_factory.mktemp("out")
+    proc = gpu_check(out, bundle, cudart13, path_dir)
+    assert proc.returncode == 0, f"gpu-check.sh failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+    return out / "gpu-check.tar.gz"
+
+
+def reader(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ctf2perfetto.gpu_check", *args], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+
+
+def lines_by_name(stdout: str) -> dict[str, str]:
+    """Report lines keyed by check name ("PASS  cuda_all calls: ..." -> {"cuda_all calls": line})."""
+    out = {}
+    for line in stdout.splitlines()[1:]:
+        state_and_name = line.split(":", 1)[0]
+        out[state_and_name[16:].strip()] = line
+    return out
+
+
+# --------------------------------------------------------------------------
+# The bundle alone
+# --------------------------------------------------------------------------
+
+def test_bundle_is_self_contained_and_small(bundle: Path) -> None:
+    size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file() and not p.is_symlink())
+    assert size < 64 << 20
+    manifest = (bundle / "MANIFEST").read_text().split()
+    for package in ("lttng-tools", "liblttng-ust1", "liblttng-ust-ctl5", "liblttng-ctl0", "liburcu8"):
+        assert package in manifest
+    # Nothing the traced program loads from lib/ may shadow a general-purpose library.
+    assert all(p.name.startswith(("liblttng-ust", "liburcu", "libnuma")) for p in (bundle / "lib").iterdir())
+    assert (bundle / "python" / "ctf2perfetto" / "lib" / "libmemq_preload.so").is_file()
+    # Every binary and library finds all it links inside the bundle or libc & co.
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{bundle / 'toolslib'}:{bundle / 'lib'}")
+    for elf in [*(bundle / "libexec").iterdir(), *(bundle / "lib").glob("*.so.*.*")]:
+        ldd = subprocess.run(["ldd", str(elf)], capture_output=True, text=True, env=env).stdout
+        for line in ldd.splitlines():
+            if "=>" in line and not line.split("=>")[1].strip().startswith(str(bundle)):
+                name = line.split()[0]
+                assert name.startswith(("libc.so", "libm.so", "libgcc_s", "libstdc++", "libpthread", "libdl",
+                                        "librt")), f"{elf.name} links {line.strip()} from outside the bundle"
+
+
+def test_record_uses_only_the_bundle(tmp_path: Path, bundle: Path, path_dir: Path, fake_gpu) -> None:
+    log, maps, exes = tmp_path / "calls.jsonl", tmp_path / "maps", tmp_path / "exes"
+    script = (f"{fake_gpu.workload} cuda {log}; /bin/cat /proc/self/maps > {maps}; "
+              f"for p in /proc/[0-9]*; do /usr/bin/readlink $p/exe; done > {exes}; exit 0")
+    env = bare_env(path_dir, PYTHON="python3 -S")  # -S: no site-packages, so no numpy/pandas
+    proc = isolated([str(bundle / "memq"), "record", "-o", str(tmp_path / "trace"), "--api", "cuda,libc", "--",
+                     "/bin/sh", "-c", script], env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "0 lost events" in proc.stderr
+    # The traced process loaded LTTng-UST from the bundle, and no copy from the system.
+    loaded = {line.split()[-1] for line in maps.read_text().splitlines() if "liblttng-ust" in line}
+    assert loaded and all(path.startswith(str(bundle / "lib")) for path in loaded), loaded
+    for name in ("liblttng-ust.so", "liblttng-ust-fork.so", "liblttng-ust-libc-wrapper.so"):
+        assert any(Path(p).name.startswith(name) for p in loaded), name
+    # The daemons that ran in this namespace were the bundle's (other namespaces' show as the system's).
+    running = set(exes.read_text().split())
+    assert str(bundle / "libexec" / "lttng-sessiond") in running
+    assert str(bundle / "libexec" / "lttng-consumerd") in running
+    meta = json.loads((tmp_path / "trace" / "memq-record.json").read_text())
+    assert meta["discarded_events"] == 0 and str(bundle) in meta["preload"][-1]
+    # Every CUDA call of the workload is in the trace (read back with this checkout's decoder).
+    from ctf2perfetto.gpu_check import check_calls, read_trace
+
+    calls = read_worklog(log)
+    check = check_calls(calls, read_trace(tmp_path / "trace"))
+    assert check.ok, check.detail
+
+
+# --------------------------------------------------------------------------
+# gpu-check.sh end to end, then the reader
+# --------------------------------------------------------------------------
+
+def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> None:
+    assert archive.stat().st_size < 16 << 20
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    for member in ("gpu-check/info.json", "gpu-check/timings.json", "gpu-check/cuda_all/calls.jsonl",
+                   "gpu-check/cuda_all/trace/memq-record.json", "gpu-check/torch/profile.json",
+                   "gpu-check/torch/loop.json", "gpu-check/torch/trace/memq-record.json",
+                   "gpu-check/logs/gpu-check.log"):
+        assert member in names, member
+    proc = reader(str(archive), "--json", str(tmp_path / "report.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    checks = {c["name"]: c for c in report["checks"]}
+    for name in ("steps", "conversion (cuda_all)", "cuda_all calls", "frees sized (cuda_all)",
+                 "conversion (torch)", "torch copies", "torch segments", "pinned", "frees sized (torch)",
+                 "lost events"):
+        assert checks[name]["ok"] is True, checks[name]
+    assert "44 calls of 36 functions" in checks["cuda_all calls"]["detail"]
+    # 20 timed + 10 warm-up steps: 2 batch copies each plus the Default one; 1 item() copy each.
+    assert "HtoD memq 61/" in checks["torch copies"]["detail"]
+    assert "DtoH memq 30/120 B, profiler 30/120 B" in checks["torch copies"]["detail"]
+    assert checks["torch segments"]["detail"].startswith("memq device allocations 2,")
+    # The goals are measured (on the fake the figures mean nothing; on a GPU they are the result).
+    for name in ("cudaMemcpyAsync cost", "loop slowdown (default settings)", "loop slowdown (--api cuda)"):
+        assert checks[name]["goal"] and checks[name]["ok"] is not None, checks[name]
+
+
+def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> None:
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = tmp_path / "gpu-check"
+    calls = (root / "cuda_all" / "calls.jsonl").read_text().splitlines()
+    row = next(i for i, line in enumerate(calls) if '"cudaMemcpy2D"' in line)
+    calls[row] = calls[row].replace('"bytes": 1200', '"bytes": 1201')
+    (root / "cuda_all" / "calls.jsonl").write_text("\n".join(calls) + "\n")
+    profile = json.loads((root / "torch" / "profile.json").read_text())
+    profile["traceEvents"].pop()
+    (root / "torch" / "profile.json").write_text(json.dumps(profile))
+    loop = json.loads((root / "torch" / "loop.json").read_text())
+    loop["segments_allocated"] += 1
+    (root / "torch" / "loop.json").write_text(json.dumps(loop))
+    record = json.loads((root / "torch" / "trace" / "memq-record.json").read_text())
+    record["discarded_events"] = 3
+    (root / "torch" / "trace" / "memq-record.json").write_text(json.dumps(record))
+
+    proc = reader(str(tmp_path))
+    assert proc.returncode == 1
+    lines = lines_by_name(proc.stdout)
+    assert lines["cuda_all calls"].startswith("FAIL")
+    assert f"call {row + 1} (cudaMemcpy2D): size: log 1201, trace 1200" in lines["cuda_all calls"]
+    assert lines["torch copies"].startswith("FAIL") and "HtoD memq 61/" in lines["torch copies"]
+    assert lines["torch segments"].startswith("FAIL")
+    assert lines["lost events"].startswith("FAIL") and "torch: 3 discarded" in lines["lost events"]
+    assert lines["frees sized (cuda_all)"].startswith("PASS")  # untouched evidence still passes
+
+
+def test_reader_bad_input_is_one_line(tmp_path: Path) -> None:
+    missing = reader(str(tmp_path / "nope.tar.gz"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "archive not found" in missing.stderr
+    junk = tmp_path / "junk.tar.gz"
+    junk.write_bytes(b"not a tar")
+    bad = reader(str(junk))
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "not a readable gpu-check archive" in bad.stderr
+    assert "Traceback" not in missing.stderr + bad.stderr
+
+
+if REAL_ARCHIVE.is_file():
+    def test_real_gpu_archive(tmp_path: Path) -> None:
+        """The archive a GPU session committed: every check passes on the real runtime (goals: reported)."""
+        proc = reader(str(REAL_ARCHIVE), "--json", str(tmp_path / "report.json"))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        checks = json.loads((tmp_path / "report.json").read_text())["checks"]
+        assert all(c["ok"] for c in checks if not c["goal"]), proc.stdout
