@@ -206,11 +206,24 @@ def event_rules(apis: tuple[str, ...]) -> list[tuple[str, str | None]]:
 
 
 def _system_library(name: str) -> str:
-    """The soname of an installed LTTng library (e.g. liblttng-ust-fork.so.1)."""
-    found = ctypes.util.find_library(name[len("lib"):-len(".so")])
+    """The soname of an installed LTTng library (e.g. liblttng-ust-fork.so.1).
+
+    LTTng unpacked outside the linker's cache (the GPU bundle, scripts/gpu-bundle.sh)
+    is found in LD_LIBRARY_PATH instead, by full path: find_library only sees it
+    through gcc/ld/objdump, which such a machine may lack.
+    """
+    found = ctypes.util.find_library(name[len("lib"):-len(".so")]) or _on_library_path(name)
     if not found:
         raise MemqError(f"{name} is missing: {INSTALL_HINT}")
     return found
+
+
+def _on_library_path(name: str) -> str | None:
+    """The first NAME.N (a soname) in the LD_LIBRARY_PATH directories, as a full path."""
+    for directory in filter(None, os.environ.get("LD_LIBRARY_PATH", "").split(":")):
+        for candidate in sorted(Path(directory).glob(f"{name}.[0-9]")):
+            return str(candidate)
+    return None
 
 
 def preload_list(apis: tuple[str, ...]) -> list[str]:

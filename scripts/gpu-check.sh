@@ -26,6 +26,8 @@ ROUNDS=${GPU_CHECK_ROUNDS:-3}          # untraced/traced pairs for each timing
 BENCH_CALLS=${GPU_CHECK_BENCH_CALLS:-200000}
 LOOP_STEPS=${GPU_CHECK_LOOP_STEPS:-60}
 MAX_ARCHIVE=$((16 << 20))
+BUDGET_S=${GPU_CHECK_BUDGET_S:-420}    # no new timing round after this (the device's limit is 600 s a call)
+STEP_TIMEOUT_S=${GPU_CHECK_STEP_TIMEOUT_S:-150}
 # Stand-ins, for tests/test_gpu_check.py only (the fake CUDA runtime, no GPU): how to build
 # cuda_all (default: nvcc against the real runtime) and a loop script that takes
 # --log/--steps like tests/gpu/torch_loop.py plus --profile PATH (it writes its own Kineto
@@ -50,7 +52,8 @@ step() {  # step NAME CMD...: run, log to logs/NAME.log, remember the exit code
 	local name=$1 t0 rc
 	shift
 	t0=$(date +%s%N)
-	"$@" >"$W/logs/$name.log" 2>&1
+	# memq record passes SIGTERM on to its command and still stops the session.
+	timeout --kill-after=20 "$STEP_TIMEOUT_S" "$@" >"$W/logs/$name.log" 2>&1
 	rc=$?
 	echo "$name $rc" >>"$STATUS"
 	printf 'gpu-check: %-24s rc=%-3s %6d ms\n' "$name" "$rc" $((($(date +%s%N) - t0) / 1000000))
@@ -61,6 +64,10 @@ step() {  # step NAME CMD...: run, log to logs/NAME.log, remember the exit code
 echo "gpu-check: $(date -u +%FT%TZ) on $(hostname), work dir $W"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$W/logs/nvidia-smi.txt" 2>&1
 # shellcheck disable=SC2086  # word-split on purpose: a command line
+# The bundle runs here: its LTTng starts (glibc new enough, nothing missing) and the
+# preload library loads with the bundle's LTTng-UST.
+step bundle-lttng "$BUNDLE/bin/lttng" --version
+step bundle-preload env LD_PRELOAD="$BUNDLE/python/ctf2perfetto/lib/libmemq_preload.so" true
 step build-cuda-all $BUILD_CUDA_ALL "$W/cuda_all.bin" tests/gpu/cuda_all.cu $BUILD_LIBS
 
 # 1. Every wrapped call, recorded with the default settings.
@@ -80,6 +87,7 @@ step torch-profiled "$MEMQ" record -o "$W/torch/trace" --api cuda -- \
 #    the default settings, and traced with --api cuda; then the cudaMemcpyAsync bench.
 #    Traces of timing runs are not kept (only their memq-record.json).
 for i in $(seq 1 "$ROUNDS"); do
+	[ "$SECONDS" -lt "$BUDGET_S" ] || { echo "gpu-check: ${SECONDS} s spent: no more loop rounds"; break; }
 	step "loop-untraced-$i" python3 "$LOOP" --log "$W/timings/loop-untraced-$i.json" --steps "$LOOP_STEPS"
 	for mode in default cuda; do
 		api=(); [ $mode = cuda ] && api=(--api cuda)
@@ -90,6 +98,7 @@ for i in $(seq 1 "$ROUNDS"); do
 	done
 done
 for i in $(seq 1 "$ROUNDS"); do
+	[ "$SECONDS" -lt "$((BUDGET_S + 60))" ] || { echo "gpu-check: ${SECONDS} s spent: no more bench rounds"; break; }
 	step "bench-untraced-$i" "$W/cuda_all.bin" --bench "$BENCH_CALLS" "$W/timings/bench-untraced-$i.json"
 	step "bench-default-$i" "$MEMQ" record -o "$top/t" --force -- \
 		"$W/cuda_all.bin" --bench "$BENCH_CALLS" "$W/timings/bench-default-$i.json"

@@ -211,3 +211,19 @@ if REAL_ARCHIVE.is_file():
         assert proc.returncode == 0, proc.stdout + proc.stderr
         checks = json.loads((tmp_path / "report.json").read_text())["checks"]
         assert all(c["ok"] for c in checks if not c["goal"]), proc.stdout
+
+
+def test_lttng_found_on_library_path_alone(bundle: Path, monkeypatch) -> None:
+    """On the GPU machine the linker's cache knows no LTTng: record finds the bundle's through LD_LIBRARY_PATH."""
+    import ctypes.util
+
+    from ctf2perfetto import record
+
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"/nonexistent:{bundle / 'lib'}")
+    assert record.preload_list(("cuda", "libc"))[:3] == [
+        str(bundle / "lib" / "liblttng-ust-fork.so.1"), str(bundle / "lib" / "liblttng-ust-dl.so.1"),
+        str(bundle / "lib" / "liblttng-ust-libc-wrapper.so.1")]
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/nonexistent")
+    with pytest.raises(record.MemqError, match="liblttng-ust-fork.so is missing"):
+        record.preload_list(("cuda",))

@@ -21,7 +21,7 @@ GPU = REPO / "tests" / "gpu"
 # What gpu-bundle's wrappers, gpu-check.sh and the g++ build of cuda_all run by name.
 TOOLS = ("bash", "sh", "env", "dirname", "mktemp", "mkdir", "tee", "date", "tail", "head", "cp", "rm", "seq",
          "tar", "gzip", "stat", "awk", "tr", "hostname", "cat", "sort", "wc", "ls", "uname", "readlink", "grep",
-         "sed", "sleep", "g++", "gcc", "as", "ld")
+         "sed", "sleep", "timeout", "true", "g++", "gcc", "as", "ld")
 
 ISOLATE = r"""
 sys() { PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }  # the command itself gets the caller's PATH
