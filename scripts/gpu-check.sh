@@ -24,7 +24,8 @@ BUNDLE=${MEMQ_BUNDLE_DIR:-$REPO/.gpu-bundle}
 OUT=${OUT:?set OUT to the directory that receives gpu-check.tar.gz}
 ROUNDS=${GPU_CHECK_ROUNDS:-3}          # untraced/traced pairs for each timing
 BENCH_CALLS=${GPU_CHECK_BENCH_CALLS:-200000}
-LOOP_STEPS=${GPU_CHECK_LOOP_STEPS:-60}
+LOOP_STEPS=${GPU_CHECK_LOOP_STEPS:-60}       # the profiled run
+TIMING_STEPS=${GPU_CHECK_TIMING_STEPS:-300}  # timing runs: a loop long enough (~1 s) to time
 MAX_ARCHIVE=$((16 << 20))
 BUDGET_S=${GPU_CHECK_BUDGET_S:-420}    # no new timing round after this (the device's limit is 600 s a call)
 STEP_TIMEOUT_S=${GPU_CHECK_STEP_TIMEOUT_S:-150}
@@ -88,11 +89,11 @@ step torch-profiled "$MEMQ" record -o "$W/torch/trace" --api cuda -- \
 #    Traces of timing runs are not kept (only their memq-record.json).
 for i in $(seq 1 "$ROUNDS"); do
 	[ "$SECONDS" -lt "$BUDGET_S" ] || { echo "gpu-check: ${SECONDS} s spent: no more loop rounds"; break; }
-	step "loop-untraced-$i" python3 "$LOOP" --log "$W/timings/loop-untraced-$i.json" --steps "$LOOP_STEPS"
+	step "loop-untraced-$i" python3 "$LOOP" --log "$W/timings/loop-untraced-$i.json" --steps "$TIMING_STEPS"
 	for mode in default cuda; do
 		api=(); [ $mode = cuda ] && api=(--api cuda)
 		step "loop-$mode-$i" "$MEMQ" record -o "$top/t" --force "${api[@]}" -- \
-			python3 "$LOOP" --log "$W/timings/loop-$mode-$i.json" --steps "$LOOP_STEPS"
+			python3 "$LOOP" --log "$W/timings/loop-$mode-$i.json" --steps "$TIMING_STEPS"
 		cp "$top/t/memq-record.json" "$W/timings/loop-$mode-$i.record.json" 2>/dev/null
 		rm -rf "$top/t"
 	done
