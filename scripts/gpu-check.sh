@@ -64,11 +64,11 @@ step() {  # step NAME CMD...: run, log to logs/NAME.log, remember the exit code
 
 echo "gpu-check: $(date -u +%FT%TZ) on $(hostname), work dir $W"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$W/logs/nvidia-smi.txt" 2>&1
-# shellcheck disable=SC2086  # word-split on purpose: a command line
 # The bundle runs here: its LTTng starts (glibc new enough, nothing missing) and the
 # preload library loads with the bundle's LTTng-UST.
 step bundle-lttng "$BUNDLE/bin/lttng" --version
 step bundle-preload env LD_PRELOAD="$BUNDLE/python/ctf2perfetto/lib/libmemq_preload.so" true
+# shellcheck disable=SC2086  # word-split on purpose: a command line
 step build-cuda-all $BUILD_CUDA_ALL "$W/cuda_all.bin" tests/gpu/cuda_all.cu $BUILD_LIBS
 
 # 1. Every wrapped call, recorded with the default settings.

@@ -97,7 +97,7 @@ def test_bundle_is_self_contained_and_small(bundle: Path) -> None:
     assert (bundle / "python" / "ctf2perfetto" / "lib" / "libmemq_preload.so").is_file()
     # Every binary and library finds all it links inside the bundle or libc & co.
     env = dict(os.environ, LD_LIBRARY_PATH=f"{bundle / 'toolslib'}:{bundle / 'lib'}")
-    for elf in [*(bundle / "libexec").iterdir(), *(bundle / "lib").glob("*.so.*.*")]:
+    for elf in [*(bundle / "libexec").iterdir(), *(bundle / "lib").glob("*.so.*.*"), *(bundle / "toolslib").iterdir()]:
         ldd = subprocess.run(["ldd", str(elf)], capture_output=True, text=True, env=env).stdout
         for line in ldd.splitlines():
             if "=>" in line and not line.split("=>")[1].strip().startswith(str(bundle)):
