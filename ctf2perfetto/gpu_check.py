@@ -7,6 +7,7 @@ CUDA program that calls every wrapped runtime function once (tests/gpu/cuda_all.
 and of a PyTorch training loop, their own logs, the loop's Kineto trace and timings.
 Checks, each PASS or FAIL:
   conversion        every trace converts (`memq convert`, the loop's with --kineto)
+  device query      the preload library found the CUDA runtime's device (name as the trace says)
   cuda_all calls    every logged call is one memq event, in order, with the exact
                     pointers, bytes, kinds, directions, streams, devices and results
   frees sized       every successful free/unregister carries the size of what it freed
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +128,7 @@ class TraceRows:
     lost_events: int
     lost_packets: int
     record: dict | None
+    devices: list[dict] = field(default_factory=list)  # what the preload library's device query found
 
     def __len__(self) -> int:
         return len(self.columns["kind"])
@@ -137,7 +139,7 @@ class TraceRows:
     def of_pid(self, pid: int) -> "TraceRows":
         keep = self.columns["pid"] == pid
         return TraceRows({k: v[keep] for k, v in self.columns.items()}, self.api_names, self.lost_events,
-                         self.lost_packets, self.record)
+                         self.lost_packets, self.record, [d for d in self.devices if d.get("pid") == pid])
 
 
 def read_trace(trace_dir: Path) -> TraceRows:
@@ -153,7 +155,7 @@ def read_trace(trace_dir: Path) -> TraceRows:
         info, names = decoding.info, decoding.api_names
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {
         "kind": np.zeros(0, np.uint8), "pid": np.zeros(0, np.int64), "api": np.zeros(0, np.uint16)}
-    return TraceRows(columns, list(names), info.lost_events, info.lost_packets, info.record)
+    return TraceRows(columns, list(names), info.lost_events, info.lost_packets, info.record, list(info.devices))
 
 
 # --------------------------------------------------------------------------
@@ -204,6 +206,13 @@ def check_calls(calls: list[dict], rows: TraceRows) -> Check:
     if problems:
         return Check("cuda_all calls", False, f"{len(problems)} mismatches: " + " | ".join(problems[:8]))
     return Check("cuda_all calls", True, f"{len(calls)} calls of {len(apis)} functions seen exactly: {', '.join(apis)}")
+
+
+def check_devices(rows: TraceRows) -> Check:
+    """The preload library queried the runtime it wrapped: CUDA, with a named device."""
+    seen = sorted({f"{d.get('runtime')} device {d.get('device')}: {d.get('name')}" for d in rows.devices})
+    ok = any(d.get("runtime") == "cuda" and d.get("name") for d in rows.devices)
+    return Check("device query", ok, "; ".join(seen) or "no memq:device event")
 
 
 def check_free_sizes(rows: TraceRows, label: str) -> Check:
@@ -378,6 +387,7 @@ def check_archive(path: Path, work: Path) -> tuple[dict, list[Check]]:
         traces["cuda_all"] = read_trace(cuda_trace)
         calls = read_log(root / "cuda_all" / "calls.jsonl")
         checks.append(check_calls(calls, traces["cuda_all"]))
+        checks.append(check_devices(traces["cuda_all"].of_pid(calls[0]["pid"]) if calls else traces["cuda_all"]))
         checks.append(check_free_sizes(traces["cuda_all"], "cuda_all"))
     else:
         checks.append(Check("cuda_all calls", False, "no cuda_all/trace/ust in the archive"))

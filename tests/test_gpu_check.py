@@ -151,6 +151,7 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     checks = {c["name"]: c for c in report["checks"]}
+    assert checks["device query"]["ok"] and "cuda device 0: Fake CUDA GPU 0" in checks["device query"]["detail"]
     for name in ("steps", "conversion (cuda_all)", "cuda_all calls", "frees sized (cuda_all)",
                  "conversion (torch)", "torch copies", "torch segments", "pinned", "frees sized (torch)",
                  "lost events"):
