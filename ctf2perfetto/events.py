@@ -33,7 +33,9 @@ Row semantics per `kind` (unused columns are 0):
 
 A LOST row's `ts` (= `begin`) is the start of the range where items were lost and
 its `stream` indexes TraceInfo.stream_files.
-For 2D copies `dpitch` / `spitch` hold the pitches (0 otherwise).
+For 2D copies `dpitch` / `spitch` hold the pitches (0 otherwise). 3D copies are
+`depth` slices of `aux2` rows of `aux` bytes: rows `dpitch`/`spitch` apart, slices
+`dslice`/`sslice` apart (`depth` 0 for every other row).
 `mem` is the memory kind (MemKind) of what an allocation, free or register
 call concerns; for copies `copy_kind` is the hipMemcpyKind/cudaMemcpyKind value
 as passed (0 HtoH, 1 HtoD, 2 DtoH, 3 DtoD, 4 Default, 1024 DtoD no-CU) and -1 for
@@ -106,6 +108,10 @@ COLUMNS: dict[str, np.dtype] = {
     "aux2": np.dtype(np.uint64),
     "dpitch": np.dtype(np.uint64),
     "spitch": np.dtype(np.uint64),
+    # appended (issue 15): 3D copies, 0 otherwise
+    "depth": np.dtype(np.uint64),
+    "dslice": np.dtype(np.uint64),
+    "sslice": np.dtype(np.uint64),
 }
 
 

@@ -441,7 +441,8 @@ class _TraceWriter:
         """memq.api slices: BEGIN (all args, free flows) at the call's start, END (alloc flows) at its end."""
         g = len(rows)
         col = {c: batch[c][rows] for c in ("kind", "api", "ptr", "src", "size", "stream", "flags", "aux", "aux2",
-                                          "dpitch", "spitch", "ip", "mem", "copy_kind")}
+                                          "dpitch", "spitch", "ip", "mem", "copy_kind", "depth", "dslice",
+                                          "sslice")}
         kind = col["kind"]
         names, runtime = self._api_strings(col["api"])
         name_iid = np.array([self.interner.iid("event_names", nm) for nm in names], np.uint32)
@@ -484,6 +485,9 @@ class _TraceWriter:
             (a("copy_kind"), ARG_INT, arg_values(col["copy_kind"]), copy),
             (a("dpitch"), ARG_UINT, col["dpitch"], two_d),
             (a("spitch"), ARG_UINT, col["spitch"], two_d),
+            (a("depth"), ARG_UINT, col["depth"], col["depth"] != 0),
+            (a("dslice"), ARG_UINT, col["dslice"], col["depth"] != 0),
+            (a("sslice"), ARG_UINT, col["sslice"], col["depth"] != 0),
             (a("src_device"), ARG_INT, arg_values(col["aux"]), peer),
             (a("value"), ARG_UINT, col["aux"], gset),
             (a("dst_device"), ARG_INT, arg_values(col["aux"]), prefetch),
@@ -567,6 +571,9 @@ class _TraceWriter:
             (a("height"), ARG_UINT, batch["aux2"][rows], two_d),
             (a("dpitch"), ARG_UINT, batch["dpitch"][rows], two_d),
             (a("spitch"), ARG_UINT, batch["spitch"][rows], two_d),
+            (a("depth"), ARG_UINT, batch["depth"][rows], batch["depth"][rows] != 0),
+            (a("dslice"), ARG_UINT, batch["dslice"][rows], batch["depth"][rows] != 0),
+            (a("sslice"), ARG_UINT, batch["sslice"][rows], batch["depth"][rows] != 0),
             (a("src_device"), ARG_INT, arg_values(aux), peer),
             (a("value"), ARG_UINT, aux, ~copy),
             (a("dst_alloc_id"), ARG_UINT, ep["dst_alloc_id"], ep["dst_alloc_id"] > 0),

@@ -45,7 +45,51 @@
 	X(cudaMemcpy_ptds, 131) X(cudaMemcpyAsync_ptsz, 132)                   \
 	X(cudaMemcpy2D_ptds, 133) X(cudaMemcpy2DAsync_ptsz, 134)               \
 	X(cudaMemset_ptds, 135) X(cudaMemsetAsync_ptsz, 136)                   \
-	X(cudaMemPrefetchAsync_ptsz, 137) X(cudaStreamSynchronize_ptsz, 138)
+	X(cudaMemPrefetchAsync_ptsz, 137) X(cudaStreamSynchronize_ptsz, 138)  \
+	MEMQ_APIS_REACH(X)
+
+/*
+ * Issue 15 (reach): 3D runtime copies (HIP 60..79, CUDA 150..169), the CUDA
+ * driver API (301..399) and HIP VMM (401..449). VMM handle creation,
+ * release and address reservation allocate nothing visible to copies, so
+ * they have no number: only mappings (cuMemMap/hipMemMap) and unmaps are
+ * events.
+ */
+#define MEMQ_APIS_REACH(X)                                                    \
+	X(hipMemcpy3D, 60) X(hipMemcpy3DAsync, 61)                             \
+	X(cudaMemcpy3D, 150) X(cudaMemcpy3DAsync, 151)                         \
+	X(cudaMemcpy3D_ptds, 152) X(cudaMemcpy3DAsync_ptsz, 153)               \
+	X(cuMemAlloc_v2, 301) X(cuMemAllocPitch_v2, 302)                       \
+	X(cuMemAllocManaged, 303) X(cuMemAllocHost_v2, 304)                    \
+	X(cuMemHostAlloc, 305) X(cuMemHostRegister_v2, 306)                    \
+	X(cuMemHostUnregister, 307) X(cuMemFree_v2, 308) X(cuMemFreeHost, 309) \
+	X(cuMemAllocAsync, 310) X(cuMemAllocAsync_ptsz, 311)                   \
+	X(cuMemAllocFromPoolAsync, 312) X(cuMemAllocFromPoolAsync_ptsz, 313)   \
+	X(cuMemFreeAsync, 314) X(cuMemFreeAsync_ptsz, 315)                     \
+	X(cuMemcpy, 316) X(cuMemcpy_ptds, 317)                                 \
+	X(cuMemcpyAsync, 318) X(cuMemcpyAsync_ptsz, 319)                       \
+	X(cuMemcpyHtoD_v2, 320) X(cuMemcpyHtoD_v2_ptds, 321)                   \
+	X(cuMemcpyDtoH_v2, 322) X(cuMemcpyDtoH_v2_ptds, 323)                   \
+	X(cuMemcpyDtoD_v2, 324) X(cuMemcpyDtoD_v2_ptds, 325)                   \
+	X(cuMemcpyHtoDAsync_v2, 326) X(cuMemcpyHtoDAsync_v2_ptsz, 327)         \
+	X(cuMemcpyDtoHAsync_v2, 328) X(cuMemcpyDtoHAsync_v2_ptsz, 329)         \
+	X(cuMemcpyDtoDAsync_v2, 330) X(cuMemcpyDtoDAsync_v2_ptsz, 331)         \
+	X(cuMemcpy2D_v2, 332) X(cuMemcpy2D_v2_ptds, 333)                       \
+	X(cuMemcpy2DUnaligned_v2, 334) X(cuMemcpy2DUnaligned_v2_ptds, 335)     \
+	X(cuMemcpy2DAsync_v2, 336) X(cuMemcpy2DAsync_v2_ptsz, 337)             \
+	X(cuMemcpy3D_v2, 338) X(cuMemcpy3D_v2_ptds, 339)                       \
+	X(cuMemcpy3DAsync_v2, 340) X(cuMemcpy3DAsync_v2_ptsz, 341)             \
+	X(cuMemsetD8_v2, 342) X(cuMemsetD8_v2_ptds, 343)                       \
+	X(cuMemsetD16_v2, 344) X(cuMemsetD16_v2_ptds, 345)                     \
+	X(cuMemsetD32_v2, 346) X(cuMemsetD32_v2_ptds, 347)                     \
+	X(cuMemsetD8Async, 348) X(cuMemsetD8Async_ptsz, 349)                   \
+	X(cuMemsetD16Async, 350) X(cuMemsetD16Async_ptsz, 351)                 \
+	X(cuMemsetD32Async, 352) X(cuMemsetD32Async_ptsz, 353)                 \
+	X(cuMemPrefetchAsync, 354) X(cuMemPrefetchAsync_ptsz, 355)             \
+	X(cuMemPrefetchAsync_v2, 356) X(cuMemPrefetchAsync_v2_ptsz, 357)       \
+	X(cuStreamSynchronize, 358) X(cuStreamSynchronize_ptsz, 359)           \
+	X(cuCtxSynchronize, 360) X(cuMemMap, 361) X(cuMemUnmap, 362)           \
+	X(hipMemMap, 401) X(hipMemUnmap, 402)
 
 #define MEMQ_API_CONST(name, value) MEMQ_API_##name = value,
 enum memq_api { MEMQ_APIS(MEMQ_API_CONST) };
@@ -61,7 +105,9 @@ enum memq_mem_kind {
 	MEMQ_MEM_MANAGED = 5,
 };
 
-enum memq_runtime { MEMQ_RT_HIP = 1, MEMQ_RT_CUDA = 2 };
+/* MEMQ_RT_CUDRV: the CUDA driver (libcuda); its devices are described as
+ * runtime "cuda" (the same devices). */
+enum memq_runtime { MEMQ_RT_HIP = 1, MEMQ_RT_CUDA = 2, MEMQ_RT_CUDRV = 3 };
 
 /* hipMemcpyKind / cudaMemcpyKind values (identical in both runtimes). */
 enum memq_copy_kind {
@@ -84,6 +130,11 @@ struct memq_free_rec {
 struct memq_copy_rec {
 	uint16_t api; int32_t kind, device, src_device, result;
 	uint64_t dst, src, bytes, stream, width, height, dpitch, spitch, begin_ns;
+	/* appended (issue 11: content fingerprints) */
+	uint64_t seq; uint8_t content; uint8_t content_mode;
+	uint64_t src_hash, dst_hash_before, dst_hash_after;
+	/* appended (issue 15: 3D copies) */
+	uint64_t depth, dslice, sslice;
 };
 struct memq_set_rec {
 	uint16_t api; int32_t value, device, result;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "memq_core.h"
+#include "memq_reach.h"
 
 __thread int memq_nesting __attribute__((tls_model("initial-exec")));
 
@@ -21,8 +22,9 @@ __thread int memq_nesting __attribute__((tls_model("initial-exec")));
 static const char *const runtime_library[] = {
 	[MEMQ_RT_HIP] = "libamdhip64",
 	[MEMQ_RT_CUDA] = "libcudart",
+	[MEMQ_RT_CUDRV] = "libcuda.so",
 };
-static void *runtime_handle[3];      /* atomic; dlopen(RTLD_NOLOAD) handles */
+static void *runtime_handle[4];      /* atomic; dlopen(RTLD_NOLOAD) handles */
 
 struct find_library {
 	const char *fragment;
@@ -123,6 +125,8 @@ int memq_current_device(int runtime)
 
 		if (!get || get(&dev) != 0)
 			dev = -1;
+	} else if (runtime == MEMQ_RT_CUDRV) {
+		dev = memq_driver_current_device();
 	} else {
 		cudaGetDevice_fn get = MEMQ_REAL(cudaGetDevice);
 
@@ -160,7 +164,9 @@ int memq_cuda_major(void)
 
 /* Set again in a forked child, so the child describes itself under its pid. */
 static int clock_start_pending = 1;
+/* The driver (MEMQ_RT_CUDRV) describes the CUDA devices: it shares CUDA's flag. */
 static int devices_pending[3] = { 0, 1, 1 };
+#define DEVICES_SLOT(runtime) ((runtime) == MEMQ_RT_CUDRV ? MEMQ_RT_CUDA : (runtime))
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -248,9 +254,11 @@ static void describe_cuda_devices(void)
 static void describe_devices_once(int runtime)
 {
 	if (!lttng_ust_tracepoint_enabled(memq, device)
-	    || !__atomic_exchange_n(&devices_pending[runtime], 0, __ATOMIC_ACQ_REL))
+	    || !__atomic_exchange_n(&devices_pending[DEVICES_SLOT(runtime)], 0, __ATOMIC_ACQ_REL))
 		return;
-	if (runtime == MEMQ_RT_HIP)
+	if (runtime == MEMQ_RT_CUDRV)
+		memq_driver_describe_devices();
+	else if (runtime == MEMQ_RT_HIP)
 		describe_hip_devices();
 	else
 		describe_cuda_devices();
@@ -269,7 +277,8 @@ void memq_begin_slow(struct memq_call *c, int runtime, void *ip)
 	 * child: the process events go first, once. */
 	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED))
 		emit_clock_start_once();
-	if (__atomic_load_n(&devices_pending[runtime], __ATOMIC_RELAXED))
+	__atomic_add_fetch(&memq_traced_calls[runtime], 1, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&devices_pending[DEVICES_SLOT(runtime)], __ATOMIC_RELAXED))
 		describe_devices_once(runtime);
 	c->device = memq_current_device(runtime);
 	errno = c->saved_errno;  /* the real call sees the caller's errno */
@@ -382,4 +391,5 @@ static void __attribute__((destructor)) memq_fini(void)
 {
 	emit_clock_start_once();  /* a process that made no traced call */
 	emit_clock("end");
+	memq_reach_report();
 }

@@ -155,3 +155,10 @@ PREFETCH(cudaMemPrefetchAsync_ptsz, memq_cuda_major() >= 13)
 PREFETCH(cudaMemPrefetchAsync_v2, 1)
 ADVISE(cudaMemAdvise, memq_cuda_major() >= 13)
 ADVISE(cudaMemAdvise_v2, 1)
+
+/* 3D copies (issue 15): cudaMemcpy3D(const cudaMemcpy3DParms *), *Async(..., cudaStream_t) */
+#include "memq_reach.h"
+COPY_3D(CUDA, cudaMemcpy3D, 0)
+COPY_3D(CUDA, cudaMemcpy3D_ptds, CUDA_STREAM_PER_THREAD)
+COPY_3D_ASYNC(CUDA, cudaMemcpy3DAsync)
+COPY_3D_ASYNC(CUDA, cudaMemcpy3DAsync_ptsz)

@@ -101,7 +101,16 @@ LTTNG_UST_TRACEPOINT_EVENT(memq, copy,
 		lttng_ust_field_integer(uint64_t, dpitch, r->dpitch)
 		lttng_ust_field_integer(uint64_t, spitch, r->spitch)
 		lttng_ust_field_integer(int32_t, result, r->result)
-		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
+		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)
+		lttng_ust_field_integer(uint64_t, seq, r->seq)
+		lttng_ust_field_integer(uint8_t, content, r->content)
+		lttng_ust_field_integer(uint8_t, content_mode, r->content_mode)
+		lttng_ust_field_integer_hex(uint64_t, src_hash, r->src_hash)
+		lttng_ust_field_integer_hex(uint64_t, dst_hash_before, r->dst_hash_before)
+		lttng_ust_field_integer_hex(uint64_t, dst_hash_after, r->dst_hash_after)
+		lttng_ust_field_integer(uint64_t, depth, r->depth)
+		lttng_ust_field_integer(uint64_t, dslice, r->dslice)
+		lttng_ust_field_integer(uint64_t, sslice, r->sslice)))
 
 LTTNG_UST_TRACEPOINT_EVENT(memq, set,
 	LTTNG_UST_TP_ARGS(const struct memq_set_rec *, r, void *, ip),

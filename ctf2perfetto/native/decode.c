@@ -39,6 +39,7 @@ typedef struct {
 	int32_t *copy_kind, *device;
 	int64_t *result;
 	uint64_t *ptr, *src, *size, *stream, *flags, *aux, *aux2, *dpitch, *spitch;
+	uint64_t *depth, *dslice, *sslice;  /* appended (issue 15: 3D copies) */
 } memq_columns;
 
 /* What a handler does with an event of its class. */
@@ -52,7 +53,7 @@ enum role {
 	R_API, R_PTR, R_SRC, R_SIZE, R_NMEMB, R_ALIGN, R_MEM, R_DEVICE, R_STREAM, R_FLAGS, R_WIDTH,
 	R_HEIGHT, R_RESULT, R_BEGIN, R_KIND, R_SRC_DEVICE, R_DPITCH, R_SPITCH, R_VALUE, R_TARGET,
 	R_WHERE, R_REALTIME, R_MONOTONIC, R_BOOTTIME, R_RUNTIME, R_NAME, R_INTEGRATED, R_UNIFIED,
-	R_BADDR, R_MEMSZ, R_PATH, R_BUILD_ID, NROLES,
+	R_BADDR, R_MEMSZ, R_PATH, R_BUILD_ID, R_DEPTH, R_DSLICE, R_SSLICE, NROLES,
 };
 
 /* An enumeration's labels: value ranges -> code (API name index, MemKind, ...). */
@@ -330,7 +331,7 @@ struct class_spec {
 	int kind;
 	int mem;
 	/* role=member pairs, terminated by -1 */
-	struct { int role; const char *member; } members[16];
+	struct { int role; const char *member; } members[24];
 };
 
 #define GPU_COMMON {R_API, "api"}, {R_DEVICE, "device"}, {R_RESULT, "result"}, {R_BEGIN, "begin_ns"}
@@ -358,7 +359,8 @@ static const struct class_spec specs[] = {
 	{"memq:copy", A_COPY, K_GPU_COPY, 0,
 	 {GPU_COMMON, {R_PTR, "dst"}, {R_SRC, "src"}, {R_SIZE, "bytes"}, {R_KIND, "kind"},
 	  {R_STREAM, "stream"}, {R_SRC_DEVICE, "src_device"}, {R_WIDTH, "width"}, {R_HEIGHT, "height"},
-	  {R_DPITCH, "dpitch"}, {R_SPITCH, "spitch"}, {-1, 0}}},
+	  {R_DPITCH, "dpitch"}, {R_SPITCH, "spitch"},
+	  {R_DEPTH, "depth"}, {R_DSLICE, "dslice"}, {R_SSLICE, "sslice"}, {-1, 0}}},
 	{"memq:set", A_SET, K_GPU_SET, 0,
 	 {GPU_COMMON, {R_PTR, "dst"}, {R_VALUE, "value"}, {R_SIZE, "bytes"}, {R_STREAM, "stream"}, {-1, 0}}},
 	{"memq:prefetch", A_PREFETCH, K_GPU_PREFETCH, 0,
@@ -642,6 +644,7 @@ static void zero_row(memq_columns *c, size_t i)
 	c->result[i] = 0;
 	c->ptr[i] = c->src[i] = c->size[i] = c->stream[i] = c->flags[i] = 0;
 	c->aux[i] = c->aux2[i] = c->dpitch[i] = c->spitch[i] = 0;
+	c->depth[i] = c->dslice[i] = c->sslice[i] = 0;
 }
 
 /* A DiscardedEvents / DiscardedPackets message -> one LOST row (begin = ts = start of
@@ -857,6 +860,9 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 		c->aux2[i] = get_u(pl, h->idx[R_HEIGHT]);
 		c->dpitch[i] = get_u(pl, h->idx[R_DPITCH]);
 		c->spitch[i] = get_u(pl, h->idx[R_SPITCH]);
+		c->depth[i] = get_u(pl, h->idx[R_DEPTH]);   /* 0 in traces before 3D copies */
+		c->dslice[i] = get_u(pl, h->idx[R_DSLICE]);
+		c->sslice[i] = get_u(pl, h->idx[R_SSLICE]);
 		break;
 	}
 	case A_SET:

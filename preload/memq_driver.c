@@ -1,0 +1,716 @@
+/*
+ * CUDA driver API wrappers (libcuda.so.1), cuGetProcAddress and the
+ * runtimes' entry-point lookups, and the virtual memory management (VMM)
+ * calls of CUDA and HIP.
+ *
+ * Signatures from cuda.h (CUDA 12/13): CUresult is an int, CUdeviceptr an
+ * unsigned long long and CUstream/CUcontext pointers; in the x86-64 and
+ * AArch64 C ABIs a CUdeviceptr travels like a pointer, so the shapes of
+ * memq_wrap.h (void * parameters) serve the driver too. The names are the
+ * exported ones (cuMemAlloc_v2, cuMemcpyHtoD_v2_ptds, ...): cuda.h maps the
+ * plain names onto them, and cuGetProcAddress returns them.
+ *
+ * A runtime call that reaches a wrapped driver call (cudaMalloc ->
+ * cuMemAlloc_v2) is one event: the driver wrapper runs nested
+ * (memq_nesting) and goes straight to the real function. A program that
+ * reaches the driver without a wrapped runtime call (static cudart, JAX,
+ * direct driver use) gets the driver events.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memq_reach.h"
+
+#define DRV MEMQ_RT_CUDRV
+#define HIP MEMQ_RT_HIP
+#define CUDA MEMQ_RT_CUDA
+#define PER_THREAD ((void *) 0x2)     /* CU_STREAM_PER_THREAD */
+
+/* ---------------------------------------------------------------------- */
+/* Allocations, frees, host registration                                   */
+/* ---------------------------------------------------------------------- */
+
+ALLOC_PS(DRV, cuMemAlloc_v2, MEMQ_MEM_DEVICE)
+ALLOC_PSF(DRV, cuMemAllocManaged, MEMQ_MEM_MANAGED)
+ALLOC_PS(DRV, cuMemAllocHost_v2, MEMQ_MEM_PINNED)
+ALLOC_PSF(DRV, cuMemHostAlloc, MEMQ_MEM_PINNED)
+ALLOC_ASYNC(DRV, cuMemAllocAsync)
+ALLOC_ASYNC(DRV, cuMemAllocAsync_ptsz)
+ALLOC_POOL(DRV, cuMemAllocFromPoolAsync)
+ALLOC_POOL(DRV, cuMemAllocFromPoolAsync_ptsz)
+REGISTER(DRV, cuMemHostRegister_v2)
+UNREGISTER(DRV, cuMemHostUnregister)
+FREE_P(DRV, cuMemFree_v2)
+FREE_P(DRV, cuMemFreeHost)
+FREE_ASYNC(DRV, cuMemFreeAsync)
+FREE_ASYNC(DRV, cuMemFreeAsync_ptsz)
+
+/* cuMemAllocPitch_v2(CUdeviceptr *, size_t *pitch, size_t width, size_t height,
+ * unsigned int element_size): size = pitch * height, as for the runtimes. */
+WRAPPER(DRV, cuMemAllocPitch_v2, alloc, (void **p, size_t *pitch, size_t w, size_t h, unsigned int elem),
+	(p, pitch, w, h, elem),
+	EMIT_ALLOC(cuMemAllocPitch_v2, MEMQ_MEM_DEVICE, U64(*p), r == 0 ? (uint64_t) *pitch * h : 0, 0, 0, w, h, 0))
+
+/* ---------------------------------------------------------------------- */
+/* Linear copies and sets                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* cuMemcpy: unified addressing, the direction is the runtime's to find. */
+COPY_FIXED(DRV, cuMemcpy, MEMQ_DEFAULT)
+COPY_FIXED_ASYNC(DRV, cuMemcpyAsync, MEMQ_DEFAULT)
+COPY_FIXED_ASYNC(DRV, cuMemcpyAsync_ptsz, MEMQ_DEFAULT)
+COPY_FIXED(DRV, cuMemcpyHtoD_v2, MEMQ_HTOD)
+COPY_FIXED(DRV, cuMemcpyDtoH_v2, MEMQ_DTOH)
+COPY_FIXED(DRV, cuMemcpyDtoD_v2, MEMQ_DTOD)
+COPY_FIXED_ASYNC(DRV, cuMemcpyHtoDAsync_v2, MEMQ_HTOD)
+COPY_FIXED_ASYNC(DRV, cuMemcpyDtoHAsync_v2, MEMQ_DTOH)
+COPY_FIXED_ASYNC(DRV, cuMemcpyDtoDAsync_v2, MEMQ_DTOD)
+COPY_FIXED_ASYNC(DRV, cuMemcpyHtoDAsync_v2_ptsz, MEMQ_HTOD)
+COPY_FIXED_ASYNC(DRV, cuMemcpyDtoHAsync_v2_ptsz, MEMQ_DTOH)
+COPY_FIXED_ASYNC(DRV, cuMemcpyDtoDAsync_v2_ptsz, MEMQ_DTOD)
+
+/* The _ptds exports (per-thread default stream) record stream 0x2, like cudart's. */
+#define COPY_FIXED_PTDS(name, kind)                                          \
+	WRAPPER(DRV, name, copy, (void *d, void *s, size_t n), (d, s, n),    \
+		EMIT_COPY(name, d, s, n, kind, PER_THREAD, 0, 0, 0, 0))
+COPY_FIXED_PTDS(cuMemcpy_ptds, MEMQ_DEFAULT)
+COPY_FIXED_PTDS(cuMemcpyHtoD_v2_ptds, MEMQ_HTOD)
+COPY_FIXED_PTDS(cuMemcpyDtoH_v2_ptds, MEMQ_DTOH)
+COPY_FIXED_PTDS(cuMemcpyDtoD_v2_ptds, MEMQ_DTOD)
+
+SET(DRV, cuMemsetD8_v2, unsigned char, 1, 0)
+SET(DRV, cuMemsetD16_v2, unsigned short, 2, 0)
+SET(DRV, cuMemsetD32_v2, unsigned int, 4, 0)
+SET(DRV, cuMemsetD8_v2_ptds, unsigned char, 1, PER_THREAD)
+SET(DRV, cuMemsetD16_v2_ptds, unsigned short, 2, PER_THREAD)
+SET(DRV, cuMemsetD32_v2_ptds, unsigned int, 4, PER_THREAD)
+SET_ASYNC(DRV, cuMemsetD8Async, unsigned char, 1)
+SET_ASYNC(DRV, cuMemsetD16Async, unsigned short, 2)
+SET_ASYNC(DRV, cuMemsetD32Async, unsigned int, 4)
+SET_ASYNC(DRV, cuMemsetD8Async_ptsz, unsigned char, 1)
+SET_ASYNC(DRV, cuMemsetD16Async_ptsz, unsigned short, 2)
+SET_ASYNC(DRV, cuMemsetD32Async_ptsz, unsigned int, 4)
+
+SYNC_STREAM(DRV, cuStreamSynchronize)
+SYNC_STREAM(DRV, cuStreamSynchronize_ptsz)
+SYNC_DEVICE(DRV, cuCtxSynchronize)
+
+/* cuMemPrefetchAsync(CUdeviceptr, size_t, CUdevice, CUstream): the exported
+ * name keeps this form for good; the CUmemLocation form is the _v2 export
+ * (cuda.h maps the plain name onto it from CUDA 13 on). */
+WRAPPER(DRV, cuMemPrefetchAsync, prefetch, (void *p, size_t n, int device, void *stream),
+	(p, n, device, stream), EMIT_PREFETCH(cuMemPrefetchAsync, p, n, device, stream))
+WRAPPER(DRV, cuMemPrefetchAsync_ptsz, prefetch, (void *p, size_t n, int device, void *stream),
+	(p, n, device, stream), EMIT_PREFETCH(cuMemPrefetchAsync_ptsz, p, n, device, stream))
+
+struct cu_location { int type, id; };   /* CUmemLocation: type 1 = device */
+#define LOCATION_DEVICE(loc) ((loc).type == 1 ? (loc).id : -1)
+WRAPPER(DRV, cuMemPrefetchAsync_v2, prefetch, (void *p, size_t n, struct cu_location loc, unsigned int flags, void *stream),
+	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2, p, n, LOCATION_DEVICE(loc), stream))
+WRAPPER(DRV, cuMemPrefetchAsync_v2_ptsz, prefetch, (void *p, size_t n, struct cu_location loc, unsigned int flags, void *stream),
+	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2_ptsz, p, n, LOCATION_DEVICE(loc), stream))
+
+/* ---------------------------------------------------------------------- */
+/* 2D and 3D copies described by a struct                                  */
+/* ---------------------------------------------------------------------- */
+
+enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_ARRAY = 3, CU_MEMORYTYPE_UNIFIED = 4 };
+
+/* CUDA_MEMCPY2D (cuda.h) */
+struct cu_copy2d {
+	size_t src_x, src_y; int src_type; const void *src_host; uint64_t src_device; void *src_array;
+	size_t src_pitch;
+	size_t dst_x, dst_y; int dst_type; void *dst_host; uint64_t dst_device; void *dst_array;
+	size_t dst_pitch;
+	size_t width, height;
+};
+
+/* CUDA_MEMCPY3D (cuda.h) */
+struct cu_copy3d {
+	size_t src_x, src_y, src_z, src_lod; int src_type; const void *src_host; uint64_t src_device;
+	void *src_array; void *reserved0; size_t src_pitch, src_height;
+	size_t dst_x, dst_y, dst_z, dst_lod; int dst_type; void *dst_host; uint64_t dst_device;
+	void *dst_array; void *reserved1; size_t dst_pitch, dst_height;
+	size_t width, height, depth;
+};
+
+/* Base address of one side (0 for arrays: they have no address). */
+static uint64_t cu_side(int type, const void *host, uint64_t device)
+{
+	if (type == CU_MEMORYTYPE_HOST)
+		return U64(host);
+	return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED ? device : 0;
+}
+
+/* memcpy kind from the two memory types; unified memory: Default (the runtime decides). */
+static int cu_kind(int src_type, int dst_type)
+{
+	int src_dev = src_type != CU_MEMORYTYPE_HOST, dst_dev = dst_type != CU_MEMORYTYPE_HOST;
+
+	if (src_type == CU_MEMORYTYPE_UNIFIED || dst_type == CU_MEMORYTYPE_UNIFIED)
+		return MEMQ_DEFAULT;
+	return src_dev ? (dst_dev ? MEMQ_DTOD : MEMQ_DTOH) : (dst_dev ? MEMQ_HTOD : MEMQ_HTOH);
+}
+
+static void cu_copy2d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy2d *p, void *stream, int r)
+{
+	uint64_t src = cu_side(p->src_type, p->src_host, p->src_device);
+	uint64_t dst = cu_side(p->dst_type, p->dst_host, p->dst_device);
+
+	*rec = (struct memq_copy_rec) {
+		.api = api, .kind = cu_kind(p->src_type, p->dst_type), .stream = U64(stream),
+		.src_device = -1, .result = r,
+		.src = src ? src + (uint64_t) p->src_y * p->src_pitch + p->src_x : 0,
+		.dst = dst ? dst + (uint64_t) p->dst_y * p->dst_pitch + p->dst_x : 0,
+		.bytes = (uint64_t) p->width * p->height, .width = p->width, .height = p->height,
+		.dpitch = p->dst_pitch, .spitch = p->src_pitch,
+	};
+}
+
+static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy3d *p, void *stream, int r)
+{
+	uint64_t src = cu_side(p->src_type, p->src_host, p->src_device);
+	uint64_t dst = cu_side(p->dst_type, p->dst_host, p->dst_device);
+	uint64_t sslice = (uint64_t) p->src_pitch * p->src_height, dslice = (uint64_t) p->dst_pitch * p->dst_height;
+
+	*rec = (struct memq_copy_rec) {
+		.api = api, .kind = cu_kind(p->src_type, p->dst_type), .stream = U64(stream),
+		.src_device = -1, .result = r,
+		.src = src ? src + p->src_z * sslice + (uint64_t) p->src_y * p->src_pitch + p->src_x : 0,
+		.dst = dst ? dst + p->dst_z * dslice + (uint64_t) p->dst_y * p->dst_pitch + p->dst_x : 0,
+		.bytes = (uint64_t) p->width * p->height * p->depth,
+		.width = p->width, .height = p->height, .depth = p->depth,
+		.dpitch = p->dst_pitch, .spitch = p->src_pitch, .dslice = dslice, .sslice = sslice,
+	};
+}
+
+#define EMIT_CU_COPY(fill, name, p, strm)                                    \
+	{                                                                    \
+		struct memq_copy_rec rec;                                    \
+		fill(&rec, MEMQ_API_##name, (p), (strm), r);                 \
+		memq_emit_copy(&c, &rec);                                    \
+	}
+#define CU_COPY_STRUCT(fill, type, name, strm)                               \
+	WRAPPER(DRV, name, copy, (const type *p), (p), EMIT_CU_COPY(fill, name, p, strm))
+#define CU_COPY_STRUCT_ASYNC(fill, type, name)                               \
+	WRAPPER(DRV, name, copy, (const type *p, void *stream), (p, stream), \
+		EMIT_CU_COPY(fill, name, p, stream))
+
+CU_COPY_STRUCT(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2D_v2, 0)
+CU_COPY_STRUCT(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2D_v2_ptds, PER_THREAD)
+CU_COPY_STRUCT(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2DUnaligned_v2, 0)
+CU_COPY_STRUCT(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2DUnaligned_v2_ptds, PER_THREAD)
+CU_COPY_STRUCT_ASYNC(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2DAsync_v2)
+CU_COPY_STRUCT_ASYNC(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2DAsync_v2_ptsz)
+CU_COPY_STRUCT(cu_copy3d_rec, struct cu_copy3d, cuMemcpy3D_v2, 0)
+CU_COPY_STRUCT(cu_copy3d_rec, struct cu_copy3d, cuMemcpy3D_v2_ptds, PER_THREAD)
+CU_COPY_STRUCT_ASYNC(cu_copy3d_rec, struct cu_copy3d, cuMemcpy3DAsync_v2)
+CU_COPY_STRUCT_ASYNC(cu_copy3d_rec, struct cu_copy3d, cuMemcpy3DAsync_v2_ptsz)
+
+/* ---------------------------------------------------------------------- */
+/* Virtual memory management (CUDA and HIP share the shapes)               */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A mapping is the allocation copies resolve to: memq:alloc (api
+ * cuMemMap/hipMemMap, device memory, flags = the physical handle, device =
+ * the handle's device). cuMemUnmap/hipMemUnmap is memq:free with the
+ * unmapped range. Handle creation, release and address reservation
+ * allocate nothing a copy can reach, so they are not events; the wrappers
+ * only remember each handle's device, with a count of its mappings, so that
+ * a release before the last unmap (legal: the memory lives until then) and
+ * one handle mapped at several addresses keep their device. Mappings live in
+ * a small interval list, so an unmap of part of a mapping keeps the rest.
+ * VMM calls are rare (a few per segment): fixed arrays and one lock.
+ */
+#define VMM_HANDLES 4096
+#define VMM_MAPS 16384
+
+struct vmm_handle { uint64_t handle; int device; int maps; int released; };
+struct vmm_map { uint64_t addr, size, handle; };
+
+static struct vmm_handle vmm_handles[VMM_HANDLES];
+static struct vmm_map vmm_maps[VMM_MAPS];
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct vmm_handle *vmm_find_handle(uint64_t handle)
+{
+	for (int i = 0; i < VMM_HANDLES; i++)
+		if (vmm_handles[i].handle == handle && handle)
+			return &vmm_handles[i];
+	return NULL;
+}
+
+static void vmm_drop_if_unused(struct vmm_handle *h)
+{
+	if (h && h->released && h->maps <= 0)
+		memset(h, 0, sizeof(*h));
+}
+
+/* The allocation properties' location (CUmemAllocationProp == hipMemAllocationProp). */
+struct vmm_prop { int type, handle_types; struct cu_location location; };
+
+static void vmm_created(uint64_t handle, const struct vmm_prop *prop)
+{
+	pthread_mutex_lock(&vmm_lock);
+	for (int i = 0; i < VMM_HANDLES; i++) {
+		if (!vmm_handles[i].handle) {
+			vmm_handles[i] = (struct vmm_handle) { handle, prop ? LOCATION_DEVICE(prop->location) : -1, 0, 0 };
+			break;
+		}
+	}
+	pthread_mutex_unlock(&vmm_lock);
+}
+
+static void vmm_released(uint64_t handle)
+{
+	pthread_mutex_lock(&vmm_lock);
+	struct vmm_handle *h = vmm_find_handle(handle);
+
+	if (h) {
+		h->released = 1;
+		vmm_drop_if_unused(h);
+	}
+	pthread_mutex_unlock(&vmm_lock);
+}
+
+/* Records a mapping; returns the handle's device (-1 when the handle was created untraced). */
+static int vmm_mapped(uint64_t addr, uint64_t size, uint64_t handle)
+{
+	int device = -1;
+
+	pthread_mutex_lock(&vmm_lock);
+	struct vmm_handle *h = vmm_find_handle(handle);
+
+	if (h) {
+		h->maps++;
+		device = h->device;
+	}
+	for (int i = 0; i < VMM_MAPS; i++) {
+		if (!vmm_maps[i].size) {
+			vmm_maps[i] = (struct vmm_map) { addr, size, handle };
+			break;
+		}
+	}
+	pthread_mutex_unlock(&vmm_lock);
+	return device;
+}
+
+/* Removes [addr, addr + size) from the mappings (keeping what lies outside it);
+ * returns the device of the first mapping it touched (-1 if none). */
+static int vmm_unmapped(uint64_t addr, uint64_t size)
+{
+	uint64_t end = addr + size;
+	int device = -1, found = 0;
+
+	pthread_mutex_lock(&vmm_lock);
+	for (int i = 0; i < VMM_MAPS; i++) {
+		struct vmm_map m = vmm_maps[i];
+		struct vmm_handle *h;
+
+		if (!m.size || m.addr >= end || m.addr + m.size <= addr)
+			continue;
+		h = vmm_find_handle(m.handle);
+		if (!found++ && h)
+			device = h->device;
+		vmm_maps[i].size = 0;
+		if (m.addr < addr)              /* the part before the hole stays */
+			vmm_maps[i] = (struct vmm_map) { m.addr, addr - m.addr, m.handle };
+		if (m.addr + m.size > end) {    /* and the part after it */
+			struct vmm_map rest = { end, m.addr + m.size - end, m.handle };
+
+			if (!vmm_maps[i].size) {
+				vmm_maps[i] = rest;
+			} else {
+				for (int j = 0; j < VMM_MAPS; j++) {
+					if (!vmm_maps[j].size) {
+						vmm_maps[j] = rest;
+						break;
+					}
+				}
+			}
+		}
+		if (h && !vmm_maps[i].size) {   /* the mapping is gone entirely */
+			h->maps--;
+			vmm_drop_if_unused(h);
+		}
+	}
+	pthread_mutex_unlock(&vmm_lock);
+	return device;
+}
+
+/*
+ * The bookkeeping runs only while a session records (the event is enabled),
+ * like the allocation table: without a session a VMM call is forwarded after
+ * one load. Untraced handles and mappings report device -1.
+ */
+#define VMM_WRAPPERS(rt, prefix, handle_t)                                   \
+	MEMQ_REAL_FN(rt, int, prefix##MemCreate, (handle_t *h, size_t n, const struct vmm_prop *prop, unsigned long long flags)); \
+	MEMQ_EXPORT int prefix##MemCreate(handle_t *h, size_t n, const struct vmm_prop *prop, unsigned long long flags) \
+	{                                                                    \
+		prefix##MemCreate_fn real = MEMQ_REAL(prefix##MemCreate);    \
+		int r;                                                       \
+		if (!real)                                                   \
+			return MEMQ_ERR_NO_RUNTIME;                          \
+		r = real(h, n, prop, flags);                                 \
+		if (r == 0 && h && lttng_ust_tracepoint_enabled(memq, alloc) && !memq_nesting) { \
+			int saved = errno;                                   \
+			vmm_created(U64(*h), prop);                          \
+			errno = saved;                                       \
+		}                                                            \
+		return r;                                                    \
+	}                                                                    \
+	MEMQ_REAL_FN(rt, int, prefix##MemRelease, (handle_t h));             \
+	MEMQ_EXPORT int prefix##MemRelease(handle_t h)                       \
+	{                                                                    \
+		prefix##MemRelease_fn real = MEMQ_REAL(prefix##MemRelease);  \
+		int r;                                                       \
+		if (!real)                                                   \
+			return MEMQ_ERR_NO_RUNTIME;                          \
+		r = real(h);                                                 \
+		if (r == 0 && lttng_ust_tracepoint_enabled(memq, alloc)) {   \
+			int saved = errno;                                   \
+			vmm_released(U64(h));                                \
+			errno = saved;                                       \
+		}                                                            \
+		return r;                                                    \
+	}                                                                    \
+	MEMQ_REAL_FN(rt, int, prefix##MemMap, (void *p, size_t n, size_t offset, handle_t h, unsigned long long flags)); \
+	static __attribute__((noinline)) int slow_##prefix##MemMap(void *p, size_t n, size_t offset, handle_t h, \
+		unsigned long long flags, void *ip)                          \
+	{                                                                    \
+		prefix##MemMap_fn real = MEMQ_REAL(prefix##MemMap);          \
+		struct memq_call c;                                          \
+		int r, device;                                               \
+		if (!real)                                                   \
+			return MEMQ_ERR_NO_RUNTIME;                          \
+		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, alloc), rt, ip)) \
+			return real(p, n, offset, h, flags);                 \
+		r = real(p, n, offset, h, flags);                            \
+		memq_after(&c);                                              \
+		device = r == 0 ? vmm_mapped(U64(p), n, U64(h)) : -1;        \
+		struct memq_alloc_rec rec = {                                \
+			.api = MEMQ_API_##prefix##MemMap, .mem_kind = MEMQ_MEM_DEVICE, \
+			.result = r, .ptr = r == 0 ? U64(p) : 0, .size = n, .flags = U64(h) }; \
+		if (device >= 0)                                             \
+			c.device = device;                                   \
+		/* the unmap frees it: not the allocation table's business */ \
+		memq_emit_alloc(&c, &rec, 0);                                \
+		return r;                                                    \
+	}                                                                    \
+	MEMQ_EXPORT int prefix##MemMap(void *p, size_t n, size_t offset, handle_t h, unsigned long long flags) \
+	{                                                                    \
+		prefix##MemMap_fn real = MEMQ_LOADED(prefix##MemMap);        \
+		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, alloc), 1)) \
+			return real(p, n, offset, h, flags);                 \
+		return slow_##prefix##MemMap(p, n, offset, h, flags, __builtin_return_address(0)); \
+	}                                                                    \
+	MEMQ_REAL_FN(rt, int, prefix##MemUnmap, (void *p, size_t n));        \
+	static __attribute__((noinline)) int slow_##prefix##MemUnmap(void *p, size_t n, void *ip) \
+	{                                                                    \
+		prefix##MemUnmap_fn real = MEMQ_REAL(prefix##MemUnmap);      \
+		struct memq_alloc_info info;                                 \
+		struct memq_call c;                                          \
+		int r, device;                                               \
+		if (!real)                                                   \
+			return MEMQ_ERR_NO_RUNTIME;                          \
+		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, free), rt, ip)) \
+			return real(p, n);                                   \
+		r = real(p, n);                                              \
+		memq_after(&c);                                              \
+		device = r == 0 ? vmm_unmapped(U64(p), n) : -1;              \
+		if (r == 0)                                                  \
+			memq_release_take(U64(p), 0, &info);                 \
+		struct memq_free_rec rec = {                                 \
+			.api = MEMQ_API_##prefix##MemUnmap, .mem_kind = MEMQ_MEM_DEVICE, \
+			.result = r, .ptr = U64(p), .size = n };             \
+		if (device >= 0)                                             \
+			c.device = device;                                   \
+		memq_emit_free(&c, &rec, 0);                                 \
+		return r;                                                    \
+	}                                                                    \
+	MEMQ_EXPORT int prefix##MemUnmap(void *p, size_t n)                  \
+	{                                                                    \
+		prefix##MemUnmap_fn real = MEMQ_LOADED(prefix##MemUnmap);    \
+		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, free), 1)) \
+			return real(p, n);                                   \
+		return slow_##prefix##MemUnmap(p, n, __builtin_return_address(0)); \
+	}
+
+VMM_WRAPPERS(DRV, cu, unsigned long long)
+VMM_WRAPPERS(HIP, hip, void *)
+
+/* ---------------------------------------------------------------------- */
+/* Entry-point lookups: cuGetProcAddress, cudaGetDriverEntryPoint*,        */
+/* hipGetProcAddress hand out the wrappers                                 */
+/* ---------------------------------------------------------------------- */
+
+/* Every driver function wrapped above: exported name, wrapper, its real-function slot. */
+#define MEMQ_DRIVER_WRAPPED(X)                                               \
+	X(cuMemAlloc_v2) X(cuMemAllocManaged) X(cuMemAllocHost_v2) X(cuMemHostAlloc) \
+	X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)  \
+	X(cuMemAllocFromPoolAsync_ptsz) X(cuMemHostRegister_v2) X(cuMemHostUnregister) \
+	X(cuMemFree_v2) X(cuMemFreeHost) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) \
+	X(cuMemAllocPitch_v2) X(cuMemcpy) X(cuMemcpyAsync) X(cuMemcpyAsync_ptsz) \
+	X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)               \
+	X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2) \
+	X(cuMemcpyHtoDAsync_v2_ptsz) X(cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoDAsync_v2_ptsz) \
+	X(cuMemcpy_ptds) X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyDtoH_v2_ptds) X(cuMemcpyDtoD_v2_ptds) \
+	X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2)                   \
+	X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2_ptds) X(cuMemsetD32_v2_ptds)    \
+	X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async)             \
+	X(cuMemsetD8Async_ptsz) X(cuMemsetD16Async_ptsz) X(cuMemsetD32Async_ptsz) \
+	X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuCtxSynchronize) \
+	X(cuMemPrefetchAsync) X(cuMemPrefetchAsync_ptsz) X(cuMemPrefetchAsync_v2) \
+	X(cuMemPrefetchAsync_v2_ptsz)                                          \
+	X(cuMemcpy2D_v2) X(cuMemcpy2D_v2_ptds) X(cuMemcpy2DUnaligned_v2)       \
+	X(cuMemcpy2DUnaligned_v2_ptds) X(cuMemcpy2DAsync_v2) X(cuMemcpy2DAsync_v2_ptsz) \
+	X(cuMemcpy3D_v2) X(cuMemcpy3D_v2_ptds) X(cuMemcpy3DAsync_v2) X(cuMemcpy3DAsync_v2_ptsz) \
+	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)
+
+struct driver_entry { const char *name; void *wrapper; struct memq_sym *sym; };
+#define DRIVER_ENTRY(name) { #name, (void *) name, &memq_sym_##name },
+static const struct driver_entry driver_entries[] = { MEMQ_DRIVER_WRAPPED(DRIVER_ENTRY) };
+#define N_DRIVER_ENTRIES (sizeof(driver_entries) / sizeof(driver_entries[0]))
+
+static const struct driver_entry *driver_entry(const char *name)
+{
+	for (size_t i = 0; name && i < N_DRIVER_ENTRIES; i++)
+		if (strcmp(driver_entries[i].name, name) == 0)
+			return &driver_entries[i];
+	return NULL;
+}
+
+/*
+ * The entry a lookup of `symbol` stands for when the function it returned
+ * is not an exported symbol (dladdr cannot name it): derived the way the
+ * driver picks versions: _v2 from CUDA 3.2 (cuMemHostRegister_v2: 6.5,
+ * cuMemPrefetchAsync_v2: 13.0), _ptsz/_ptds with the per-thread flag.
+ * An old form memq does not wrap (cuMemAlloc with a 32-bit size) is NULL.
+ */
+static const struct driver_entry *driver_entry_by_rule(const char *symbol, int version, int per_thread)
+{
+	static const char *const per_thread_suffixes[] = { "_ptsz", "_ptds", "" };
+	int since = !strcmp(symbol, "cuMemHostRegister") ? 6050
+		: !strcmp(symbol, "cuMemPrefetchAsync") ? 13000 : 3020;
+	const char *versions[] = { version >= since ? "_v2" : "", "" };
+	const struct driver_entry *e;
+	char name[128];
+
+	/* "" second: functions that never had a _v2 (cuMemcpy, cuMemHostAlloc) */
+	for (int v = 0; v < 2; v++) {
+		for (int s = per_thread ? 0 : 2; s < 3; s++) {
+			snprintf(name, sizeof(name), "%s%s%s", symbol, versions[v], per_thread_suffixes[s]);
+			if ((e = driver_entry(name)))
+				return e;
+		}
+	}
+	return NULL;
+}
+
+static int in_memq(void *fn)
+{
+	Dl_info self, other;
+
+	return fn && dladdr((void *) in_memq, &self) && dladdr(fn, &other) && self.dli_fbase == other.dli_fbase;
+}
+
+/* The exported name of a function, when `fn` is exactly a dynamic symbol. */
+static const char *symbol_name(void *fn)
+{
+	Dl_info info;
+
+	return dladdr(fn, &info) && info.dli_saddr == fn ? info.dli_sname : NULL;
+}
+
+MEMQ_REAL_FN(DRV, int, cuGetProcAddress, (const char *symbol, void **pfn, int version, unsigned long long flags));
+MEMQ_REAL_FN(DRV, int, cuGetProcAddress_v2, (const char *symbol, void **pfn, int version, unsigned long long flags,
+	int *status));
+MEMQ_EXPORT int cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags);
+MEMQ_EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
+	int *status);
+
+/*
+ * What a lookup hands to the program: memq's wrapper for a wrapped driver
+ * function, set to call the very function the lookup returned (`fn`);
+ * anything else unchanged. A lookup of cuGetProcAddress itself gets memq's
+ * (both ABIs: the v1 and _v2 signatures).
+ */
+static void *driver_substitute(const char *symbol, void *fn, int version, unsigned long long flags)
+{
+	const struct driver_entry *e = NULL;
+	const char *name;
+
+	if (!fn || !symbol || in_memq(fn))
+		return fn;
+	name = symbol_name(fn);
+	if (!strcmp(symbol, "cuGetProcAddress")) {
+		int v2 = name ? !strcmp(name, "cuGetProcAddress_v2") : version >= 12000;
+		struct memq_sym *sym = v2 ? &memq_sym_cuGetProcAddress_v2 : &memq_sym_cuGetProcAddress;
+
+		__atomic_store_n(&sym->fn, fn, __ATOMIC_RELEASE);
+		return v2 ? (void *) cuGetProcAddress_v2 : (void *) cuGetProcAddress;
+	}
+	if (name)
+		e = driver_entry(name);
+	if (!e)
+		e = driver_entry_by_rule(symbol, version, (flags & 2) != 0);  /* 2: CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
+	if (!e)
+		return fn;
+	__atomic_store_n(&e->sym->fn, fn, __ATOMIC_RELEASE);
+	return e->wrapper;
+}
+
+/* The lookups themselves are rare (start-up): no fast path, never an event. */
+int cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags)
+{
+	cuGetProcAddress_fn real = MEMQ_REAL(cuGetProcAddress);
+	int r;
+
+	if (!real)
+		return MEMQ_ERR_NO_RUNTIME;
+	r = real(symbol, pfn, version, flags);
+	if (r == 0 && pfn)
+		*pfn = driver_substitute(symbol, *pfn, version, flags);
+	return r;
+}
+
+int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status)
+{
+	cuGetProcAddress_v2_fn real = MEMQ_REAL(cuGetProcAddress_v2);
+	int r;
+
+	if (!real)
+		return MEMQ_ERR_NO_RUNTIME;
+	r = real(symbol, pfn, version, flags, status);
+	if (r == 0 && pfn)
+		*pfn = driver_substitute(symbol, *pfn, version, flags);
+	return r;
+}
+
+/*
+ * cudaGetDriverEntryPoint(symbol, funcPtr, flags[, driverStatus]) (CUDA 11.3:
+ * three parameters, 12.0: four; passing the fourth to an 11.x runtime is
+ * harmless) and cudaGetDriverEntryPointByVersion(symbol, funcPtr,
+ * cudaVersion, flags, driverStatus) (12.5). The runtime's flags use the
+ * driver's values (cudaEnablePerThreadDefaultStream = 2).
+ */
+MEMQ_REAL_FN(CUDA, int, cudaGetDriverEntryPoint, (const char *symbol, void **pfn, unsigned long long flags,
+	void *status));
+MEMQ_EXPORT int cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags, void *status)
+{
+	cudaGetDriverEntryPoint_fn real = MEMQ_REAL(cudaGetDriverEntryPoint);
+	int r;
+
+	if (!real)
+		return MEMQ_ERR_NO_RUNTIME;
+	r = real(symbol, pfn, flags, status);
+	if (r == 0 && pfn)
+		*pfn = driver_substitute(symbol, *pfn, memq_cuda_major() * 1000, flags);
+	return r;
+}
+
+MEMQ_REAL_FN(CUDA, int, cudaGetDriverEntryPointByVersion, (const char *symbol, void **pfn, unsigned int version,
+	unsigned long long flags, void *status));
+MEMQ_EXPORT int cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn, unsigned int version,
+	unsigned long long flags, void *status)
+{
+	cudaGetDriverEntryPointByVersion_fn real = MEMQ_REAL(cudaGetDriverEntryPointByVersion);
+	int r;
+
+	if (!real)
+		return MEMQ_ERR_NO_RUNTIME;
+	r = real(symbol, pfn, version, flags, status);
+	if (r == 0 && pfn)
+		*pfn = driver_substitute(symbol, *pfn, (int) version, flags);
+	return r;
+}
+
+/*
+ * hipGetProcAddress(symbol, pfn, hipVersion, flags, status) returns HIP
+ * runtime functions by their exported names: memq's wrapper of that name,
+ * when memq wraps it (it finds the same runtime function on its own).
+ */
+MEMQ_REAL_FN(HIP, int, hipGetProcAddress, (const char *symbol, void **pfn, int version, uint64_t flags,
+	void *status));
+MEMQ_EXPORT int hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags, void *status)
+{
+	hipGetProcAddress_fn real = MEMQ_REAL(hipGetProcAddress);
+	static void *self;
+	int r;
+
+	if (!real)
+		return MEMQ_ERR_NO_RUNTIME;
+	r = real(symbol, pfn, version, flags, status);
+	if (r == 0 && pfn && *pfn && symbol && !in_memq(*pfn)) {
+		const char *name = symbol_name(*pfn);
+		void *h = __atomic_load_n(&self, __ATOMIC_ACQUIRE), *ours;
+		int saved = errno;
+		Dl_info info;
+
+		if (!h && dladdr((void *) in_memq, &info)) {
+			h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+			__atomic_store_n(&self, h, __ATOMIC_RELEASE);
+		}
+		ours = h ? dlsym(h, name ? name : symbol) : NULL;
+		if (ours && in_memq(ours) && !strncmp(name ? name : symbol, "hip", 3))
+			*pfn = ours;
+		errno = saved;
+	}
+	return r;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Driver device queries (memq_core.c: current device, memq:device)        */
+/* ---------------------------------------------------------------------- */
+
+MEMQ_REAL_FN(DRV, int, cuCtxGetDevice, (int *));
+MEMQ_REAL_FN(DRV, int, cuDeviceGetCount, (int *));
+MEMQ_REAL_FN(DRV, int, cuDeviceGetName, (char *, int, int));
+MEMQ_REAL_FN(DRV, int, cuDeviceGetAttribute, (int *, int, int));
+
+int memq_driver_current_device(void)
+{
+	cuCtxGetDevice_fn get = MEMQ_REAL(cuCtxGetDevice);
+	int dev = -1;
+
+	if (!get || get(&dev) != 0)
+		dev = -1;
+	return dev;
+}
+
+/* CU_DEVICE_ATTRIBUTE_INTEGRATED / _PAGEABLE_MEMORY_ACCESS (= the runtime's numbers) */
+#define CU_ATTR_INTEGRATED 18
+#define CU_ATTR_PAGEABLE_MEMORY_ACCESS 88
+
+void memq_driver_describe_devices(void)
+{
+	cuDeviceGetCount_fn count = MEMQ_REAL(cuDeviceGetCount);
+	cuDeviceGetName_fn get_name = MEMQ_REAL(cuDeviceGetName);
+	cuDeviceGetAttribute_fn attr = MEMQ_REAL(cuDeviceGetAttribute);
+	int n = 0;
+
+	if (!count || count(&n) != 0)
+		return;
+	for (int dev = 0; dev < n; dev++) {
+		char name[256] = "";
+		int integrated = 0, pageable = 0;
+
+		if (get_name && get_name(name, sizeof(name), dev) != 0)
+			name[0] = '\0';
+		name[sizeof(name) - 1] = '\0';
+		if (attr && attr(&integrated, CU_ATTR_INTEGRATED, dev) != 0)
+			integrated = 0;
+		if (attr && attr(&pageable, CU_ATTR_PAGEABLE_MEMORY_ACCESS, dev) != 0)
+			pageable = 0;
+		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_CUDA, dev, name,
+			!!integrated, !!(integrated || pageable), NULL);
+	}
+}
