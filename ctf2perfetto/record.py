@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -51,11 +52,13 @@ CONTEXTS = ("vpid", "vtid", "ip")
 LTTNG_TIMEOUT_S = 120
 INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run scripts/install.sh)"
 
-# memq events that carry the `api` enum (HIP 1..99, CUDA 101..199, see
-# docs/EVENTS.md), and the per-process ones (`runtime` 1 = hip, 2 = cuda).
+# memq events that carry the `api` enum (HIP runtime 1..99 and VMM 401..449,
+# CUDA runtime 101..199 and driver 301..399, see docs/EVENTS.md), and the
+# per-process ones (`runtime` 1 = hip, 2 = cuda).
 MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "prefetch", "advise", "sync",
                     "set_device")
-API_FILTER = {"hip": "api < 100", "cuda": "api > 100"}
+API_FILTER = {"hip": "api < 100 || (api > 400 && api < 450)",
+              "cuda": "(api > 100 && api < 200) || (api > 300 && api < 400)"}
 RUNTIME_FILTER = {"hip": "runtime == 1", "cuda": "runtime == 2"}
 
 # LTTng's own preload helpers (liblttng-ust1): fork re-registers children
@@ -98,6 +101,10 @@ class RecordResult:
     events: int | None = None  # filled after the session is gone
     size_bytes: int = 0
     preload: list[str] = field(default_factory=list)
+    # Per traced process: the GPU libraries it had loaded and its traced calls per runtime
+    # (the preload library's exit report, see reach_warnings).
+    reach: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def parse_apis(text: str) -> tuple[str, ...]:
@@ -395,13 +402,53 @@ def configure_session(lttng: Lttng, session: str, options: RecordOptions,
     lttng.run("add-context", "-u", "-s", session, "-c", CHANNEL, *[a for c in CONTEXTS for a in ("-t", c)])
 
 
-def child_environment(env: dict[str, str], preload: list[str], mode: str) -> dict[str, str]:
+def child_environment(env: dict[str, str], preload: list[str], mode: str, reach_dir: Path) -> dict[str, str]:
     """The command's environment: our preloads first, then the user's own."""
     child = dict(env)
     child["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
+    child[REACH_ENV] = str(reach_dir)
     if mode == "blocking":
         child["LTTNG_UST_ALLOW_BLOCKING"] = "1"  # without it the channel's blocking timeout is ignored
     return child
+
+
+def read_reach(reach_dir: Path) -> list[dict]:
+    """The exit reports (reach.PID.json) the traced processes wrote, by pid; unreadable ones skipped."""
+    reports = []
+    for path in sorted(reach_dir.glob("reach.*.json")):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a process killed while writing it: nothing to say about it
+        if isinstance(report, dict) and isinstance(report.get("calls"), dict):
+            reports.append(report)
+    return sorted(reports, key=lambda r: r.get("pid", 0))
+
+
+# Which runtimes' traced calls count as seeing a loaded library's calls: a program on the
+# dynamic CUDA runtime reaches the driver through it (one event, the runtime's).
+REACH_SEEN_BY = {"hip": ("hip",), "cuda": ("cuda", "driver"), "driver": ("cuda", "driver")}
+REACH_ENV = "MEMQ_REACH_DIR"
+
+
+def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
+    """One line per process that loaded a GPU runtime or driver memq records but made none of its calls."""
+    warnings = []
+    for report in reports:
+        calls = report["calls"]
+        for library in report.get("libraries", []):
+            runtime = library.get("runtime")
+            api = "hip" if runtime == "hip" else "cuda"
+            if runtime not in REACH_SEEN_BY or api not in apis:
+                continue
+            if any(calls.get(r, 0) for r in REACH_SEEN_BY[runtime]):
+                continue
+            cause = ("a static CUDA runtime (nvcc's default; build with -cudart shared) or a lookup memq does not "
+                     "interpose" if runtime != "hip" else "a lookup memq does not interpose")
+            warnings.append(f"pid {report.get('pid')} loaded {library.get('path')} but memq saw none of its memory "
+                            f"calls: either it made none, or it reached them another way ({cause}); "
+                            "see docs/EVENTS.md, 'How calls are reached'")
+    return warnings
 
 
 def record(options: RecordOptions, announce: Callable[[str], None] | None = None) -> RecordResult:
@@ -428,7 +475,8 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
 
     session = f"memq-{os.getpid()}-{int(time.time())}"
     rules = event_rules(options.apis)
-    child_env = child_environment(env, preload, options.mode)
+    reach_dir = Path(tempfile.mkdtemp(prefix="memq-reach-"))
+    child_env = child_environment(env, preload, options.mode, reach_dir)
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     lttng.run("create", session, f"--output={output}")
     readings: list[dict] = []
@@ -448,6 +496,8 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
             discarded, lost_packets = discarded_counts(lttng, session)
         finally:
             lttng.run("destroy", session, check=False)
+            reach = read_reach(reach_dir)
+            shutil.rmtree(reach_dir, ignore_errors=True)
 
     result = RecordResult(
         command=list(options.command), executable=executable, exit_code=exit_code, session=session,
@@ -460,7 +510,8 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
                              "num_subbuf": options.num_subbuf,
                              "blocking_timeout_us": BLOCKING_TIMEOUT_US if options.mode == "blocking" else 0},
                  "events": [{"events": e, "filter": f} for e, f in rules], "contexts": list(CONTEXTS)},
-        discarded_events=discarded, lost_packets=lost_packets, preload=preload)
+        discarded_events=discarded, lost_packets=lost_packets, preload=preload,
+        reach=reach, warnings=reach_warnings(reach, options.apis))
     result.events = count_events(output)
     result.size_bytes = trace_size(output)
     (output / RECORD_FILE).write_text(json.dumps(asdict(result), indent=2) + "\n")
@@ -479,5 +530,6 @@ def summary(result: RecordResult) -> str:
         lines.append("memq record: WARNING: events were lost (counted in memq-record.json and marked in the trace); "
                      "to keep them all use --mode blocking, larger buffers (--subbuf-size, --num-subbuf) or "
                      "record less (--api)")
+    lines.extend(f"memq record: WARNING: {w}" for w in result.warnings)
     lines.append(f"memq record: next: ctf2perfetto {result.trace_dir} -o trace.pftrace")
     return "\n".join(lines)

@@ -69,25 +69,17 @@ static void *runtime_library_handle(int runtime)
 	return h;
 }
 
-static int in_this_library(void *fn)
-{
-	Dl_info self, other;
-
-	return dladdr((void *) in_this_library, &self) && dladdr(fn, &other)
-		&& self.dli_fbase == other.dli_fbase;
-}
-
 void *memq_resolve(struct memq_sym *sym)
 {
 	int saved_errno = errno;  /* dlsym/dlopen may set it: not the caller's business */
-	void *fn = dlsym(RTLD_NEXT, sym->name);
+	void *fn = memq_real_dlsym(RTLD_NEXT, sym->name);
 
 	if (!fn) {
 		void *h = runtime_library_handle(sym->runtime);
 
-		fn = h ? dlsym(h, sym->name) : NULL;
+		fn = h ? memq_real_dlsym(h, sym->name) : NULL;
 	}
-	if (fn && in_this_library(fn))
+	if (fn && memq_is_ours(fn))
 		fn = NULL;             /* never call ourselves */
 	if (fn)
 		__atomic_store_n(&sym->fn, fn, __ATOMIC_RELEASE);

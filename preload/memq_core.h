@@ -30,6 +30,15 @@ struct memq_sym {
 
 void *memq_resolve(struct memq_sym *sym);
 
+/* memq_dl.c: libc's dlsym (this library's own calls by name reach its
+ * interposed one); the slot of a wrapped name; whether a function is
+ * memq's; and what a lookup that found `fn` for `name` hands out: memq's
+ * wrapper when it may stand for `fn`, else `fn`. */
+void *memq_real_dlsym(void *handle, const char *name);
+struct memq_sym *memq_sym_find(const char *name);
+int memq_is_ours(const void *fn);
+void *memq_wrapper_for(const char *name, void *fn);
+
 /* Lock-free fast path; resolution races are benign (same answer). */
 static inline void *memq_real(struct memq_sym *sym)
 {
@@ -39,11 +48,15 @@ static inline void *memq_real(struct memq_sym *sym)
 
 /*
  * Defines `static struct memq_sym memq_sym_NAME` and a typedef NAME_fn for
- * the real function's type, given its return type and parameter list.
+ * the real function's type, given its return type and parameter list. A
+ * pointer to the slot goes into section memq_syms, the table the lookups
+ * (dlsym, cuGetProcAddress, ...) search by name.
  */
 #define MEMQ_REAL_FN(rt, ret, name, params)                                 \
 	typedef ret (*name##_fn) params;                                    \
-	static struct memq_sym memq_sym_##name = { #name, rt, NULL }
+	static struct memq_sym memq_sym_##name = { #name, rt, NULL };       \
+	static struct memq_sym *const memq_symp_##name                      \
+		__attribute__((section("memq_syms"), used)) = &memq_sym_##name
 #define MEMQ_REAL(name) ((name##_fn) memq_real(&memq_sym_##name))
 
 /*

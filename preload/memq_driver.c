@@ -303,47 +303,72 @@ static int vmm_mapped(uint64_t addr, uint64_t size, uint64_t handle)
 	return device;
 }
 
-/* Removes [addr, addr + size) from the mappings (keeping what lies outside it);
- * returns the device of the first mapping it touched (-1 if none). */
-static int vmm_unmapped(uint64_t addr, uint64_t size)
+/* A mapping an unmap ended. */
+struct vmm_ended { uint64_t addr, size; int device; };
+#define VMM_ENDED_MAX 64
+
+/*
+ * Ends mappings that [addr, addr + size) touches, whole (CUDA allows
+ * unmapping only whole mappings; one unmap may span several adjacent ones),
+ * at most VMM_ENDED_MAX per call: fills `out` and returns how many ended.
+ */
+static int vmm_unmapped(uint64_t addr, uint64_t size, struct vmm_ended *out)
 {
 	uint64_t end = addr + size;
-	int device = -1, found = 0;
+	int n = 0;
 
 	pthread_mutex_lock(&vmm_lock);
-	for (int i = 0; i < VMM_MAPS; i++) {
+	for (int i = 0; i < VMM_MAPS && n < VMM_ENDED_MAX; i++) {
 		struct vmm_map m = vmm_maps[i];
 		struct vmm_handle *h;
 
 		if (!m.size || m.addr >= end || m.addr + m.size <= addr)
 			continue;
 		h = vmm_find_handle(m.handle);
-		if (!found++ && h)
-			device = h->device;
+		out[n++] = (struct vmm_ended) { m.addr, m.size, h ? h->device : -1 };
 		vmm_maps[i].size = 0;
-		if (m.addr < addr)              /* the part before the hole stays */
-			vmm_maps[i] = (struct vmm_map) { m.addr, addr - m.addr, m.handle };
-		if (m.addr + m.size > end) {    /* and the part after it */
-			struct vmm_map rest = { end, m.addr + m.size - end, m.handle };
-
-			if (!vmm_maps[i].size) {
-				vmm_maps[i] = rest;
-			} else {
-				for (int j = 0; j < VMM_MAPS; j++) {
-					if (!vmm_maps[j].size) {
-						vmm_maps[j] = rest;
-						break;
-					}
-				}
-			}
-		}
-		if (h && !vmm_maps[i].size) {   /* the mapping is gone entirely */
+		if (h) {
 			h->maps--;
 			vmm_drop_if_unused(h);
 		}
 	}
 	pthread_mutex_unlock(&vmm_lock);
-	return device;
+	return n;
+}
+
+/*
+ * The memq:free events of one unmap, then the end of the call: one event
+ * per mapping it ended (the model ends allocations by their start address),
+ * all with the call's begin time; one with the call's own range when it
+ * ended no known mapping (a failed call, a mapping made before the session).
+ */
+static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n, int r)
+{
+	struct vmm_ended ended[VMM_ENDED_MAX];
+	struct memq_alloc_info info;
+	int k, total = 0;
+
+	do {
+		k = r == 0 ? vmm_unmapped(p, n, ended) : 0;
+		for (int i = 0; i < k; i++) {
+			struct memq_free_rec rec = {
+				.api = api, .mem_kind = MEMQ_MEM_DEVICE, .result = r, .ptr = ended[i].addr,
+				.size = ended[i].size, .device = ended[i].device >= 0 ? ended[i].device : c->device,
+				.begin_ns = c->begin_ns };
+
+			memq_release_take(ended[i].addr, 0, &info);
+			lttng_ust_do_tracepoint(memq, free, &rec, c->ip);
+		}
+		total += k;
+	} while (k == VMM_ENDED_MAX);
+	if (!total) {
+		struct memq_free_rec rec = {
+			.api = api, .mem_kind = MEMQ_MEM_DEVICE, .result = r, .ptr = p, .size = n,
+			.device = c->device, .begin_ns = c->begin_ns };
+
+		lttng_ust_do_tracepoint(memq, free, &rec, c->ip);
+	}
+	memq_end(c);
 }
 
 /*
@@ -416,24 +441,15 @@ static int vmm_unmapped(uint64_t addr, uint64_t size)
 	static __attribute__((noinline)) int slow_##prefix##MemUnmap(void *p, size_t n, void *ip) \
 	{                                                                    \
 		prefix##MemUnmap_fn real = MEMQ_REAL(prefix##MemUnmap);      \
-		struct memq_alloc_info info;                                 \
 		struct memq_call c;                                          \
-		int r, device;                                               \
+		int r;                                                       \
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, free), rt, ip)) \
 			return real(p, n);                                   \
 		r = real(p, n);                                              \
 		memq_after(&c);                                              \
-		device = r == 0 ? vmm_unmapped(U64(p), n) : -1;              \
-		if (r == 0)                                                  \
-			memq_release_take(U64(p), 0, &info);                 \
-		struct memq_free_rec rec = {                                 \
-			.api = MEMQ_API_##prefix##MemUnmap, .mem_kind = MEMQ_MEM_DEVICE, \
-			.result = r, .ptr = U64(p), .size = n };             \
-		if (device >= 0)                                             \
-			c.device = device;                                   \
-		memq_emit_free(&c, &rec, 0);                                 \
+		vmm_emit_unmap(&c, MEMQ_API_##prefix##MemUnmap, U64(p), n, r); \
 		return r;                                                    \
 	}                                                                    \
 	MEMQ_EXPORT int prefix##MemUnmap(void *p, size_t n)                  \
@@ -452,74 +468,37 @@ VMM_WRAPPERS(HIP, hip, void *)
 /* hipGetProcAddress hand out the wrappers                                 */
 /* ---------------------------------------------------------------------- */
 
-/* Every driver function wrapped above: exported name, wrapper, its real-function slot. */
-#define MEMQ_DRIVER_WRAPPED(X)                                               \
-	X(cuMemAlloc_v2) X(cuMemAllocManaged) X(cuMemAllocHost_v2) X(cuMemHostAlloc) \
-	X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)  \
-	X(cuMemAllocFromPoolAsync_ptsz) X(cuMemHostRegister_v2) X(cuMemHostUnregister) \
-	X(cuMemFree_v2) X(cuMemFreeHost) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) \
-	X(cuMemAllocPitch_v2) X(cuMemcpy) X(cuMemcpyAsync) X(cuMemcpyAsync_ptsz) \
-	X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)               \
-	X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2) \
-	X(cuMemcpyHtoDAsync_v2_ptsz) X(cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoDAsync_v2_ptsz) \
-	X(cuMemcpy_ptds) X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyDtoH_v2_ptds) X(cuMemcpyDtoD_v2_ptds) \
-	X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2)                   \
-	X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2_ptds) X(cuMemsetD32_v2_ptds)    \
-	X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async)             \
-	X(cuMemsetD8Async_ptsz) X(cuMemsetD16Async_ptsz) X(cuMemsetD32Async_ptsz) \
-	X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuCtxSynchronize) \
-	X(cuMemPrefetchAsync) X(cuMemPrefetchAsync_ptsz) X(cuMemPrefetchAsync_v2) \
-	X(cuMemPrefetchAsync_v2_ptsz)                                          \
-	X(cuMemcpy2D_v2) X(cuMemcpy2D_v2_ptds) X(cuMemcpy2DUnaligned_v2)       \
-	X(cuMemcpy2DUnaligned_v2_ptds) X(cuMemcpy2DAsync_v2) X(cuMemcpy2DAsync_v2_ptsz) \
-	X(cuMemcpy3D_v2) X(cuMemcpy3D_v2_ptds) X(cuMemcpy3DAsync_v2) X(cuMemcpy3DAsync_v2_ptsz) \
-	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)
-
-struct driver_entry { const char *name; void *wrapper; struct memq_sym *sym; };
-#define DRIVER_ENTRY(name) { #name, (void *) name, &memq_sym_##name },
-static const struct driver_entry driver_entries[] = { MEMQ_DRIVER_WRAPPED(DRIVER_ENTRY) };
-#define N_DRIVER_ENTRIES (sizeof(driver_entries) / sizeof(driver_entries[0]))
-
-static const struct driver_entry *driver_entry(const char *name)
+/* Whether memq wraps the driver function exported as `name`. */
+static int driver_wrapped(const char *name)
 {
-	for (size_t i = 0; name && i < N_DRIVER_ENTRIES; i++)
-		if (strcmp(driver_entries[i].name, name) == 0)
-			return &driver_entries[i];
-	return NULL;
+	struct memq_sym *sym = memq_sym_find(name);
+
+	return sym && sym->runtime == DRV;
 }
 
 /*
- * The entry a lookup of `symbol` stands for when the function it returned
- * is not an exported symbol (dladdr cannot name it): derived the way the
- * driver picks versions: _v2 from CUDA 3.2 (cuMemHostRegister_v2: 6.5,
- * cuMemPrefetchAsync_v2: 13.0), _ptsz/_ptds with the per-thread flag.
+ * The exported name a lookup of `symbol` stands for when the function it
+ * returned is not an exported symbol (dladdr cannot name it): derived the
+ * way the driver picks versions: _v2 from CUDA 3.2 (cuMemHostRegister_v2:
+ * 6.5, cuMemPrefetchAsync_v2: 13.0), _ptsz/_ptds with the per-thread flag.
  * An old form memq does not wrap (cuMemAlloc with a 32-bit size) is NULL.
  */
-static const struct driver_entry *driver_entry_by_rule(const char *symbol, int version, int per_thread)
+static const char *driver_name_by_rule(const char *symbol, int version, int per_thread, char name[128])
 {
 	static const char *const per_thread_suffixes[] = { "_ptsz", "_ptds", "" };
 	int since = !strcmp(symbol, "cuMemHostRegister") ? 6050
 		: !strcmp(symbol, "cuMemPrefetchAsync") ? 13000 : 3020;
 	const char *versions[] = { version >= since ? "_v2" : "", "" };
-	const struct driver_entry *e;
-	char name[128];
 
 	/* "" second: functions that never had a _v2 (cuMemcpy, cuMemHostAlloc) */
 	for (int v = 0; v < 2; v++) {
 		for (int s = per_thread ? 0 : 2; s < 3; s++) {
-			snprintf(name, sizeof(name), "%s%s%s", symbol, versions[v], per_thread_suffixes[s]);
-			if ((e = driver_entry(name)))
-				return e;
+			snprintf(name, 128, "%s%s%s", symbol, versions[v], per_thread_suffixes[s]);
+			if (driver_wrapped(name))
+				return name;
 		}
 	}
 	return NULL;
-}
-
-static int in_memq(void *fn)
-{
-	Dl_info self, other;
-
-	return fn && dladdr((void *) in_memq, &self) && dladdr(fn, &other) && self.dli_fbase == other.dli_fbase;
 }
 
 /* The exported name of a function, when `fn` is exactly a dynamic symbol. */
@@ -545,10 +524,10 @@ MEMQ_EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
  */
 static void *driver_substitute(const char *symbol, void *fn, int version, unsigned long long flags)
 {
-	const struct driver_entry *e = NULL;
 	const char *name;
+	char ruled[128];
 
-	if (!fn || !symbol || in_memq(fn))
+	if (!fn || !symbol || memq_is_ours(fn))
 		return fn;
 	name = symbol_name(fn);
 	if (!strcmp(symbol, "cuGetProcAddress")) {
@@ -558,14 +537,9 @@ static void *driver_substitute(const char *symbol, void *fn, int version, unsign
 		__atomic_store_n(&sym->fn, fn, __ATOMIC_RELEASE);
 		return v2 ? (void *) cuGetProcAddress_v2 : (void *) cuGetProcAddress;
 	}
-	if (name)
-		e = driver_entry(name);
-	if (!e)
-		e = driver_entry_by_rule(symbol, version, (flags & 2) != 0);  /* 2: CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
-	if (!e)
-		return fn;
-	__atomic_store_n(&e->sym->fn, fn, __ATOMIC_RELEASE);
-	return e->wrapper;
+	if (!name || !driver_wrapped(name))  /* 2: CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
+		name = driver_name_by_rule(symbol, version, (flags & 2) != 0, ruled);
+	return name ? memq_wrapper_for(name, fn) : fn;
 }
 
 /* The lookups themselves are rare (start-up): no fast path, never an event. */
@@ -643,26 +617,15 @@ MEMQ_REAL_FN(HIP, int, hipGetProcAddress, (const char *symbol, void **pfn, int v
 MEMQ_EXPORT int hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags, void *status)
 {
 	hipGetProcAddress_fn real = MEMQ_REAL(hipGetProcAddress);
-	static void *self;
 	int r;
 
 	if (!real)
 		return MEMQ_ERR_NO_RUNTIME;
 	r = real(symbol, pfn, version, flags, status);
-	if (r == 0 && pfn && *pfn && symbol && !in_memq(*pfn)) {
+	if (r == 0 && pfn && *pfn && symbol) {
 		const char *name = symbol_name(*pfn);
-		void *h = __atomic_load_n(&self, __ATOMIC_ACQUIRE), *ours;
-		int saved = errno;
-		Dl_info info;
 
-		if (!h && dladdr((void *) in_memq, &info)) {
-			h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-			__atomic_store_n(&self, h, __ATOMIC_RELEASE);
-		}
-		ours = h ? dlsym(h, name ? name : symbol) : NULL;
-		if (ours && in_memq(ours) && !strncmp(name ? name : symbol, "hip", 3))
-			*pfn = ours;
-		errno = saved;
+		*pfn = memq_wrapper_for(name ? name : symbol, *pfn);
 	}
 	return r;
 }

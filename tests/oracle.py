@@ -14,7 +14,8 @@ It follows the same written decisions as the SQL modules (sql/memq/*.sql doc com
 * writes take effect at the end of their call; effects are applied in time order, frees
   at the start of their call (the generated logs have distinct effect times);
 * classes per byte: repeat / round trip first, then managed endpoint, then unified;
-* a 2D copy writes `height` rows of `width` bytes at `dpitch` / `spitch` strides;
+* a 2D copy writes `height` rows of `width` bytes at `dpitch` / `spitch` strides; a 3D
+  copy `depth` slices of those at `dslice` / `sslice` strides;
 * prorated time = floor(dur * class_bytes / bytes) (float arithmetic, as in SQL);
   wall-clock time = length of the union of [start, start + prorated).
 """
@@ -166,8 +167,10 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
             w = Write(i, pid, r.get("tid", pid), begin, end, ptr, r["size"], src, r.get("copy_kind", -1),
                       r.get("stream", 0), r.get("device", 0))
             dpitch, spitch = r.get("dpitch", 0), r.get("spitch", 0)
-            if kind == K.GPU_COPY and (dpitch or spitch):  # 2D: height rows of width bytes
-                w.rows = [(ptr + row * dpitch, src + row * spitch, r["aux"]) for row in range(r["aux2"])]
+            depth, dslice, sslice = r.get("depth", 0), r.get("dslice", 0), r.get("sslice", 0)
+            if kind == K.GPU_COPY and (dpitch or spitch):  # 2D: height rows of width bytes (3D: depth x that)
+                w.rows = [(ptr + z * dslice + row * dpitch, src + z * sslice + row * spitch, r["aux"])
+                          for z in range(max(depth, 1)) for row in range(r["aux2"])]
             else:
                 w.rows = [(ptr, src, r["size"])]
             o.writes.append(w)

@@ -15,26 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from support.lttng import read_events, read_worklog, record, record_workload
-
-PROCESS_EVENTS = ("memq:clock", "memq:device")
-NOT_PAYLOAD = ("pid", "tid", "event", "api")
-
-
-def call_events(trace_dir: Path, pid: int) -> list[dict]:
-    return [e for e in read_events(trace_dir, pids={pid}, prefix="memq:") if e["event"] not in PROCESS_EVENTS]
-
-
-def assert_events_match(events: list[dict], calls: list[dict]) -> None:
-    """Event i is call i: same event, function, thread and every logged field."""
-    assert [(e["event"], e["api_label"]) for e in events] == [(f"memq:{c['event']}", c["api"]) for c in calls]
-    for event, call in zip(events, calls):
-        expected = {k: v for k, v in call.items() if k not in NOT_PAYLOAD}
-        got = {k: event[k] for k in expected}
-        assert got == expected, f"{call['api']}: recorded {got}, workload did {expected}"
-        assert event["vtid"] == call["tid"]
-        assert 0 < event["begin_ns"] <= event["ts"]  # begin is the call's entry on the same clock
-
+from support.lttng import PROCESS_EVENTS, assert_events_match, call_events, read_events, read_worklog, record, \
+    record_workload
 
 def process_events(trace_dir: Path, pid: int) -> dict[str, list[dict]]:
     events = read_events(trace_dir, pids={pid}, prefix="memq:")

@@ -72,7 +72,13 @@ CREATE PERFETTO TABLE memq_copy(
   -- 2D copies: destination pitch (bytes from one row to the next).
   dpitch LONG,
   -- 2D copies: source pitch.
-  spitch LONG
+  spitch LONG,
+  -- 3D copies: number of slices of `height` rows (NULL for 1D/2D copies).
+  depth LONG,
+  -- 3D copies: destination bytes from one slice to the next.
+  dslice LONG,
+  -- 3D copies: source bytes from one slice to the next.
+  sslice LONG
 ) AS
 WITH lttng AS (
   SELECT
@@ -95,7 +101,10 @@ WITH lttng AS (
     EXTRACT_ARG(s.arg_set_id, 'debug.width') AS width,
     EXTRACT_ARG(s.arg_set_id, 'debug.height') AS height,
     EXTRACT_ARG(s.arg_set_id, 'debug.dpitch') AS dpitch,
-    EXTRACT_ARG(s.arg_set_id, 'debug.spitch') AS spitch
+    EXTRACT_ARG(s.arg_set_id, 'debug.spitch') AS spitch,
+    EXTRACT_ARG(s.arg_set_id, 'debug.depth') AS depth,
+    EXTRACT_ARG(s.arg_set_id, 'debug.dslice') AS dslice,
+    EXTRACT_ARG(s.arg_set_id, 'debug.sslice') AS sslice
   FROM slice s
   WHERE s.category = 'memq.copy'
 ),
@@ -124,7 +133,7 @@ SELECT
     WHEN 'HtoD' THEN l.src_mem IN ('host', 'untracked')
     WHEN 'DtoH' THEN l.dst_mem IN ('host', 'untracked')
   END AS pageable,
-  l.width, l.height, l.dpitch, l.spitch
+  l.width, l.height, l.dpitch, l.spitch, l.depth, l.dslice, l.sslice
 FROM lttng l
 LEFT JOIN _memq_api_call c USING (call_id)
 UNION ALL
@@ -136,7 +145,7 @@ SELECT
     WHEN k.name GLOB '*Pageable*' THEN 1
     WHEN k.name GLOB '*Pinned*' THEN 0
   END,
-  NULL, NULL, NULL, NULL
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM kineto k
 ORDER BY id;
 

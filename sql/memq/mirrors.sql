@@ -23,7 +23,8 @@
 --   kind.
 -- * A copy whose source and destination overlap still mirrors every byte.
 -- * A 2D copy writes `height` rows of `width` bytes, `dpitch` apart (reading rows
---   `spitch` apart); each row is a write of its own, at the copy's end.
+--   `spitch` apart); each row is a write of its own, at the copy's end. A 3D copy
+--   writes `depth` such slices, `dslice` apart (reading `sslice` apart).
 -- * Upper bound: CPU and kernel writes are not traced, so a mirror may have ended
 --   earlier than shown.
 
@@ -32,18 +33,25 @@ INCLUDE PERFETTO MODULE memq.allocations;
 INCLUDE PERFETTO MODULE memq.copies;
 
 -- The rows every copy writes: one for a linear copy, `height` rows of `width` bytes
--- (at `dpitch` / `spitch` strides) for a 2D copy.
+-- (at `dpitch` / `spitch` strides) for a 2D copy, `depth` times that (slices at
+-- `dslice` / `sslice` strides) for a 3D copy; row `r` is in slice r / height.
 CREATE PERFETTO TABLE _memq_copy_row AS
-WITH RECURSIVE two_d(id, upid, call_id, ts, end_ts, direction, r, height, dst, src, width, dpitch, spitch) AS (
-  SELECT id, upid, call_id, ts, end_ts, direction, 0, height, dst, src, width, dpitch, spitch
+WITH RECURSIVE two_d(id, upid, call_id, ts, end_ts, direction, r, nrows, height, dst, src, width, dpitch,
+  spitch, dslice, sslice) AS (
+  SELECT id, upid, call_id, ts, end_ts, direction, 0, height * MAX(IFNULL(depth, 0), 1), height, dst, src,
+    width, dpitch, spitch, IFNULL(dslice, 0), IFNULL(sslice, 0)
   FROM memq_copy
   WHERE source = 'lttng' AND height > 0 AND width > 0 AND dst IS NOT NULL AND upid IS NOT NULL
   UNION ALL
-  SELECT id, upid, call_id, ts, end_ts, direction, r + 1, height, dst + dpitch, src + spitch, width, dpitch,
-    spitch
-  FROM two_d WHERE r + 1 < height
+  SELECT id, upid, call_id, ts, end_ts, direction, r + 1, nrows, height, dst, src, width, dpitch, spitch,
+    dslice, sslice
+  FROM two_d WHERE r + 1 < nrows
 )
-SELECT id, upid, call_id, ts, end_ts, direction, dst, src, width AS bytes FROM two_d
+SELECT id, upid, call_id, ts, end_ts, direction,
+  dst + (r / height) * dslice + (r % height) * dpitch AS dst,
+  src + (r / height) * sslice + (r % height) * spitch AS src,
+  width AS bytes
+FROM two_d
 UNION ALL
 SELECT id, upid, call_id, ts, end_ts, direction, dst, src, bytes FROM memq_copy
 WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL AND height IS NULL;

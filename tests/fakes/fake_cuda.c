@@ -9,6 +9,7 @@
  * from 13000 on, cudaMemPrefetchAsync / cudaMemAdvise take the CUDA 13
  * arguments (struct cudaMemLocation), as the real runtime does.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -198,3 +199,23 @@ cudaError_t cudaMemAdvise(const void *p, size_t n, int advice, uint64_t a4)
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void) s; errno = errno == 5 ? 6 : 99; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return cudaStreamSynchronize(s); }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+/* 3D copies (cudaMemcpy3DParms, fake_mem.h). */
+cudaError_t cudaMemcpy3D(const struct fake_copy3d_parms *p) { return fake_copy3d(p) ? cudaErrorInvalidValue : cudaSuccess; }
+cudaError_t cudaMemcpy3DAsync(const struct fake_copy3d_parms *p, cudaStream_t st) { (void) st; return cudaMemcpy3D(p); }
+
+/*
+ * cudaGetDriverEntryPoint(symbol, funcPtr, flags, driverStatus) (CUDA 12):
+ * what the driver's cuGetProcAddress returns for the runtime's version, as
+ * the real runtime does (it loads libcuda.so.1 itself).
+ */
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags, int *status)
+{
+	typedef int (*get_proc_t)(const char *, void **, int, unsigned long long, int *);
+	void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	get_proc_t get = driver ? (get_proc_t) dlsym(driver, "cuGetProcAddress_v2") : NULL;
+
+	if (!get)
+		return cudaErrorInvalidValue;
+	return get(symbol, pfn, version(), flags, status) ? cudaErrorInvalidValue : cudaSuccess;
+}

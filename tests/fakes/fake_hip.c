@@ -169,3 +169,36 @@ hipError_t hipMemAdvise(const void *p, size_t n, int advice, int dev)
  * wrapper kept both the errno it was called with and the one left here. */
 hipError_t hipStreamSynchronize(hipStream_t s) { (void) s; errno = errno == 5 ? 6 : 99; return hipSuccess; }
 hipError_t hipDeviceSynchronize(void) { return hipSuccess; }
+
+/* 3D copies (hipMemcpy3DParms) and virtual memory management (fake_mem.h). */
+hipError_t hipMemcpy3D(const struct fake_copy3d_parms *p) { return fake_copy3d(p) ? hipErrorInvalidValue : hipSuccess; }
+hipError_t hipMemcpy3DAsync(const struct fake_copy3d_parms *p, hipStream_t st) { (void) st; return hipMemcpy3D(p); }
+
+struct hip_location { int type, id; };
+struct hip_alloc_prop { int type, handle_types; struct hip_location location; };
+#define VMM_RESULT(x) ((x) ? hipErrorInvalidValue : hipSuccess)
+hipError_t hipMemAddressReserve(void **p, size_t n, size_t align, void *addr, unsigned long long f)
+{
+	(void) align; (void) f;
+	*p = fake_vmm_reserve(n, (uintptr_t) addr);
+	return *p ? hipSuccess : hipErrorOutOfMemory;
+}
+hipError_t hipMemAddressFree(void *p, size_t n) { return VMM_RESULT(fake_vmm_free((uintptr_t) p, n)); }
+hipError_t hipMemCreate(void **h, size_t n, const struct hip_alloc_prop *prop, unsigned long long f)
+{
+	unsigned long long handle;
+
+	(void) f;
+	if (!prop || prop->location.type != 1 || prop->location.id < 0 || prop->location.id >= fake_device_count()
+	    || fake_vmm_create(&handle, n))
+		return hipErrorInvalidValue;
+	*h = (void *) (uintptr_t) handle;
+	return hipSuccess;
+}
+hipError_t hipMemRelease(void *h) { return VMM_RESULT(fake_vmm_release((uintptr_t) h)); }
+hipError_t hipMemMap(void *p, size_t n, size_t off, void *h, unsigned long long f)
+{
+	(void) f;
+	return VMM_RESULT(fake_vmm_map((uintptr_t) p, n, off, (uintptr_t) h));
+}
+hipError_t hipMemUnmap(void *p, size_t n) { return VMM_RESULT(fake_vmm_unmap((uintptr_t) p, n)); }

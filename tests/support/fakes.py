@@ -2,8 +2,10 @@
 
 `build_fakes(dest)` compiles, into `dest`:
   libamdhip64.so, libcudart.so.12   fake HIP / CUDA runtimes (real exported names and signatures)
+  libcuda.so.1                      fake CUDA driver (memory API, VMM, cuGetProcAddress)
   libhipwork.so, libcudawork.so     workload libraries (every wrapped call, logged as JSON lines)
   workload                          C driver: hip|cuda|fork|crash|wait LOG, stress THREADS ITERS
+  driver_work                       direct|procaddr|vmm|runtime LOG: the paths around a linked runtime
 and returns their paths. Everything finds its neighbours through an $ORIGIN
 rpath, so nothing needs LD_LIBRARY_PATH.
 """
@@ -29,6 +31,8 @@ class FakeGpu:
     cuda_work: Path
     workload: Path
     python_workload: Path  # work_local.py: ctypes, RTLD_LOCAL
+    cuda_driver: Path
+    driver_work: Path
 
     def python_argv(self, python: str, runtime: str, log: Path) -> list[str]:
         """argv running the `runtime` workload from Python through ctypes (RTLD_LOCAL)."""
@@ -44,7 +48,8 @@ def _gcc(args: list[str]) -> None:
 def build_fakes(dest: Path) -> FakeGpu:
     """Compile the fakes and workloads into `dest` (created if needed)."""
     dest.mkdir(parents=True, exist_ok=True)
-    src = {name: str(FAKES / name) for name in ("fake_hip.c", "fake_cuda.c", "hip_work.c", "cuda_work.c", "workload.c")}
+    src = {name: str(FAKES / name) for name in ("fake_hip.c", "fake_cuda.c", "fake_cudadrv.c", "hip_work.c",
+                                                "cuda_work.c", "workload.c", "driver_work.c")}
     hip = dest / "libamdhip64.so"
     cuda = dest / "libcudart.so.12"
     hip_work = dest / "libhipwork.so"
@@ -52,9 +57,16 @@ def build_fakes(dest: Path) -> FakeGpu:
     exe = dest / "workload"
     inc = f"-I{FAKES}"
     _gcc(["-fPIC", "-shared", inc, "-Wl,-soname,libamdhip64.so", "-o", str(hip), src["fake_hip.c"], "-lpthread"])
-    _gcc(["-fPIC", "-shared", inc, "-Wl,-soname,libcudart.so.12", "-o", str(cuda), src["fake_cuda.c"], "-lpthread"])
+    _gcc(["-fPIC", "-shared", inc, "-Wl,-soname,libcudart.so.12", f"-Wl,--version-script={FAKES / 'fake_cudart12.map'}",
+          "-o", str(cuda), src["fake_cuda.c"], "-lpthread", "-ldl"])
     _gcc(["-fPIC", "-shared", inc, RPATH, "-o", str(hip_work), src["hip_work.c"], f"-L{dest}", "-l:libamdhip64.so"])
     _gcc(["-fPIC", "-shared", inc, RPATH, "-o", str(cuda_work), src["cuda_work.c"], f"-L{dest}", "-l:libcudart.so.12"])
     _gcc([inc, RPATH, "-o", str(exe), src["workload.c"], f"-L{dest}", "-l:libhipwork.so", "-l:libcudawork.so",
           "-l:libamdhip64.so", "-lpthread"])
-    return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py")
+    driver = dest / "libcuda.so.1"
+    _gcc(["-fPIC", "-shared", inc, "-Wl,-soname,libcuda.so.1", "-o", str(driver), src["fake_cudadrv.c"], "-lpthread"])
+    driver_work = dest / "driver_work"
+    # (driver_work uses fake_mem.h for the 3D-copy parameter struct only: the rest is unused there)
+    _gcc([inc, RPATH, "-Wno-unused-function", "-Wno-unused-variable", "-o", str(driver_work), src["driver_work.c"],
+          f"-L{dest}", "-l:libcuda.so.1", "-ldl"])
+    return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work)

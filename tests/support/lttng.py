@@ -155,3 +155,24 @@ def record_workload(fake, out_dir: Path, runtime: str, *, api: str = "hip,cuda,l
     rec = record(out_dir, argv, api=api, mode=mode, env=env)
     calls = read_worklog(log)
     return RecordedWorkload(rec, calls, calls[0]["pid"])
+
+
+# --- comparing a recording with what a workload logged (tests/fakes/worklog.h) ---
+
+PROCESS_EVENTS = ("memq:clock", "memq:device")
+NOT_PAYLOAD = ("pid", "tid", "event", "api")
+
+
+def call_events(trace_dir: Path, pid: int) -> list[dict]:
+    return [e for e in read_events(trace_dir, pids={pid}, prefix="memq:") if e["event"] not in PROCESS_EVENTS]
+
+
+def assert_events_match(events: list[dict], calls: list[dict]) -> None:
+    """Event i is call i: same event, function, thread and every logged field."""
+    assert [(e["event"], e["api_label"]) for e in events] == [(f"memq:{c['event']}", c["api"]) for c in calls]
+    for event, call in zip(events, calls):
+        expected = {k: v for k, v in call.items() if k not in NOT_PAYLOAD}
+        got = {k: event[k] for k in expected}
+        assert got == expected, f"{call['api']}: recorded {got}, workload did {expected}"
+        assert event["vtid"] == call["tid"]
+        assert 0 < event["begin_ns"] <= event["ts"]  # begin is the call's entry on the same clock
