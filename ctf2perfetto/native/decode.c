@@ -330,10 +330,12 @@ struct class_spec {
 	enum action action;
 	int kind;
 	int mem;
-	/* role=member pairs, terminated by -1 */
+	/* role=member pairs, terminated by -1; a role | OPTIONAL is a field appended to the event
+	 * later, absent from older traces (read as 0 there) */
 	struct { int role; const char *member; } members[24];
 };
 
+#define OPTIONAL 0x100
 #define GPU_COMMON {R_API, "api"}, {R_DEVICE, "device"}, {R_RESULT, "result"}, {R_BEGIN, "begin_ns"}
 static const struct class_spec specs[] = {
 	{"lttng_ust_libc:malloc", A_LIBC, K_MALLOC, 1, {{R_SIZE, "size"}, {R_PTR, "ptr"}, {-1, 0}}},
@@ -360,7 +362,7 @@ static const struct class_spec specs[] = {
 	 {GPU_COMMON, {R_PTR, "dst"}, {R_SRC, "src"}, {R_SIZE, "bytes"}, {R_KIND, "kind"},
 	  {R_STREAM, "stream"}, {R_SRC_DEVICE, "src_device"}, {R_WIDTH, "width"}, {R_HEIGHT, "height"},
 	  {R_DPITCH, "dpitch"}, {R_SPITCH, "spitch"},
-	  {R_DEPTH, "depth"}, {R_DSLICE, "dslice"}, {R_SSLICE, "sslice"}, {-1, 0}}},
+	  {R_DEPTH | OPTIONAL, "depth"}, {R_DSLICE | OPTIONAL, "dslice"}, {R_SSLICE | OPTIONAL, "sslice"}, {-1, 0}}},
 	{"memq:set", A_SET, K_GPU_SET, 0,
 	 {GPU_COMMON, {R_PTR, "dst"}, {R_VALUE, "value"}, {R_SIZE, "bytes"}, {R_STREAM, "stream"}, {-1, 0}}},
 	{"memq:prefetch", A_PREFETCH, K_GPU_PREFETCH, 0,
@@ -438,9 +440,9 @@ static struct handler *resolve(memq_decoder *d, const bt_event *ev, const bt_eve
 			continue;
 		int complete = 1;
 		for (int m = 0; specs[s].members[m].role >= 0; m++) {
-			int role = specs[s].members[m].role;
+			int role = specs[s].members[m].role & ~OPTIONAL;
 			h->idx[role] = member_index(pl, specs[s].members[m].member, &h->is_signed[role]);
-			if (h->idx[role] < 0)
+			if (h->idx[role] < 0 && !(specs[s].members[m].role & OPTIONAL))
 				complete = 0;
 		}
 		if (!complete)
