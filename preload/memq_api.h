@@ -89,7 +89,36 @@
 	X(cuMemPrefetchAsync_v2, 356) X(cuMemPrefetchAsync_v2_ptsz, 357)       \
 	X(cuStreamSynchronize, 358) X(cuStreamSynchronize_ptsz, 359)           \
 	X(cuCtxSynchronize, 360) X(cuMemMap, 361) X(cuMemUnmap, 362)           \
-	X(hipMemMap, 401) X(hipMemUnmap, 402)
+	X(hipMemMap, 401) X(hipMemUnmap, 402)                                  \
+	MEMQ_APIS_CAPTURE(X)
+
+/*
+ * Agreed before the capture issues were split (docs/EVENTS.md, "Capture
+ * layout"); a number here reserves the name even before its wrapper exists.
+ *  - host heap (issue 10), memq's own libc wrapper: 501..519
+ *  - profiler API that opens/closes capture windows (issue 10): HIP 82..83,
+ *    CUDA 170..171, driver 363..364
+ *  - completion points for content fingerprints (issue 11): event/stream
+ *    synchronize and query, HIP 84..86, CUDA 172..174, driver 365..367
+ *  - per-thread-stream and ROCm 7 entry points (issue 17): HIP 87..95,
+ *    CUDA 175
+ */
+#define MEMQ_APIS_CAPTURE(X)                                                  \
+	X(malloc, 501) X(calloc, 502) X(realloc, 503) X(memalign, 504)         \
+	X(posix_memalign, 505) X(aligned_alloc, 506) X(valloc, 507)            \
+	X(pvalloc, 508) X(free, 509)                                           \
+	X(hipProfilerStart, 82) X(hipProfilerStop, 83)                         \
+	X(cudaProfilerStart, 170) X(cudaProfilerStop, 171)                     \
+	X(cuProfilerStart, 363) X(cuProfilerStop, 364)                         \
+	X(hipEventSynchronize, 84) X(hipEventQuery, 85) X(hipStreamQuery, 86)  \
+	X(cudaEventSynchronize, 172) X(cudaEventQuery, 173)                    \
+	X(cudaStreamQuery, 174)                                                \
+	X(cuEventSynchronize, 365) X(cuEventQuery, 366) X(cuStreamQuery, 367)  \
+	X(hipMemcpy_spt, 87) X(hipMemcpyAsync_spt, 88) X(hipMemset_spt, 89)    \
+	X(hipMemsetAsync_spt, 90) X(hipMemcpy2D_spt, 91)                       \
+	X(hipMemcpy2DAsync_spt, 92) X(hipStreamSynchronize_spt, 93)            \
+	X(hipMemPrefetchAsync_v2, 94) X(hipMemAdvise_v2, 95)                   \
+	X(cudaMemPrefetchAsync_v2_ptsz, 175)
 
 #define MEMQ_API_CONST(name, value) MEMQ_API_##name = value,
 enum memq_api { MEMQ_APIS(MEMQ_API_CONST) };
@@ -136,6 +165,45 @@ struct memq_copy_rec {
 	/* appended (issue 15: 3D copies) */
 	uint64_t depth, dslice, sslice;
 };
+/* memq:copy `content` bits: which fingerprints the record holds. */
+enum memq_content_bits {
+	MEMQ_CONTENT_SRC = 1,          /* src_hash: the source at the call */
+	MEMQ_CONTENT_DST_BEFORE = 2,   /* dst_hash_before: the destination before the call */
+	MEMQ_CONTENT_DST_AFTER = 4,    /* dst_hash_after: the destination at return (sync copies) */
+	MEMQ_CONTENT_PENDING = 8,      /* after-hash comes later, in a memq:copy_done with this seq */
+};
+/* memq:copy `content_mode`: the `memq record --content` setting in force. */
+enum memq_content_mode { MEMQ_CONTENT_OFF = 0, MEMQ_CONTENT_SAMPLED = 1, MEMQ_CONTENT_FULL = 2 };
+
+/* memq:copy_done (issue 11): an asynchronous copy's destination, hashed at the
+ * first completion point (api = the synchronising call) that covers it. */
+struct memq_copy_done_rec {
+	uint16_t api; int32_t device;
+	uint64_t seq, stream, dst_hash_after;
+};
+
+/* memq:host_alloc / memq:host_free (issue 10): one host heap block at or
+ * above the threshold. size = malloc_usable_size (both sides agree),
+ * requested = what the caller asked for (0 for frees). */
+struct memq_host_rec {
+	uint16_t api;
+	uint64_t ptr, size, requested;
+};
+/* memq:host_small (issue 10): this thread's blocks below the threshold since
+ * its previous host_small (usable sizes). */
+struct memq_host_small_rec {
+	uint64_t alloc_count, alloc_bytes, free_count, free_bytes;
+};
+
+/* memq:window (issue 10): a capture window opens (open = 1) or closes. */
+enum memq_window_cause { MEMQ_WINDOW_DELAY = 1, MEMQ_WINDOW_DURATION = 2, MEMQ_WINDOW_PROFILER_API = 3,
+	MEMQ_WINDOW_EXIT = 4 };
+struct memq_window_rec {
+	uint16_t api;            /* the profiler call, 0 for timer/exit causes */
+	uint8_t open, cause;     /* enum memq_window_cause */
+	uint32_t index;          /* 0, 1, ... per process */
+};
+
 struct memq_set_rec {
 	uint16_t api; int32_t value, device, result;
 	uint64_t dst, bytes, stream, begin_ns;

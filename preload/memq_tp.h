@@ -171,6 +171,60 @@ LTTNG_UST_TRACEPOINT_EVENT(memq, set_device,
 		lttng_ust_field_integer(int32_t, result, r->result)
 		lttng_ust_field_integer(uint64_t, begin_ns, r->begin_ns)))
 
+/* ---- capture layout (docs/EVENTS.md, "Capture layout") ---- */
+
+/* A live allocation written at the start of a capture window: memq:alloc's fields. */
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, alloc_class, memq, live,
+	LTTNG_UST_TP_ARGS(const struct memq_alloc_rec *, r, void *, ip))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, copy_done,
+	LTTNG_UST_TP_ARGS(const struct memq_copy_done_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer(uint64_t, seq, r->seq)
+		lttng_ust_field_integer_hex(uint64_t, stream, r->stream)
+		lttng_ust_field_integer(int32_t, device, r->device)
+		lttng_ust_field_integer_hex(uint64_t, dst_hash_after, r->dst_hash_after)))
+
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(memq, host_class,
+	LTTNG_UST_TP_ARGS(const struct memq_host_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer_hex(uint64_t, ptr, r->ptr)
+		lttng_ust_field_integer(uint64_t, size, r->size)
+		lttng_ust_field_integer(uint64_t, requested, r->requested)))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, host_class, memq, host_alloc,
+	LTTNG_UST_TP_ARGS(const struct memq_host_rec *, r, void *, ip))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, host_class, memq, host_free,
+	LTTNG_UST_TP_ARGS(const struct memq_host_rec *, r, void *, ip))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, host_small,
+	LTTNG_UST_TP_ARGS(const struct memq_host_small_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_integer(uint64_t, alloc_count, r->alloc_count)
+		lttng_ust_field_integer(uint64_t, alloc_bytes, r->alloc_bytes)
+		lttng_ust_field_integer(uint64_t, free_count, r->free_count)
+		lttng_ust_field_integer(uint64_t, free_bytes, r->free_bytes)))
+
+LTTNG_UST_TRACEPOINT_ENUM(memq, window_cause,
+	LTTNG_UST_TP_ENUM_VALUES(
+		lttng_ust_field_enum_value("delay", 1)
+		lttng_ust_field_enum_value("duration", 2)
+		lttng_ust_field_enum_value("profiler_api", 3)
+		lttng_ust_field_enum_value("exit", 4)))
+
+LTTNG_UST_TRACEPOINT_EVENT(memq, window,
+	LTTNG_UST_TP_ARGS(const struct memq_window_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_enum(memq, api, uint16_t, api, r->api)
+		lttng_ust_field_integer(uint8_t, open, r->open)
+		lttng_ust_field_enum(memq, window_cause, uint8_t, cause, r->cause)
+		lttng_ust_field_integer(uint32_t, index, r->index)))
+
 LTTNG_UST_TRACEPOINT_EVENT(memq, clock,
 	LTTNG_UST_TP_ARGS(const char *, where, uint64_t, realtime_ns,
 		uint64_t, monotonic_ns, uint64_t, boottime_ns, void *, ip),
