@@ -180,18 +180,42 @@ def lttng_environment() -> dict[str, str]:
 
 
 def ensure_sessiond(lttng: Lttng) -> None:
-    """Start a session daemon when none answers (user-space only)."""
+    """Start a session daemon when none answers (user-space only).
+
+    The daemon runs in the foreground of its own process session rather than with
+    `--daemonize`: on some machines (Firecracker GPU VMs) the daemonized child dies
+    before it signals its parent and `--daemonize` fails with nothing but a lock-file
+    message. Its stderr is a pipe read only when it exits early, so the error it gives
+    is the one we report; once it answers, we close our end (it ignores SIGPIPE).
+    """
     if lttng.reachable():
         return
     daemon = shutil.which("lttng-sessiond", path=lttng.env.get("PATH"))
-    proc = subprocess.run([daemon, "--daemonize", "--no-kernel"], env=lttng.env, capture_output=True, text=True,
-                          timeout=LTTNG_TIMEOUT_S)
-    # Another memq may have started one meanwhile: what matters is an answer.
-    for _ in range(50):
-        if lttng.reachable():
-            return
-        time.sleep(0.1)
-    raise MemqError(f"cannot start lttng-sessiond: {_last_line(proc.stderr or proc.stdout)}")
+    proc = subprocess.Popen([daemon, "--no-kernel"], env=lttng.env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + LTTNG_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if lttng.reachable():
+                return
+            if proc.poll() is not None:
+                # Another memq may have started one meanwhile (ours then exits: lock held).
+                if lttng.reachable():
+                    return
+                raise MemqError(f"cannot start lttng-sessiond (exit {proc.returncode}): "
+                                f"{_first_error(proc.stderr.read())}")
+            time.sleep(0.1)
+        proc.kill()
+        raise MemqError(f"lttng-sessiond did not answer in {LTTNG_TIMEOUT_S} s")
+    finally:
+        proc.stderr.close()
+
+
+def _first_error(text: str) -> str:
+    """The daemon's fatal error: its last `Error:` line (PERROR lines before it are often
+    warnings, e.g. an open-files limit it may not raise), else its last line."""
+    errors = [line.strip() for line in (text or "").splitlines() if line.startswith("Error")]
+    return errors[-1] if errors else _last_line(text)
 
 
 # --------------------------------------------------------------------------

@@ -82,6 +82,10 @@ rm -rf "$DEST"
 mkdir -p "$DEST"/{bin,libexec,lib,toolslib,python}
 cp "$work/root/usr/bin/lttng" "$work/root/usr/bin/lttng-sessiond" "$DEST/libexec/"
 cp "$work/root/$arch_lib/lttng/libexec/lttng-consumerd" "$DEST/libexec/"
+# The session daemon validates session configurations against this schema at start-up
+# and exits when it cannot read it (its compiled-in path is under /usr/share).
+mkdir -p "$DEST/share/xml/lttng"
+cp "$work/root/usr/share/xml/lttng/session.xsd" "$DEST/share/xml/lttng/"
 # Shared libraries (real files and their soname links) from both library directories.
 for dir in "$work/root/$arch_lib" "$work/root/lib/x86_64-linux-gnu"; do
 	[ -d "$dir" ] || continue
@@ -127,9 +131,10 @@ EOF
 cat >"$DEST/bin/lttng-sessiond" <<'EOF'
 #!/bin/sh
 # The bundle's session daemon; it spawns the bundle's consumer daemon (its
-# compiled-in path /usr/lib/.../lttng-consumerd does not exist on the target).
+# compiled-in path /usr/lib/.../lttng-consumerd does not exist on the target),
+# with the bundle's session schema.
 B=$(cd "${0%/*}/.." && pwd)
-LD_LIBRARY_PATH="$B/toolslib:$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$B/libexec/lttng-sessiond" \
+LTTNG_SESSION_CONFIG_XSD_PATH="$B/share/xml/lttng" LD_LIBRARY_PATH="$B/toolslib:$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$B/libexec/lttng-sessiond" \
 	--consumerd64-path="$B/libexec/lttng-consumerd" --consumerd64-libdir="$B/lib" "$@"
 EOF
 cat >"$DEST/env.sh" <<'EOF'

@@ -67,6 +67,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 # The bundle runs here: its LTTng starts (glibc new enough, nothing missing) and the
 # preload library loads with the bundle's LTTng-UST.
 step bundle-lttng "$BUNDLE/bin/lttng" --version
+ls -la /dev/null /dev/shm /var/run >"$W/logs/devices.txt" 2>&1
 step bundle-preload env LD_PRELOAD="$BUNDLE/python/ctf2perfetto/lib/libmemq_preload.so" true
 # shellcheck disable=SC2086  # word-split on purpose: a command line
 step build-cuda-all $BUILD_CUDA_ALL "$W/cuda_all.bin" tests/gpu/cuda_all.cu $BUILD_LIBS
