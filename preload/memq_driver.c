@@ -116,6 +116,28 @@ WRAPPER(DRV, cuMemPrefetchAsync_v2, prefetch, (void *p, size_t n, struct cu_loca
 	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2, p, n, LOCATION_DEVICE(loc), stream))
 WRAPPER(DRV, cuMemPrefetchAsync_v2_ptsz, prefetch, (void *p, size_t n, struct cu_location loc, unsigned int flags, void *stream),
 	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2_ptsz, p, n, LOCATION_DEVICE(loc), stream))
+WRAPPER(DRV, cuMemAdvise_v2, advise, (void *p, size_t n, int advice, struct cu_location loc),
+	(p, n, advice, loc), EMIT_ADVISE(cuMemAdvise_v2, p, n, advice, LOCATION_DEVICE(loc)))
+
+/* cuMemcpyPeer[Async](dst, dst context, src, src context, bytes[, stream]):
+ * what cudaMemcpyPeer becomes under nvcc's static runtime. The devices sit
+ * behind the contexts; asking the driver for them here would cost a call per
+ * copy, so the event gives the current device and src_device -1 (unknown). */
+#define CU_COPY_PEER(name, strm)                                             \
+	WRAPPER(DRV, name, copy, (void *d, void *dctx, const void *s, void *sctx, size_t n), \
+		(d, dctx, s, sctx, n), EMIT_COPY(name, d, s, n, MEMQ_DTOD, strm, 0, 0, 0, 0))
+#define CU_COPY_PEER_ASYNC(name)                                             \
+	WRAPPER(DRV, name, copy, (void *d, void *dctx, const void *s, void *sctx, size_t n, void *stream), \
+		(d, dctx, s, sctx, n, stream), EMIT_COPY(name, d, s, n, MEMQ_DTOD, stream, 0, 0, 0, 0))
+CU_COPY_PEER(cuMemcpyPeer, 0)
+CU_COPY_PEER(cuMemcpyPeer_ptds, PER_THREAD)
+CU_COPY_PEER_ASYNC(cuMemcpyPeerAsync)
+CU_COPY_PEER_ASYNC(cuMemcpyPeerAsync_ptsz)
+
+/* cuMemAdvise(ptr, bytes, advice, CUdevice) and cuMemAdvise_v2(..., CUmemLocation):
+ * what cudaMemAdvise becomes under the static runtime. */
+WRAPPER(DRV, cuMemAdvise, advise, (void *p, size_t n, int advice, int device),
+	(p, n, advice, device), EMIT_ADVISE(cuMemAdvise, p, n, advice, device))
 
 /* ---------------------------------------------------------------------- */
 /* 2D and 3D copies described by a struct                                  */

@@ -28,7 +28,7 @@ def record_driver_work(fake_gpu, tmp_path: Path, mode: str, api: str = "hip,cuda
 def test_driver_api_by_name(fake_gpu, tmp_path) -> None:
     """The driver API called directly (static cudart, JAX, driver programs): every call, exact fields."""
     run, calls, pid = record_driver_work(fake_gpu, tmp_path, "direct")
-    assert len({c["api"] for c in calls}) == 31  # distinct driver functions
+    assert len({c["api"] for c in calls}) == 35  # distinct driver functions (peer copies and advise included)
     assert_events_match(call_events(run.dir, pid), calls)
     assert run.meta["warnings"] == []
 

@@ -76,6 +76,10 @@ int cuMemPrefetchAsync(CUdeviceptr, size_t, int, CUstream);
 int cuMemPrefetchAsync_v2(CUdeviceptr, size_t, struct location, unsigned, CUstream);
 int cuStreamSynchronize(CUstream);
 int cuCtxSynchronize(void);
+int cuMemcpyPeer(CUdeviceptr, void *, CUdeviceptr, void *, size_t);
+int cuMemcpyPeerAsync(CUdeviceptr, void *, CUdeviceptr, void *, size_t, CUstream);
+int cuMemAdvise(CUdeviceptr, size_t, int, int);
+int cuMemAdvise_v2(CUdeviceptr, size_t, int, struct location);
 int cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 int cuMemAddressFree(CUdeviceptr, size_t);
 int cuMemCreate(unsigned long long *, size_t, const struct alloc_prop *, unsigned long long);
@@ -144,6 +148,10 @@ static void direct(void)
 	log_copy("cuMemcpyHtoD_v2_ptds", PV(d), host, 512, H2D, PER_THREAD, -1, 0, 0, 0, 0, 0,
 		ok(cuMemcpyHtoD_v2_ptds(d, host, 512)));
 	log_copy("cuMemcpyDtoD_v2", PV(d2), PV(d), 4096, D2D, NULL, -1, 0, 0, 0, 0, 0, ok(cuMemcpyDtoD_v2(d2, d, 4096)));
+	/* peer copies (what cudaMemcpyPeer becomes under the static runtime): contexts, not devices */
+	log_copy("cuMemcpyPeer", PV(d2), PV(d), 1024, D2D, NULL, -1, 0, 0, 0, 0, 0, ok(cuMemcpyPeer(d2, NULL, d, NULL, 1024)));
+	log_copy("cuMemcpyPeerAsync", PV(d), PV(d2), 512, D2D, s, -1, 0, 0, 0, 0, 0,
+		ok(cuMemcpyPeerAsync(d, NULL, d2, NULL, 512, s)));
 	log_copy("cuMemcpyDtoH_v2", back, PV(d2), 4096, D2H, NULL, -1, 0, 0, 0, 0, 0, ok(cuMemcpyDtoH_v2(back, d2, 4096)));
 	log_copy("cuMemcpy", PV(managed), PV(d), 1024, DEFAULT, NULL, -1, 0, 0, 0, 0, 0, ok(cuMemcpy(managed, d, 1024)));
 	log_copy("cuMemcpy_ptds", PV(d2), PV(managed), 256, DEFAULT, PER_THREAD, -1, 0, 0, 0, 0, 0,
@@ -180,6 +188,9 @@ static void direct(void)
 	log_prefetch("cuMemPrefetchAsync", PV(managed), 8192, 1, s, 0, ok(cuMemPrefetchAsync(managed, 8192, 1, s)));
 	log_prefetch("cuMemPrefetchAsync_v2", PV(managed), 4096, 0, s, 0,
 		ok(cuMemPrefetchAsync_v2(managed, 4096, (struct location) { 1, 0 }, 0, s)));
+	log_advise("cuMemAdvise", PV(managed), 8192, 3, 0, 0, ok(cuMemAdvise(managed, 8192, 3, 0)));
+	log_advise("cuMemAdvise_v2", PV(managed), 4096, 1, 0, 0,
+		ok(cuMemAdvise_v2(managed, 4096, 1, (struct location) { 1, 0 })));
 	log_sync("cuStreamSynchronize", s, 0, ok(cuStreamSynchronize(s)));
 	log_sync("cuCtxSynchronize", NULL, 0, ok(cuCtxSynchronize()));
 

@@ -189,6 +189,27 @@ EXPORT(CUresult, cuMemPrefetchAsync_v2, (CUdeviceptr p, size_t n, struct CUmemLo
 	(void) n; (void) st;
 	return p && !flags && (loc.type != 1 || valid_device(loc.id)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
+EXPORT(CUresult, cuMemcpyPeer, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n))
+{
+	(void) dc; (void) sc;
+	return copy(d, s, n);
+}
+EXPORT(CUresult, cuMemcpyPeerAsync, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st))
+{
+	(void) dc; (void) sc; (void) st;
+	return copy(d, s, n);
+}
+EXPORT(CUresult, cuMemAdvise, (CUdeviceptr p, size_t n, int advice, int dev))
+{
+	(void) n;
+	return p && advice >= 1 && advice <= 6 && (dev == -1 || valid_device(dev)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT(CUresult, cuMemAdvise_v2, (CUdeviceptr p, size_t n, int advice, struct CUmemLocation loc))
+{
+	(void) n;
+	return p && advice >= 1 && advice <= 6 && (loc.type != 1 || valid_device(loc.id)) ? CUDA_SUCCESS
+											   : CUDA_ERROR_INVALID_VALUE;
+}
 /* errno 5 on entry becomes 6: the wrapper must leave errno to the driver */
 EXPORT(CUresult, cuStreamSynchronize, (CUstream s)) { (void) s; errno = errno == 5 ? 6 : 99; return CUDA_SUCCESS; }
 EXPORT(CUresult, cuCtxSynchronize, (void)) { return CUDA_SUCCESS; }
@@ -242,6 +263,7 @@ static const struct entry entries[] = {
 	E(cuMemcpy2D_v2) E(cuMemcpy2DAsync_v2) E(cuMemcpy3D_v2) E(cuMemcpy3DAsync_v2) E(cuMemsetD16_v2)
 	E(cuMemsetD32_v2) E(cuMemsetD32_v2_ptds) E(cuMemsetD8Async) E(cuMemsetD16Async) E(cuMemsetD32Async)
 	E(cuMemPrefetchAsync) E(cuMemPrefetchAsync_v2) E(cuStreamSynchronize) E(cuCtxSynchronize)
+	E(cuMemcpyPeer) E(cuMemcpyPeerAsync) E(cuMemAdvise) E(cuMemAdvise_v2)
 	E(cuMemAddressReserve) E(cuMemAddressFree) E(cuMemCreate) E(cuMemRelease) E(cuMemMap) E(cuMemUnmap)
 	E(cuMemSetAccess)
 	{ "cuMemsetD8_v2", (void *) hidden_cuMemsetD8_v2 },
