@@ -38,6 +38,9 @@ step() {
 	echo "gpu-reach: $name rc=$rc"
 	[ $rc = 0 ] || tail -5 "$W/logs/$name.log"
 }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$W/logs/nvidia-smi.txt" 2>&1
+python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' >"$W/logs/torch.txt" 2>&1
+python3 -c 'import sys; print(sys.version.split()[0])' >"$W/logs/python.txt" 2>&1
 step build-static nvcc -O2 -I tests/fakes -o "$W/cuda_all_static.bin" tests/gpu/cuda_all.cu
 step static "$MEMQ" record -o "$W/static/trace" --api cuda -- "$W/cuda_all_static.bin" "$W/static/calls.jsonl"
 step expandable env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$MEMQ" record -o "$W/expandable/trace" \

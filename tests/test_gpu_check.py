@@ -160,7 +160,8 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
     # 20 timed + 10 warm-up steps: 2 batch copies each plus the Default one; 1 item() copy each.
     assert "HtoD memq 61/" in checks["torch copies"]["detail"]
     assert "DtoH memq 30/120 B, profiler 30/120 B" in checks["torch copies"]["detail"]
-    assert checks["torch segments"]["detail"].startswith("memq device allocations 2,")
+    assert checks["torch segments"]["detail"].startswith(
+        f"memq device allocations 2 ({4 << 20} B), memory_stats segment.all.allocated 2 ({4 << 20} B reserved)")
     # The goals are measured (on the fake the figures mean nothing; on a GPU they are the result).
     for name in ("cudaMemcpyAsync cost", "loop slowdown (default settings)", "loop slowdown (--api cuda)"):
         assert checks[name]["goal"] and checks[name]["ok"] is not None, checks[name]

@@ -70,6 +70,7 @@ def main() -> int:
     log = {"pid": os.getpid(), "steps": steps, "timed_steps": args.steps, "warmup": args.warmup,
            "loop_s": loop_s, "step_ms": 1e3 * loop_s / args.steps, "torch": "fake", "cuda": "fake",
            "device": "Fake CUDA GPU 0", "segments_allocated": len(seg), "segments_freed": 0,
+           "memory_stats": {"segment.all.allocated": len(seg), "reserved_bytes.all.allocated": len(seg) * SEGMENT},
            "host_memory_stats": {"num_host_alloc": len(pinned)},
            "expected": {"h2d_copies": 2 * steps + 1, "d2h_copies": steps}}
     with open(args.log, "w") as f:
