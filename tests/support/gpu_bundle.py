@@ -28,6 +28,9 @@ sys() { PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }  # the command itself gets th
 sys mkdir -p /var/run/lttng "$HOME/.lttng"
 sys mount -t tmpfs none /var/run/lttng && sys mount -t tmpfs none "$HOME/.lttng" &&
   sys mount -t tmpfs none /dev/shm || exit 97
+# The GPU machines have no /usr/share/xml/lttng: the bundle's session daemon must find its schema itself
+# (without it, it exits at start-up: "Session load failed", seen on an H100 machine).
+[ -d /usr/share/xml/lttng ] && { sys mount -t tmpfs none /usr/share/xml/lttng || exit 97; }
 "$@"
 rc=$?
 myns=$(sys readlink /proc/$$/ns/mnt)
