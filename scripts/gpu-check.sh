@@ -86,7 +86,7 @@ step torch-profiled "$MEMQ" record -o "$W/torch/trace" --api cuda -- \
 	"${profiled[@]}" --log "$W/torch/loop.json" --steps "$LOOP_STEPS"
 
 # 3. Timings, alternating so drift hits both sides alike: the loop untraced, traced with
-#    the default settings, and traced with --api cuda; then the cudaMemcpyAsync bench.
+#    the default settings, and traced with --api cuda; then the cudaMemcpyAsync bench, likewise.
 #    Traces of timing runs are not kept (only their memq-record.json).
 for i in $(seq 1 "$ROUNDS"); do
 	[ "$SECONDS" -lt "$BUDGET_S" ] || { echo "gpu-check: ${SECONDS} s spent: no more loop rounds"; break; }
@@ -102,10 +102,13 @@ done
 for i in $(seq 1 "$ROUNDS"); do
 	[ "$SECONDS" -lt "$((BUDGET_S + 60))" ] || { echo "gpu-check: ${SECONDS} s spent: no more bench rounds"; break; }
 	step "bench-untraced-$i" "$W/cuda_all.bin" --bench "$BENCH_CALLS" "$W/timings/bench-untraced-$i.json"
-	step "bench-default-$i" "$MEMQ" record -o "$top/t" --force -- \
-		"$W/cuda_all.bin" --bench "$BENCH_CALLS" "$W/timings/bench-default-$i.json"
-	cp "$top/t/memq-record.json" "$W/timings/bench-default-$i.record.json" 2>/dev/null
-	rm -rf "$top/t"
+	for mode in default cuda; do
+		api=(); [ $mode = cuda ] && api=(--api cuda)
+		step "bench-$mode-$i" "$MEMQ" record -o "$top/t" --force "${api[@]}" -- \
+			"$W/cuda_all.bin" --bench "$BENCH_CALLS" "$W/timings/bench-$mode-$i.json"
+		cp "$top/t/memq-record.json" "$W/timings/bench-$mode-$i.record.json" 2>/dev/null
+		rm -rf "$top/t"
+	done
 done
 
 # 4. What ran where, the medians, and the archive.
@@ -138,7 +141,7 @@ def values(pattern, key):
 def med(xs):
     return statistics.median(xs) if xs else None
 timings = {"loop_s": {m: values(f"loop-{m}-[0-9].json", "loop_s") + values(f"loop-{m}-[0-9][0-9].json", "loop_s") for m in ("untraced", "default", "cuda")},
-           "bench_ns_per_call": {m: values(f"bench-{m}-[0-9].json", "ns_per_call") + values(f"bench-{m}-[0-9][0-9].json", "ns_per_call") for m in ("untraced", "default")}}
+           "bench_ns_per_call": {m: values(f"bench-{m}-[0-9].json", "ns_per_call") + values(f"bench-{m}-[0-9][0-9].json", "ns_per_call") for m in ("untraced", "default", "cuda")}}
 u = med(timings["loop_s"]["untraced"])
 timings["loop_slowdown"] = {m: (med(timings["loop_s"][m]) / u if u and timings["loop_s"][m] else None)
                             for m in ("default", "cuda")}
