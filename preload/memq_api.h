@@ -91,7 +91,7 @@
 	X(cuCtxSynchronize, 360) X(cuMemMap, 361) X(cuMemUnmap, 362)           \
 	X(cuMemcpyPeer, 368) X(cuMemcpyPeer_ptds, 369)                         \
 	X(cuMemcpyPeerAsync, 370) X(cuMemcpyPeerAsync_ptsz, 371)               \
-	X(cuMemAdvise, 372) X(cuMemAdvise_v2, 373)                             \
+	X(cuMemAdvise, 372) X(cuMemAdvise_v2, 373) X(cuCtxSynchronize_v2, 374)  \
 	X(hipMemMap, 401) X(hipMemUnmap, 402)                                  \
 	MEMQ_APIS_CAPTURE(X)
 

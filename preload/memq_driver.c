@@ -101,6 +101,9 @@ SET_ASYNC(DRV, cuMemsetD32Async_ptsz, unsigned int, 4)
 SYNC_STREAM(DRV, cuStreamSynchronize)
 SYNC_STREAM(DRV, cuStreamSynchronize_ptsz)
 SYNC_DEVICE(DRV, cuCtxSynchronize)
+/* CUDA 13's form, with the context to synchronise: what cuGetProcAddress returns
+ * for "cuCtxSynchronize" at version 13000 (the CUDA 13 runtime's device sync). */
+WRAPPER(DRV, cuCtxSynchronize_v2, sync, (void *ctx), (ctx), EMIT_SYNC(cuCtxSynchronize_v2, 0))
 
 /* cuMemPrefetchAsync(CUdeviceptr, size_t, CUdevice, CUstream): the exported
  * name keeps this form for good; the CUmemLocation form is the _v2 export
@@ -498,26 +501,45 @@ static int driver_wrapped(const char *name)
 	return sym && sym->runtime == DRV;
 }
 
+/* Whether the library that holds `fn` exports `name` (a _v2 memq may not wrap). */
+static int exported_beside(void *fn, const char *name)
+{
+	Dl_info info;
+	void *lib;
+	int found;
+
+	if (!dladdr(fn, &info) || !info.dli_fname || !(lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)))
+		return 0;
+	found = memq_real_dlsym(lib, name) != NULL;
+	dlclose(lib);
+	return found;
+}
+
 /*
  * The exported name a lookup of `symbol` stands for when the function it
- * returned is not an exported symbol (dladdr cannot name it): derived the
- * way the driver picks versions: _v2 from CUDA 3.2 (cuMemHostRegister_v2:
- * 6.5, cuMemPrefetchAsync_v2: 13.0), _ptsz/_ptds with the per-thread flag.
- * An old form memq does not wrap (cuMemAlloc with a 32-bit size) is NULL.
+ * returned (`fn`) is not an exported symbol (dladdr cannot name it): derived
+ * the way the driver picks versions: _v2 from CUDA 3.2 (cuMemHostRegister_v2:
+ * 6.5, cuMemPrefetchAsync_v2 and cuCtxSynchronize_v2: 13.0), _ptsz/_ptds
+ * with the per-thread flag. A wrapper is handed out only for the form the
+ * driver really returns: where a _v2 exists that memq does not wrap, or an
+ * old form memq does not wrap (cuMemAlloc with a 32-bit size), NULL. A
+ * wrapper for another form would call the driver's function with the wrong
+ * arguments (seen on an H100: cuCtxSynchronize_v2 handed to a no-argument
+ * wrapper made every traced cudaDeviceSynchronize fail with 709).
  */
-static const char *driver_name_by_rule(const char *symbol, int version, int per_thread, char name[128])
+static const char *driver_name_by_rule(const char *symbol, void *fn, int version, int per_thread, char name[128])
 {
 	static const char *const per_thread_suffixes[] = { "_ptsz", "_ptds", "" };
 	int since = !strcmp(symbol, "cuMemHostRegister") ? 6050
-		: !strcmp(symbol, "cuMemPrefetchAsync") ? 13000 : 3020;
-	const char *versions[] = { version >= since ? "_v2" : "", "" };
+		: !strcmp(symbol, "cuMemPrefetchAsync") || !strcmp(symbol, "cuCtxSynchronize") ? 13000 : 3020;
 
-	/* "" second: functions that never had a _v2 (cuMemcpy, cuMemHostAlloc) */
-	for (int v = 0; v < 2; v++) {
+	for (int v = version >= since ? 0 : 1; v < 2; v++) {
 		for (int s = per_thread ? 0 : 2; s < 3; s++) {
-			snprintf(name, 128, "%s%s%s", symbol, versions[v], per_thread_suffixes[s]);
+			snprintf(name, 128, "%s%s%s", symbol, v == 0 ? "_v2" : "", per_thread_suffixes[s]);
 			if (driver_wrapped(name))
 				return name;
+			if (v == 0 && exported_beside(fn, name))
+				return NULL;
 		}
 	}
 	return NULL;
@@ -559,8 +581,12 @@ static void *driver_substitute(const char *symbol, void *fn, int version, unsign
 		__atomic_store_n(&sym->fn, fn, __ATOMIC_RELEASE);
 		return v2 ? (void *) cuGetProcAddress_v2 : (void *) cuGetProcAddress;
 	}
-	if (!name || !driver_wrapped(name))  /* 2: CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
-		name = driver_name_by_rule(symbol, version, (flags & 2) != 0, ruled);
+	/* An exported function is exactly what its name says: memq's wrapper of that name or
+	 * nothing (never a wrapper of another form of the same call). */
+	if (name && !driver_wrapped(name))
+		return fn;
+	if (!name)  /* 2: CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
+		name = driver_name_by_rule(symbol, fn, version, (flags & 2) != 0, ruled);
 	return name ? memq_wrapper_for(name, fn) : fn;
 }
 

@@ -37,7 +37,7 @@ def test_cuGetProcAddress_hands_out_the_wrappers(fake_gpu, tmp_path) -> None:
     """Entry points fetched from the driver (v1, _v2, per-thread flag, unnamed entries, itself) are traced."""
     run, calls, pid = record_driver_work(fake_gpu, tmp_path, "procaddr")
     assert [c["api"] for c in calls] == ["cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2_ptsz",
-                                         "cuMemsetD8_v2", "cuMemFree_v2"]
+                                         "cuMemsetD8_v2", "cuMemFree_v2", "cuCtxSynchronize_v2"]
     assert_events_match(call_events(run.dir, pid), calls)
 
 

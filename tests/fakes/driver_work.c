@@ -209,6 +209,7 @@ static void direct(void)
 /* ---- the same functions through cuGetProcAddress ---- */
 typedef int (*alloc_t)(CUdeviceptr *, size_t);
 typedef int (*free_t)(CUdeviceptr);
+typedef int (*ctxsync_t)(void *);
 typedef int (*htod_t)(CUdeviceptr, const void *, size_t);
 typedef int (*htod_async_t)(CUdeviceptr, const void *, size_t, CUstream);
 typedef int (*set8_t)(CUdeviceptr, unsigned char, size_t);
@@ -236,6 +237,8 @@ static void procaddr(void)
 	/* cuGetProcAddress through itself, then a free through that */
 	ok(cuGetProcAddress("cuGetProcAddress", (void **) &gpa2, 12000, 0));
 	ok(gpa2 ? gpa2("cuMemFree", &fn[4], 12000, 0, NULL) : 1);
+	/* CUDA 13: the driver answers "cuCtxSynchronize" with cuCtxSynchronize_v2(ctx), another ABI */
+	ok(cuGetProcAddress("cuCtxSynchronize", &fn[5], 13000, 0));
 	if (failures)
 		return;
 	r = ok(((alloc_t) fn[0])(&d, 4096));
@@ -245,6 +248,7 @@ static void procaddr(void)
 		ok(((htod_async_t) fn[2])(d, host, 1024, PER_THREAD)));
 	log_set("cuMemsetD8_v2", PV(d), 1, 4096, NULL, 0, ok(((set8_t) fn[3])(d, 1, 4096)));
 	log_free("free", "cuMemFree_v2", PV(d), 4096, DEVICE, NULL, 0, ok(((free_t) fn[4])(d)));
+	log_sync("cuCtxSynchronize_v2", NULL, 0, ok(((ctxsync_t) fn[5])(NULL)));
 }
 
 /* ---- a VMM allocator (PyTorch expandable segments, NCCL) ---- */

@@ -213,6 +213,12 @@ EXPORT(CUresult, cuMemAdvise_v2, (CUdeviceptr p, size_t n, int advice, struct CU
 /* errno 5 on entry becomes 6: the wrapper must leave errno to the driver */
 EXPORT(CUresult, cuStreamSynchronize, (CUstream s)) { (void) s; errno = errno == 5 ? 6 : 99; return CUDA_SUCCESS; }
 EXPORT(CUresult, cuCtxSynchronize, (void)) { return CUDA_SUCCESS; }
+/* CUDA 13: the context to synchronise (NULL: the current one); a wrong one is refused, as the real driver
+ * refuses it (CUDA_ERROR_INVALID_CONTEXT = 201). */
+EXPORT(CUresult, cuCtxSynchronize_v2, (CUcontext ctx))
+{
+	return !ctx || (int) (uintptr_t) ctx - 1 == fake_current_device ? CUDA_SUCCESS : 201;
+}
 
 /* ---- VMM (fake_mem.h) ---- */
 #define VMM_RESULT(x) ((x) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS)
@@ -263,7 +269,7 @@ static const struct entry entries[] = {
 	E(cuMemcpy2D_v2) E(cuMemcpy2DAsync_v2) E(cuMemcpy3D_v2) E(cuMemcpy3DAsync_v2) E(cuMemsetD16_v2)
 	E(cuMemsetD32_v2) E(cuMemsetD32_v2_ptds) E(cuMemsetD8Async) E(cuMemsetD16Async) E(cuMemsetD32Async)
 	E(cuMemPrefetchAsync) E(cuMemPrefetchAsync_v2) E(cuStreamSynchronize) E(cuCtxSynchronize)
-	E(cuMemcpyPeer) E(cuMemcpyPeerAsync) E(cuMemAdvise) E(cuMemAdvise_v2)
+	E(cuMemcpyPeer) E(cuMemcpyPeerAsync) E(cuMemAdvise) E(cuMemAdvise_v2) E(cuCtxSynchronize_v2)
 	E(cuMemAddressReserve) E(cuMemAddressFree) E(cuMemCreate) E(cuMemRelease) E(cuMemMap) E(cuMemUnmap)
 	E(cuMemSetAccess)
 	{ "cuMemsetD8_v2", (void *) hidden_cuMemsetD8_v2 },
@@ -288,7 +294,8 @@ static CUresult impl_cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
 static CUresult get_proc(const char *symbol, void **pfn, int version, unsigned long long flags)
 {
 	static const char *const per_thread[] = { "_ptsz", "_ptds", "" };
-	int since = !strcmp(symbol, "cuMemHostRegister") ? 6050 : !strcmp(symbol, "cuMemPrefetchAsync") ? 13000
+	int since = !strcmp(symbol, "cuMemHostRegister") ? 6050
+		: !strcmp(symbol, "cuMemPrefetchAsync") || !strcmp(symbol, "cuCtxSynchronize") ? 13000
 		: !strcmp(symbol, "cuGetProcAddress") ? 12000 : 3020;
 	const char *versions[2] = { version >= since ? "_v2" : "", "" };
 	char name[128];

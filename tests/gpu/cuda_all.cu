@@ -49,6 +49,10 @@ static int expect(const char *what, cudaError_t r, int want)
 		failures++;
 		fprintf(stderr, "cuda_all: %s returned %d, expected %d\n", what, (int) r, want);
 	}
+	/* CUDA_ALL_SYNC_EACH=1 (diagnosis): a device synchronisation after every call shows which call
+	 * leaves the device in an error state. */
+	if (getenv("CUDA_ALL_SYNC_EACH"))
+		fprintf(stderr, "cuda_all: after %s: cudaDeviceSynchronize -> %d\n", what, (int) cudaDeviceSynchronize());
 	return (int) r;
 }
 
