@@ -10,6 +10,7 @@ Checks, each PASS or FAIL:
   device query      the preload library found the CUDA runtime's device (name as the trace says)
   cuda_all calls    every logged call is one memq event, in order, with the exact
                     pointers, bytes, kinds, directions, streams, devices and results
+  behaviour unchanged  every call returns what it returns without memq (an untraced run)
   frees sized       every successful free/unregister carries the size of what it freed
   torch copies      memq's copies equal the profiler's gpu_memcpy events per direction
                     (count and bytes)
@@ -225,6 +226,19 @@ def check_calls(calls: list[dict], rows: TraceRows) -> Check:
     return Check("cuda_all calls", True, f"{len(calls)} calls of {len(apis)} functions seen exactly: {', '.join(apis)}")
 
 
+def check_unchanged(traced: list[dict], untraced: list[dict]) -> Check:
+    """memq changes no outcome: the program's calls return the same results with and without it."""
+    if not untraced:
+        return Check("behaviour unchanged", False, "no untraced run of cuda_all in the archive")
+    pairs = list(zip(traced, untraced))
+    diffs = [f"{t['api']}: {u['result']} untraced, {t['result']} traced" for t, u in pairs
+             if t["api"] != u["api"] or t["result"] != u["result"]]
+    if len(traced) != len(untraced):
+        diffs.append(f"{len(untraced)} calls untraced, {len(traced)} traced")
+    return Check("behaviour unchanged", not diffs,
+                 "; ".join(diffs[:5]) if diffs else f"{len(pairs)} calls return the same results untraced and traced")
+
+
 def check_devices(rows: TraceRows) -> Check:
     """The preload library queried the runtime it wrapped: CUDA, with a named device."""
     seen = sorted({f"{d.get('runtime')} device {d.get('device')}: {d.get('name')}" for d in rows.devices})
@@ -428,6 +442,7 @@ def check_archive(path: Path, work: Path) -> tuple[dict, list[Check]]:
         traces["cuda_all"] = read_trace(cuda_trace)
         calls = read_log(root / "cuda_all" / "calls.jsonl")
         checks.append(check_calls(calls, traces["cuda_all"]))
+        checks.append(check_unchanged(calls, read_log(root / "cuda_all" / "untraced.jsonl")))
         checks.append(check_devices(traces["cuda_all"].of_pid(calls[0]["pid"]) if calls else traces["cuda_all"]))
         checks.append(check_free_sizes(traces["cuda_all"], "cuda_all"))
     else:

@@ -9,6 +9,7 @@
 # Writes $OUT/gpu-check.tar.gz (< 16 MiB): gpu-check/
 #   info.json                  machine, driver, nvcc, torch, bundle packages, step exit codes
 #   cuda_all/calls.jsonl       what tests/gpu/cuda_all.cu did (one line per call)
+#   cuda_all/untraced.jsonl    the same program run without memq (results must agree)
 #   cuda_all/trace/            its `memq record` trace (default settings: cuda + libc)
 #   torch/trace/               tests/gpu/torch_loop.py under `memq record --api cuda`, profiler on
 #   torch/profile.json         the PyTorch profiler's Kineto trace of that run
@@ -72,7 +73,9 @@ step bundle-preload env LD_PRELOAD="$BUNDLE/python/ctf2perfetto/lib/libmemq_prel
 # shellcheck disable=SC2086  # word-split on purpose: a command line
 step build-cuda-all $BUILD_CUDA_ALL "$W/cuda_all.bin" tests/gpu/cuda_all.cu $BUILD_LIBS
 
-# 1. Every wrapped call, recorded with the default settings.
+# 1. Every wrapped call, untraced (what the program does on its own), then recorded with the default settings:
+#    memq must not change a single result.
+step cuda-all-untraced "$W/cuda_all.bin" "$W/cuda_all/untraced.jsonl"
 step cuda-all "$MEMQ" record -o "$W/cuda_all/trace" -- "$W/cuda_all.bin" "$W/cuda_all/calls.jsonl"
 
 # 2. The training loop with the profiler on, CUDA calls only (the Python heap would be

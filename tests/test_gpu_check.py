@@ -143,6 +143,7 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
     for member in ("gpu-check/info.json", "gpu-check/timings.json", "gpu-check/cuda_all/calls.jsonl",
+                   "gpu-check/cuda_all/untraced.jsonl",
                    "gpu-check/cuda_all/trace/memq-record.json", "gpu-check/torch/profile.json",
                    "gpu-check/torch/loop.json", "gpu-check/torch/trace/memq-record.json",
                    "gpu-check/logs/gpu-check.log"):
@@ -152,7 +153,7 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
     report = json.loads((tmp_path / "report.json").read_text())
     checks = {c["name"]: c for c in report["checks"]}
     assert checks["device query"]["ok"] and "cuda device 0: Fake CUDA GPU 0" in checks["device query"]["detail"]
-    for name in ("steps", "conversion (cuda_all)", "cuda_all calls", "frees sized (cuda_all)",
+    for name in ("steps", "conversion (cuda_all)", "cuda_all calls", "behaviour unchanged", "frees sized (cuda_all)",
                  "conversion (torch)", "torch copies", "torch segments", "pinned", "frees sized (torch)",
                  "lost events"):
         assert checks[name]["ok"] is True, checks[name]
@@ -185,6 +186,11 @@ def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> 
     record["discarded_events"] = 3
     (root / "torch" / "trace" / "memq-record.json").write_text(json.dumps(record))
 
+    untraced = (root / "cuda_all" / "untraced.jsonl").read_text().splitlines()
+    sync = next(i for i, line in enumerate(untraced) if '"cudaDeviceSynchronize"' in line)
+    untraced[sync] = untraced[sync].replace('"result": 0', '"result": 709')
+    (root / "cuda_all" / "untraced.jsonl").write_text("\n".join(untraced) + "\n")
+
     proc = reader(str(tmp_path))
     assert proc.returncode == 1
     lines = lines_by_name(proc.stdout)
@@ -192,6 +198,8 @@ def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> 
     assert f"call {row + 1} (cudaMemcpy2D): size: log 1201, trace 1200" in lines["cuda_all calls"]
     assert lines["torch copies"].startswith("FAIL") and "HtoD memq 61/" in lines["torch copies"]
     assert lines["torch segments"].startswith("FAIL")
+    assert lines["behaviour unchanged"].startswith("FAIL") and "cudaDeviceSynchronize: 709 untraced, 0 traced" in \
+        lines["behaviour unchanged"]
     assert lines["lost events"].startswith("FAIL") and "torch: 3 discarded" in lines["lost events"]
     assert lines["frees sized (cuda_all)"].startswith("PASS")  # untouched evidence still passes
 
