@@ -55,7 +55,7 @@ def gpu_check(out: Path, bundle: Path, cudart13: Path, path_dir: Path) -> subpro
     env = bare_env(path_dir, OUT=str(out), MEMQ_BUNDLE_DIR=str(bundle),
                    **cuda_all_build_env(cudart13),
                    GPU_CHECK_LOOP="tests/gpu/fake_torch_loop.py", FAKE_CUDART=str(cudart13),
-                   FAKE_CUDA_VERSION="13000", FAKE_GPU_COUNT="1", GPU_CHECK_ROUNDS="1",
+                   FAKE_CUDA_VERSION="13000", FAKE_GPU_COUNT="1", GPU_CHECK_ROUNDS="1", GPU_CHECK_BENCH_ROUNDS="1",
                    GPU_CHECK_BENCH_CALLS="20000", GPU_CHECK_LOOP_STEPS="20", GPU_CHECK_TIMING_STEPS="20")
     return isolated(["bash", str(REPO / "scripts" / "gpu-check.sh")], env=env, timeout=600)
 
