@@ -47,21 +47,21 @@ WITH RECURSIVE two_d(id, upid, call_id, ts, end_ts, direction, r, nrows, height,
     dslice, sslice
   FROM two_d WHERE r + 1 < nrows
 )
-SELECT id, upid, call_id, ts, end_ts, direction,
+SELECT id, upid, call_id, ts, end_ts, direction, r,
   dst + (r / height) * dslice + (r % height) * dpitch AS dst,
   src + (r / height) * sslice + (r % height) * spitch AS src,
   width AS bytes
 FROM two_d
 UNION ALL
-SELECT id, upid, call_id, ts, end_ts, direction, dst, src, bytes FROM memq_copy
+SELECT id, upid, call_id, ts, end_ts, direction, 0, dst, src, bytes FROM memq_copy
 WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL AND height IS NULL;
 
--- Writes with addresses (copy rows and memsets), in effect order (`ord`); `seq` numbers
--- the calls: the rows of one 2D copy share it and complete together (none of them is
--- before or after another).
+-- Writes with addresses (copy rows and memsets), in effect order (`ord`: by end, slice
+-- id, then row, so where rows of one copy overlap (pitch < width) the last row's
+-- bytes stay); `seq` numbers the calls: the rows of one copy share it.
 CREATE PERFETTO TABLE _memq_write AS
 SELECT
-  ROW_NUMBER() OVER (ORDER BY end_ts, id, dst) AS ord,
+  ROW_NUMBER() OVER (ORDER BY end_ts, id, r) AS ord,
   DENSE_RANK() OVER (ORDER BY end_ts, id) AS seq,
   id,
   upid,
@@ -74,10 +74,10 @@ SELECT
   is_copy,
   direction
 FROM (
-  SELECT id, upid, call_id, ts, end_ts, dst, bytes, src, 1 AS is_copy, direction
+  SELECT id, upid, call_id, ts, end_ts, r, dst, bytes, src, 1 AS is_copy, direction
   FROM _memq_copy_row
   UNION ALL
-  SELECT id, upid, call_id, ts, end_ts, dst, bytes, NULL, 0, NULL
+  SELECT id, upid, call_id, ts, end_ts, 0, dst, bytes, NULL, 0, NULL
   FROM memq_set WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
 )
 ORDER BY ord;
@@ -142,15 +142,18 @@ SELECT ii.id_0 AS rid, r.ord, r.side, ii.id_1 AS seg, ii.ts AS lo, ii.dur AS len
 FROM _interval_intersect!((_memq_range, _memq_segment), (upid)) ii
 JOIN _memq_range r ON r.id = ii.id_0;
 
--- Per (write, destination segment): the writes before and after it on that segment.
+-- Per (write, destination segment): the last write of an earlier call (a copy is never
+-- a repeat of its own rows) and the next write (a later row of the same copy included:
+-- its bytes replace this row's).
 CREATE PERFETTO TABLE _memq_dst_cover AS
 SELECT
   c.rid, c.ord, c.seg, c.lo, c.len,
-  LAG(c.ord) OVER win AS prev_ord,
-  LEAD(c.ord) OVER win AS next_ord
+  MAX(c.ord) OVER (PARTITION BY c.seg ORDER BY w.seq RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    AS prev_ord,
+  LEAD(c.ord) OVER (PARTITION BY c.seg ORDER BY c.ord) AS next_ord
 FROM _memq_cover c
-WHERE c.side = 'dst'
-WINDOW win AS (PARTITION BY c.seg ORDER BY c.ord);
+JOIN _memq_write w USING (ord)
+WHERE c.side = 'dst';
 
 -- Per (copy row, source segment): the last write of an earlier call and the first
 -- write of a later call on that segment (the copy's own rows are neither).

@@ -128,9 +128,10 @@ WITH c AS (
                    JOIN process p ON p.pid = d.pid
                    WHERE p.upid = mc.upid AND d.device = mc.device), 0)
     END AS unified_device,
-    k.repeat_bytes,
-    k.round_trip_bytes,
-    k.managed_bytes,
+    -- Copies with addresses that moved no byte (a 2D copy of zero rows) have no pieces: 0, not NULL.
+    IIF(mc.source = 'lttng', IFNULL(k.repeat_bytes, 0), NULL) AS repeat_bytes,
+    IIF(mc.source = 'lttng', IFNULL(k.round_trip_bytes, 0), NULL) AS round_trip_bytes,
+    IIF(mc.source = 'lttng', IFNULL(k.managed_bytes, 0), NULL) AS managed_bytes,
     IIF(mc.source = 'lttng', IFNULL(k.other_bytes, 0), mc.bytes) AS other_bytes
   FROM memq_copy mc
   LEFT JOIN _memq_copy_class k ON k.copy_id = mc.id

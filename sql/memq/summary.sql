@@ -9,7 +9,8 @@
 --   time (GB/s), and how many were staged (pageable host endpoint).
 -- * Allocations per kind: count, bytes, largest, peak live bytes in one process
 --   (device memory: on one device) from the live-bytes counters, and when first
---   reached, still live at the end.
+--   reached, still live at the end. Where several samples share a time, the last
+--   one counts (a block allocated and freed at the same time is never live).
 -- * Device busy share: per device, the union of its copy and memset intervals
 --   (plus kernels for Kineto, which records them) over the trace window.
 
@@ -114,10 +115,18 @@ WITH track AS (
   FROM counter_track
   WHERE name GLOB '* live bytes'
 ),
+-- The value each sample time settles on: calls at one time (a block allocated and freed
+-- at the same ns) leave several samples there, and only the last one holds for a while.
+held AS (
+  SELECT track_id, ts, value FROM (
+    SELECT c.track_id, c.ts, c.value,
+      ROW_NUMBER() OVER (PARTITION BY c.track_id, c.ts ORDER BY c.id DESC) AS rn
+    FROM counter c
+    WHERE c.track_id IN (SELECT id FROM track WHERE kind IS NOT NULL)
+  ) WHERE rn = 1
+),
 track_peak AS (
-  SELECT c.track_id, MAX(c.value) AS value FROM counter c
-  WHERE c.track_id IN (SELECT id FROM track WHERE kind IS NOT NULL)
-  GROUP BY c.track_id
+  SELECT track_id, MAX(value) AS value FROM held GROUP BY track_id
 ),
 peak AS (
   SELECT t.kind, MAX(p.value) AS peak_live_bytes FROM track_peak p JOIN track t ON t.id = p.track_id
@@ -127,7 +136,7 @@ peak_at AS (
   SELECT t.kind, MIN(c.ts) AS peak_ts
   FROM peak p
   JOIN track t USING (kind)
-  JOIN counter c ON c.track_id = t.id AND c.value = p.peak_live_bytes
+  JOIN held c ON c.track_id = t.id AND c.value = p.peak_live_bytes
   GROUP BY t.kind
 ),
 agg AS (
