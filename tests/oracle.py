@@ -11,11 +11,16 @@ It follows the same written decisions as the SQL modules (sql/memq/*.sql doc com
 * a byte's allocations are all allocations live at the copy's start that hold it; its
   *primary* allocation is the one of the first class in (device, pinned, registered,
   host) order (the latest started within a class);
-* writes take effect at the end of their call; effects are applied in time order, frees
-  at the start of their call (the generated logs have distinct effect times);
-* classes per byte: repeat / round trip first, then managed endpoint, then unified;
+* writes take effect at the end of their call, frees at the start of theirs; effects are
+  applied in time order, and at equal times frees first, then writes by slice id (see
+  `effect_key`);
+* classes per byte: repeat / round trip first, then managed endpoint, then unified; a
+  byte is a repeat or round trip when its pair was a mirror just before the copy (a copy
+  is never redundant with itself); a copy's class is the class with most bytes (ties in
+  that order);
 * a 2D copy writes `height` rows of `width` bytes at `dpitch` / `spitch` strides; a 3D
-  copy `depth` slices of those at `dslice` / `sslice` strides;
+  copy `depth` slices of those at `dslice` / `sslice` strides; rows are written in order,
+  so where rows of one copy overlap (pitch < width) the last row's byte is the mirror;
 * prorated time = floor(dur * class_bytes / bytes) (float arithmetic, as in SQL);
   wall-clock time = length of the union of [start, start + prorated).
 """
@@ -67,6 +72,7 @@ class Write:
     copy_kind: int
     stream: int
     device: int
+    api: str = ""
     direction: str | None = None
     pageable: bool = False
     repeat: int = 0
@@ -92,6 +98,7 @@ class Mirror:
     start: int
     direction: str
     dst_alloc: int | None  # primary allocation of the destination byte (Alloc.index)
+    src_alloc: int | None  # primary allocation of the source byte
     untracked_source: bool
     allocs: frozenset[int] = frozenset()  # every allocation holding either byte
     end: int | None = None
@@ -165,7 +172,7 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
         elif kind in (K.GPU_COPY, K.GPU_SET) and ok:
             src = r.get("src", 0) if kind == K.GPU_COPY else None
             w = Write(i, pid, r.get("tid", pid), begin, end, ptr, r["size"], src, r.get("copy_kind", -1),
-                      r.get("stream", 0), r.get("device", 0))
+                      r.get("stream", 0), r.get("device", 0), r.get("api", ""))
             dpitch, spitch = r.get("dpitch", 0), r.get("spitch", 0)
             depth, dslice, sslice = r.get("depth", 0), r.get("dslice", 0), r.get("sslice", 0)
             if kind == K.GPU_COPY and (dpitch or spitch):  # 2D: height rows of width bytes (3D: depth x that)
@@ -199,15 +206,35 @@ def _endpoints(o: Oracle, w: Write, unified_devices) -> None:
     w.unified_device = (w.pid, w.device) in unified_devices
 
 
+def effect_key(ev: "Alloc | Write") -> tuple[int, int, int, int]:
+    """Where an effect falls in the order memq.mirrors applies them: by time, frees (at their call's start)
+    before writes (at their call's end) at equal times, and writes by (end, slice id). trace_processor numbers
+    slices as it meets their starts, in time order and at equal starts in the order the log lists them, so slice
+    id order is (start, log row)."""
+    if isinstance(ev, Alloc):
+        return (ev.end, 0, 0, ev.index)
+    return (ev.end, 1, ev.begin, ev.index)
+
+
+def _classify(o: Oracle, w: Write, active: dict[tuple[int, int], "Mirror"]) -> None:
+    """Classes of a copy's bytes from the mirrors active just before it completes."""
+    for d, s in w.pairs():
+        held = o.holding(w.pid, d, w.begin) + o.holding(w.pid, s, w.begin)
+        m = active.get((w.pid, d))
+        back = active.get((w.pid, s))
+        if m is not None and m.src == s:
+            w.repeat += 1
+        elif back is not None and back.src == d:
+            w.round_trip += 1
+        elif any(a.mem == "managed" for a in held):
+            w.managed += 1
+        elif w.direction in ("HtoD", "DtoH") and w.unified_device:
+            w.unified += 1
+
+
 def _mirrors(o: Oracle) -> None:
-    # Effects in time order: frees at their time, writes at their end (ties: frees first, then log order).
-    effects: list[tuple[int, int, int, object]] = []
-    for a in o.allocs:
-        if a.end is not None:
-            effects.append((a.end, 0, a.index, a))
-    for w in o.writes:
-        effects.append((w.end, 1, w.index, w))
-    effects.sort(key=lambda e: e[:3])
+    effects: list[Alloc | Write] = [a for a in o.allocs if a.end is not None] + o.writes
+    effects.sort(key=effect_key)
     active: dict[tuple[int, int], Mirror] = {}  # (pid, dst byte) -> mirror
     by_src: dict[tuple[int, int], set[int]] = defaultdict(set)  # (pid, src byte) -> dst bytes
 
@@ -216,26 +243,14 @@ def _mirrors(o: Oracle) -> None:
         del active[(m.pid, m.dst)]
         by_src[(m.pid, m.src)].discard(m.dst)
 
-    for when, _, _, ev in effects:
+    for ev in effects:
         if isinstance(ev, Alloc):
             for m in [m for m in active.values() if ev.index in m.allocs]:
-                close(m, when)
+                close(m, ev.end)
             continue
-        w: Write = ev
-        pid = w.pid
+        w, when, pid = ev, ev.end, ev.pid
         if w.src is not None:
-            for d, s in w.pairs():
-                held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
-                m = active.get((pid, d))
-                back = active.get((pid, s))
-                if m is not None and m.src == s:
-                    w.repeat += 1
-                elif back is not None and back.src == d:
-                    w.round_trip += 1
-                elif any(a.mem == "managed" for a in held):
-                    w.managed += 1
-                elif w.direction in ("HtoD", "DtoH") and w.unified_device:
-                    w.unified += 1
+            _classify(o, w, active)
         for y, _ in w.pairs():
             if (pid, y) in active:
                 close(active[(pid, y)], when)
@@ -245,10 +260,12 @@ def _mirrors(o: Oracle) -> None:
             continue
         for d, s in w.pairs():
             held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
-            dst_a = o.primary(pid, d, w.begin)
+            dst_a, src_a = o.primary(pid, d, w.begin), o.primary(pid, s, w.begin)
             m = Mirror(pid, d, s, w.index, when, w.direction, None if dst_a is None else dst_a.index,
-                       not o.holding(pid, s, w.begin), frozenset(a.index for a in held))
+                       None if src_a is None else src_a.index, src_a is None, frozenset(a.index for a in held))
             o.mirrors.append(m)
+            if (pid, d) in active:  # an earlier row of this copy wrote the byte: the last row's content stays
+                close(active[(pid, d)], when)
             if any(a.end is not None and a.end <= when for a in held):
                 m.end = when  # an allocation it lives in ended before the copy completed
                 continue
@@ -256,40 +273,59 @@ def _mirrors(o: Oracle) -> None:
             by_src[(pid, s)].add(d)
 
 
+def copy_class(w: Write) -> str | None:
+    """The class with most bytes (ties: repeat, round trip, managed, unified); None when nothing is redundant."""
+    counts = [(getattr(w, cls), -i, cls) for i, cls in enumerate(CLASSES)]
+    best = max(counts)
+    return best[2] if best[0] > 0 else None
+
+
 # -- figures -----------------------------------------------------------------------------
-def counter_figures(mirrors: list[Mirror], window: tuple[int, int]) -> dict:
-    """Peak, first time of the peak, and byte*ns integral over `window` of a mirror set."""
-    lo, hi = window
+def counter_series(mirrors: list[Mirror], window: tuple[int, int]) -> list[tuple[int, int]]:
+    """Duplicated bytes of a mirror set over time: (time, value from then on) at every time a mirror starts or
+    ends (mirrors alive at the end end at the window's end)."""
     deltas: dict[int, int] = defaultdict(int)
     for m in mirrors:
-        end = hi if m.end is None else m.end
+        end = window[1] if m.end is None else m.end
         if end > m.start:
             deltas[m.start] += 1
             deltas[end] -= 1
-    value, peak, peak_ts, integral, prev_t = 0, 0, None, 0, None
+    series, value = [], 0
     for t in sorted(deltas):
-        if prev_t is not None:
-            integral += value * (min(t, hi) - max(prev_t, lo)) if min(t, hi) > max(prev_t, lo) else 0
         value += deltas[t]
+        series.append((t, value))
+    return series
+
+
+def counter_figures(mirrors: list[Mirror], window: tuple[int, int]) -> dict:
+    """Peak, first time of the peak, and byte*ns integral over `window` of a mirror set."""
+    lo, hi = window
+    series = counter_series(mirrors, window)
+    peak, peak_ts, integral = 0, None, 0
+    for (t, value), (nxt, _) in zip(series, series[1:] + [(hi, 0)]):
+        integral += value * max(0, min(nxt, hi) - max(t, lo))
         if value > peak:
             peak, peak_ts = value, t
-        prev_t = t
     return {"peak": peak, "peak_ts": peak_ts, "integral": integral}
 
 
-def duplicated_groups(o: Oracle, window: tuple[int, int]) -> dict[tuple, dict]:
-    """Counter figures per (grouping, pid or None for the whole trace, key) as memq.duplicated
-    names them; allocation keys are (addr, start) of the primary destination allocation."""
+def mirror_groups(o: Oracle) -> dict[tuple, list[Mirror]]:
+    """Mirrors per (grouping, pid or None for the whole trace, key) as memq.duplicated names them; allocation
+    keys are the primary destination allocation (Alloc.index, None when untracked)."""
     groups: dict[tuple, list[Mirror]] = defaultdict(list)
     for m in o.mirrors:
-        a = None if m.dst_alloc is None else o.allocs[m.dst_alloc]
         flag = "1" if m.untracked_source else "0"
         for pid in (None, m.pid):
             groups[("total", pid, None)].append(m)
             groups[("direction", pid, m.direction)].append(m)
             groups[("untracked_source", pid, flag)].append(m)
-        groups[("allocation", m.pid, None if a is None else (a.addr, a.start))].append(m)
-    figures = {key: counter_figures(ms, window) for key, ms in groups.items()}
+        groups[("allocation", m.pid, m.dst_alloc)].append(m)
+    return groups
+
+
+def duplicated_groups(o: Oracle, window: tuple[int, int]) -> dict[tuple, dict]:
+    """Counter figures per group of `mirror_groups` that duplicates anything."""
+    figures = {key: counter_figures(ms, window) for key, ms in mirror_groups(o).items()}
     return {key: f for key, f in figures.items() if f["peak"] > 0}
 
 
