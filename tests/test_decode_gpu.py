@@ -111,7 +111,9 @@ PROGRAM = r"""
 #define LTTNG_UST_TRACEPOINT_CREATE_PROBES
 #define LTTNG_UST_TRACEPOINT_DEFINE
 #include "tp.h"
+#include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 static uint64_t now(clockid_t c) { struct timespec t; clock_gettime(c, &t); return t.tv_sec * 1000000000ull + t.tv_nsec; }
 #define EMIT(ev, ...) do { struct rec r = {__VA_ARGS__}; r.begin_ns = now(CLOCK_MONOTONIC); \
                            lttng_ust_tracepoint(memq, ev, &r); } while (0)
@@ -142,6 +144,7 @@ int main(void) {
     EMIT(free, .api = 2, .ptr = 0x7f0000001000, .size = 1 << 20, .mem = 4, .device = 1);
     EMIT(free, .api = 2, .ptr = 0x1234, .size = 0, .mem = 0, .device = 1, .result = 1);
     lttng_ust_tracepoint(memq, clock, "end", now(CLOCK_REALTIME), now(CLOCK_MONOTONIC), now(CLOCK_BOOTTIME));
+    printf("%d\n", (int)getpid());
     return 0;
 }
 """
@@ -189,12 +192,11 @@ def gpu_trace(tmp_path_factory) -> tuple[Path, int]:
         for ctx in ("vpid", "vtid", "ip", "procname"):
             lttng("add-context", "-u", "--session", session, "-t", ctx)
         lttng("start", session)
-        proc = subprocess.run([str(work / "prog")], check=True)
-        assert proc.returncode == 0
+        proc = subprocess.run([str(work / "prog")], check=True, capture_output=True, text=True)
         lttng("stop", session)
     finally:
         lttng("destroy", session)
-    return out
+    return out, int(proc.stdout)
 
 
 def label_of(field) -> str | None:
@@ -265,9 +267,11 @@ def assert_rows_equal(cols: dict[str, np.ndarray], api_names: list[str], rows: l
 
 
 def test_gpu_events_match_the_schema_mapping(gpu_trace, bt2):
-    cols, api_names, info = gpu_rows(gpu_trace)
-    rows, clocks, devices, threads = expected_rows(bt2, gpu_trace)
+    path, pid = gpu_trace
+    cols, api_names, info = gpu_rows(path)
+    rows, clocks, devices, threads = expected_rows(bt2, path)
     assert len(rows) == 17 and "api 99" in api_names
+    assert set(cols["pid"].tolist()) == {pid} and {p for p, _ in threads} == {pid}  # this run's program
     assert_rows_equal(cols, api_names, rows)
     # Every call lasts from begin_ns to the event: both on the monotonic clock.
     assert np.all(cols["begin"] <= cols["ts"]) and np.all(cols["ts"] - cols["begin"] < 10**9)
