@@ -14,17 +14,22 @@
 --
 -- Decisions (where DESIGN.md is silent):
 -- * A write takes effect at the end of its call; writes are ordered by (end, slice
---   id). A free takes effect at the start of its call; at equal times frees come
---   before writes.
--- * The allocations of a byte are all allocations live at the copy's start that
---   hold it (a registered range and the heap block under it both count); any of them
---   ending ends the mirror. The *primary* one (for the split by allocation) is the
+--   id); trace_processor numbers slices in the order they start (at equal starts, in
+--   the order of the trace). A free takes effect at the start of its call; at equal
+--   times frees come before writes.
+-- * The allocations of a byte are all allocations live at the copy's start (allocated
+--   by then and not freed by then: a free starting as the copy starts has released
+--   them) that hold it (a registered range and the heap block under it both count);
+--   any of them ending ends the mirror. The *primary* one (for the split by allocation) is the
 --   first of device/managed, pinned, registered, host, the latest started within a
 --   kind.
 -- * A copy whose source and destination overlap still mirrors every byte.
 -- * A 2D copy writes `height` rows of `width` bytes, `dpitch` apart (reading rows
---   `spitch` apart); each row is a write of its own, at the copy's end. A 3D copy
---   writes `depth` such slices, `dslice` apart (reading `sslice` apart).
+--   `spitch` apart); each row is a write of its own, at the copy's end, in row order:
+--   where rows overlap (pitch < width) the last row's bytes stay. A 3D copy writes
+--   `depth` such slices, `dslice` apart (reading `sslice` apart).
+-- * Repeat and round trip look at the mirrors just before the copy: a copy is never
+--   redundant with its own rows.
 -- * Upper bound: CPU and kernel writes are not traced, so a mirror may have ended
 --   earlier than shown.
 
@@ -270,9 +275,9 @@ ORDER BY ord, lo;
 CREATE PERFETTO INDEX _memq_piece_idx ON _memq_piece(ord, lo);
 
 -- Per piece: whether its pair was already a mirror just before the copy completed.
--- repeat: the last write of the destination bytes was a copy from the same source
--- bytes, still alive; round trip: the last write of the source bytes was a copy from
--- these destination bytes, still alive.
+-- repeat: the last write of the destination bytes by an earlier call was a copy from
+-- the same source bytes, still alive; round trip: the last write of the source bytes
+-- by an earlier call was a copy from these destination bytes, still alive.
 CREATE PERFETTO TABLE _memq_piece_history AS
 SELECT
   p.piece_id,
