@@ -367,20 +367,25 @@ def redundant_totals(o: Oracle, pid: int | None = None) -> dict[str, dict]:
 
 # -- summary and leaks -------------------------------------------------------------------
 def copies_per_direction(o: Oracle) -> dict[str, dict]:
-    """Per direction (memsets as 'memset'): count, bytes, summed and wall-clock time."""
+    """Per direction (memsets as 'memset'): count, bytes, summed and wall-clock time, bandwidth (GB/s = bytes/ns),
+    staged (pageable host endpoint) copies."""
     groups: dict[str, list[Write]] = defaultdict(list)
     for w in o.writes:
         groups["memset" if w.src is None else w.direction].append(w)
-    return {d: {"count": len(ws), "bytes": sum(w.nbytes for w in ws), "dur_sum": sum(w.end - w.begin for w in ws),
-                "wall_dur": union_length([(w.begin, w.end) for w in ws])} for d, ws in groups.items()}
+    out = {}
+    for d, ws in groups.items():
+        nbytes, dur = sum(w.nbytes for w in ws), sum(w.end - w.begin for w in ws)
+        out[d] = {"count": len(ws), "bytes": nbytes, "dur_sum": dur, "wall_dur": union_length([(w.begin, w.end) for w in ws]),
+                  "gb_per_s": nbytes / dur if dur > 0 else None, "staged": sum(w.pageable for w in ws)}
+    return out
 
 
-def device_busy(o: Oracle) -> dict[int, int]:
-    """Per device: union of its copy and memset intervals."""
+def devices(o: Oracle) -> dict[int, dict]:
+    """Per device: copies and memsets on it, and the union of their intervals."""
     per: dict[int, list] = defaultdict(list)
     for w in o.writes:
         per[w.device].append((w.begin, w.end))
-    return {d: union_length(iv) for d, iv in per.items()}
+    return {d: {"ops": len(iv), "busy_dur": union_length(iv)} for d, iv in per.items()}
 
 
 def allocations_per_kind(o: Oracle) -> dict[str, dict]:

@@ -375,14 +375,17 @@ def _check_totals(engine, ref: oracle.Oracle, mode: str) -> None:
                 (fig["count"], fig["bytes"], fig["time"], fig["wall"]), (mode, pid, cls)
 
 
-def _check_summary(engine, ref: oracle.Oracle) -> None:
+def _check_summary(engine, ref: oracle.Oracle, window: tuple[int, int]) -> None:
     """Copies per direction, device busy time, allocations per kind; leaks."""
     summary = analyses.summary(engine)
-    got_copies = {r["direction"]: {k: r[k] for k in ("count", "bytes", "dur_sum", "wall_dur")}
+    got_copies = {r["direction"]: {k: _none(r[k]) for k in ("count", "bytes", "dur_sum", "wall_dur", "gb_per_s", "staged")}
                   for r in summary["copies"].to_dict("records")}
-    assert got_copies == oracle.copies_per_direction(ref)
-    assert {int(r["device"]): r["busy_dur"] for r in summary["devices"].to_dict("records")} == \
-        oracle.device_busy(ref)
+    assert got_copies == oracle.copies_per_direction(ref)  # bandwidth: the same double division
+    got_devices = {int(r["device"]): {"ops": r["ops"], "busy_dur": r["busy_dur"]}
+                   for r in summary["devices"].to_dict("records")}
+    assert got_devices == oracle.devices(ref)
+    for r in summary["devices"].to_dict("records"):
+        assert r["busy_share"] == r["busy_dur"] / (window[1] - window[0])
     kinds = {r["kind"]: {k: r[k] for k in ("count", "bytes", "max_size", "leaked", "leaked_bytes",
                                             "peak_live_bytes", "peak_ts")}
              for r in summary["allocations"].to_dict("records")}
@@ -413,6 +416,7 @@ def _check_duplicated(engine, ref: oracle.Oracle, window: tuple[int, int], alloc
               for (g, pid, key), fig in oracle.duplicated_groups(ref, window).items()
               for expect_key in [_alloc_key(ref.allocs[key]) if g == "allocation" and key is not None else key]}
     got = {group_key(r["grouping"], r["pid"], r["key"]): r for r in analyses.duplicated(engine).to_dict("records")}
+    _check_by_allocation(engine, ref, window, alloc_key)
     if not expect:
         assert list(got) in ([], [("total", None, None)])
         return
@@ -421,6 +425,23 @@ def _check_duplicated(engine, ref: oracle.Oracle, window: tuple[int, int], alloc
         r = got[key]
         assert (r["peak_bytes"], r["peak_ts"], r["byte_ns"]) == (fig["peak"], fig["peak_ts"], fig["integral"]), key
         assert abs(r["mean_bytes"] - fig["integral"] / (window[1] - window[0])) <= 1e-9 * max(1.0, r["mean_bytes"])
+
+
+def _check_by_allocation(engine, ref: oracle.Oracle, window: tuple[int, int], alloc_key: dict[int, tuple]) -> None:
+    """memq_duplicated_by_allocation: per destination allocation, the allocation and its counter's figures."""
+    got = engine.query("""INCLUDE PERFETTO MODULE memq.duplicated;
+        SELECT p.pid, d.alloc_id, d.kind, d.addr, d.size, d.alloc_ts, d.peak_bytes, d.peak_ts, d.byte_ns
+        FROM memq_duplicated_by_allocation d LEFT JOIN process p USING (upid)""")
+    got_rows = {(int(r.pid), alloc_key.get(_int(r.alloc_id))):
+                (_none(r.kind), _int(r.addr), _int(r.size), _int(r.alloc_ts), int(r.peak_bytes), int(r.peak_ts),
+                 int(r.byte_ns)) for r in got.itertuples()}
+    expect = {}
+    for (grouping, pid, index), fig in oracle.duplicated_groups(ref, window).items():
+        if grouping == "allocation":
+            a = None if index is None else ref.allocs[index]
+            expect[(pid, _alloc_key(a))] = (None, None, None, None) if a is None else (a.mem, a.addr, a.size, a.start)
+            expect[(pid, _alloc_key(a))] += (fig["peak"], fig["peak_ts"], fig["integral"])
+    assert got_rows == expect
 
 
 def check_trace(rows: list[dict], devices: list[dict], path: Path) -> oracle.Oracle:
@@ -436,7 +457,7 @@ def check_trace(rows: list[dict], devices: list[dict], path: Path) -> oracle.Ora
             ref_mode = oracle.build(rows, {(w.pid, w.device) for w in ref.writes} if devs is None else devs)
             _check_copies(engine, ref_mode, mode)
             _check_totals(engine, ref_mode, mode)
-        _check_summary(engine, ref)
+        _check_summary(engine, ref, window)
         _check_duplicated(engine, ref, window, alloc_key)
     return ref
 
