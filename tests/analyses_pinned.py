@@ -88,7 +88,8 @@ def two_d_shapes() -> Case:
         P0.malloc(10, HOST, 128), P0.gpu_alloc(10, DEV, 128, dur=5),
         P0.copy_2d(20, 30, DEV, HOST, 4, 3, 8, 16, 1), P0.copy_2d(40, 50, DEV, HOST, 4, 3, 8, 16, 1),
         P0.copy_2d(60, 70, DEV, HOST, 4, 3, 8, 12, 1),
-        P0.copy_2d(80, 90, DEV + 64, HOST + 64, 8, 3, 4, 2, 1), P0.copy_2d(100, 110, DEV + 64, HOST + 64, 8, 3, 4, 2, 1),
+        P0.copy_2d(80, 90, DEV + 64, HOST + 64, 8, 3, 4, 2, 1),
+        P0.copy_2d(100, 110, DEV + 64, HOST + 64, 8, 3, 4, 2, 1),
         P0.copy_2d(120, 130, DEV + 96, HOST, 6, 0, 8, 8, 1),
         P0.copy_2d(140, 150, HOST, DEV, 4, 2, 16, 8, 2)]), []
 

@@ -375,7 +375,8 @@ def copies_per_direction(o: Oracle) -> dict[str, dict]:
     out = {}
     for d, ws in groups.items():
         nbytes, dur = sum(w.nbytes for w in ws), sum(w.end - w.begin for w in ws)
-        out[d] = {"count": len(ws), "bytes": nbytes, "dur_sum": dur, "wall_dur": union_length([(w.begin, w.end) for w in ws]),
+        out[d] = {"count": len(ws), "bytes": nbytes, "dur_sum": dur,
+                  "wall_dur": union_length([(w.begin, w.end) for w in ws]),
                   "gb_per_s": nbytes / dur if dur > 0 else None, "staged": sum(w.pageable for w in ws)}
     return out
 

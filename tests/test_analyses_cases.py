@@ -388,7 +388,8 @@ def test_lttng_directory_is_converted(shared_data, bt2):
     rows = json.loads(out.stdout)["tables"]["leaks"]["rows"]
     assert {(r["kind"], r["size"]): (r["count"], r["bytes"]) for r in rows} == leaks
     table = _memq("leaks", str(directory))
-    assert table.returncode == 0 and "upper bounds" in table.stdout and f"of {len(leaks)} kind/size groups" in table.stdout
+    assert table.returncode == 0 and "upper bounds" in table.stdout
+    assert f"of {len(leaks)} kind/size groups" in table.stdout
 
 
 def test_cli_by_is_wired_to_attribution(trace):
@@ -496,7 +497,8 @@ def test_primary_allocation_kind_order_and_latest_start(trace):
             malloc(4000, HOST + 0x1000, 8)]
     with analyses.load(trace(rows)) as engine:
         m = analyses.mirrors(engine).sort_values("ts")
-        assert m["src_alloc_id"].tolist() == [alloc_id(engine, "registered", HOST), alloc_id(engine, "host", HOST2 + 32)]
+        assert m["src_alloc_id"].tolist() == [alloc_id(engine, "registered", HOST),
+                                              alloc_id(engine, "host", HOST2 + 32)]
         assert m["dst_alloc_id"].tolist() == [alloc_id(engine, "device", DEV), alloc_id(engine, "device", DEV + 128)]
         # Registered memory is pinned (no staging); the heap block is pageable.
         assert analyses.redundant_copies(engine)["staged"].tolist() == [0, 1]

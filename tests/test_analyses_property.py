@@ -317,7 +317,8 @@ def _alloc_key(a: oracle.Alloc | None) -> tuple | None:
 def _sql_alloc_keys(engine) -> dict[int, tuple]:
     """memq_allocation.alloc_id -> the same key as `_alloc_key`."""
     df = engine.query("""INCLUDE PERFETTO MODULE memq.allocations;
-        SELECT a.alloc_id, p.pid, a.kind, a.addr, a.size, a.ts, a.end_ts FROM memq_allocation a JOIN process p USING (upid)""")
+        SELECT a.alloc_id, p.pid, a.kind, a.addr, a.size, a.ts, a.end_ts
+        FROM memq_allocation a JOIN process p USING (upid)""")
     return {int(r.alloc_id): (int(r.pid), r.kind, int(r.addr), int(r.size), int(r.ts), _int(r.end_ts))
             for r in df.itertuples()}
 
@@ -378,8 +379,8 @@ def _check_totals(engine, ref: oracle.Oracle, mode: str) -> None:
 def _check_summary(engine, ref: oracle.Oracle, window: tuple[int, int]) -> None:
     """Copies per direction, device busy time, allocations per kind; leaks."""
     summary = analyses.summary(engine)
-    got_copies = {r["direction"]: {k: _none(r[k]) for k in ("count", "bytes", "dur_sum", "wall_dur", "gb_per_s", "staged")}
-                  for r in summary["copies"].to_dict("records")}
+    columns = ("count", "bytes", "dur_sum", "wall_dur", "gb_per_s", "staged")
+    got_copies = {r["direction"]: {k: _none(r[k]) for k in columns} for r in summary["copies"].to_dict("records")}
     assert got_copies == oracle.copies_per_direction(ref)  # bandwidth: the same double division
     got_devices = {int(r["device"]): {"ops": r["ops"], "busy_dur": r["busy_dur"]}
                    for r in summary["devices"].to_dict("records")}
@@ -506,7 +507,8 @@ def features(rows: list[dict], ref: oracle.Oracle) -> Counter:
     for m in ref.mirrors:
         for byte in (m.dst, m.src):
             kinds = Counter(a.cls for a in ref.holding(m.pid, byte, begin[m.copy]))
-            f["mirror over a registered range and a heap block"] += kinds[oracle.CLS_REGISTERED] * kinds[oracle.CLS_HOST] > 0
+            f["mirror over a registered range and a heap block"] += \
+                kinds[oracle.CLS_REGISTERED] > 0 and kinds[oracle.CLS_HOST] > 0
             f["mirror over overlapping same-kind allocations"] += max(kinds.values(), default=0) > 1
     return f
 

@@ -47,7 +47,8 @@ def reference(fake_hip_trace, hip: Path) -> tuple[oracle.Oracle, tuple[int, int]
         unified = {(d["pid"], d["device"]) for d in decoding.info.devices if d["unified_memory"]}
     with open_trace(hip) as engine:
         window = tuple(int(v) for v in engine.query("SELECT trace_start() AS s, trace_end() AS e").iloc[0])
-        first_copy = int(engine.query("INCLUDE PERFETTO MODULE memq.copies; SELECT MIN(ts) AS t FROM memq_copy")["t"][0])
+        first_copy = engine.query("INCLUDE PERFETTO MODULE memq.copies; SELECT MIN(ts) AS t FROM memq_copy")
+        first_copy = int(first_copy["t"][0])
     # Decoded times are on the monotonic clock, the trace's on the wall clock: shift by the first copy's start.
     offset = first_copy - min(r["begin"] for r in rows if r["kind"] == EventKind.GPU_COPY and r["result"] == 0)
     for r in rows:
@@ -82,7 +83,8 @@ def test_duplicated_counters_equal_the_oracle(engines, reference) -> None:
     _, annotated_engine = engines
     ref, window = reference
     total = oracle.counter_series(ref.mirrors, window)
-    assert len(total) > 3 and max(v for _, v in total) > 0, "the workload must duplicate bytes for this test to mean much"
+    assert len(total) > 3 and max(v for _, v in total) > 0, \
+        "the workload must duplicate bytes for this test to mean much"
     assert list(_counter(annotated_engine, "Duplicated bytes").itertuples(index=False, name=None)) == total
     directions = {m.direction for m in ref.mirrors if m.end is None or m.end > m.start}
     assert directions >= {"HtoD", "DtoH"}
