@@ -118,7 +118,7 @@ MUTATIONS = [
     Mutation("free_at_end_of_call", "allocations.sql",
              (("    EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') AS alloc_id,\n    s.id AS slice_id,\n    s.ts\n",
                "    EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') AS alloc_id,\n    s.id AS slice_id,\n"
-               "    s.ts + s.dur\n"),),
+               "    s.ts + s.dur AS ts\n"),),
              "an allocation ends at the start of its freeing call"),
     Mutation("peak_at_last_time", "duplicated.sql",
              (("MIN(IIF(value = peak, ts, NULL)) AS peak_ts", "MAX(IIF(value = peak, ts, NULL)) AS peak_ts"),),

@@ -155,18 +155,19 @@ def test_managed_unified_and_untracked(trace):
         gpu_alloc(1100, DEV, 64),
         copy(2000, 2040, MANAGED, UNTRACKED, 64, 4),  # Default kind, managed endpoint, untracked source
         copy(3000, 3100, DEV, UNTRACKED, 32, 1),      # HtoD from untracked (pageable) memory
+        copy(4000, 4100, UNTRACKED + 128, MANAGED + 32, 16, 2),  # managed source
         malloc(5000, HOST, 8),                         # the trace goes on after the copies
     ]
-    apu = [dict(pid=PID, device=0, runtime="hip", name="MI300A", integrated=True, unified_memory=True)]
+    apu = [unified(PID)]
     with analyses.load(trace(rows, apu)) as engine:
         per_copy = analyses.redundant_copies(engine).sort_values("ts")
         # Default kind: untracked source counts as host, managed as device.
-        assert per_copy["direction"].tolist() == ["HtoD", "HtoD"]
-        assert per_copy["managed_bytes"].tolist() == [64, 0]
-        assert per_copy["unified_bytes"].tolist() == [0, 32]  # managed takes precedence over unified
-        assert per_copy["staged"].tolist() == [1, 1]
+        assert per_copy["direction"].tolist() == ["HtoD", "HtoD", "DtoH"]
+        assert per_copy["managed_bytes"].tolist() == [64, 0, 16]
+        assert per_copy["unified_bytes"].tolist() == [0, 32, 0]  # managed takes precedence over unified
+        assert per_copy["staged"].tolist() == [1, 1, 1]
         red = totals(analyses.redundant(engine))
-        assert red["managed"] == (1, 64, 40, 40) and red["unified"] == (1, 32, 100, 100)
+        assert red["managed"] == (2, 80, 140, 140) and red["unified"] == (1, 32, 100, 100)
         assert totals(analyses.redundant(engine, "no"))["unified"] == (0, 0, 0, 0)
         dup = analyses.duplicated(engine)
         assert group(dup, "untracked_source", "1")["peak_bytes"] == 64 + 32
