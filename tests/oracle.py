@@ -22,7 +22,9 @@ It follows the same written decisions as the SQL modules (sql/memq/*.sql doc com
   copy `depth` slices of those at `dslice` / `sslice` strides; rows are written in order,
   so where rows of one copy overlap (pitch < width) the last row's byte is the mirror;
 * prorated time = floor(dur * class_bytes / bytes) (float arithmetic, as in SQL);
-  wall-clock time = length of the union of [start, start + prorated).
+  wall-clock time = length of the union of [start, start + prorated);
+* live bytes at a time are the value after every call at that time (a block allocated
+  and freed at the same ns is never live).
 """
 from __future__ import annotations
 
