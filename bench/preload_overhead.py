@@ -14,7 +14,12 @@ and prints ns/call and the differences. The machine is shared: each figure
 is the best of --repeat runs (the code path's cost, not the neighbours'),
 the three ways interleaved so that load drifts hit them alike.
 
-    python3 bench/preload_overhead.py [--calls 5000000] [--traced-calls 500000] [--repeat 5]
+It also times the allocation table (preload/memq_table.c compiled into a
+small program): inserting 400k live entries, and put+take pairs at that load,
+for 2 MiB-aligned pointers (device blocks) against 48-byte-spaced ones.
+Goal: aligned within 2x of unaligned.
+
+    python3 bench/preload_overhead.py [--calls 5000000] [--traced-calls 500000] [--repeat 5] [--table-entries 400000]
 
 Caveat: LTTng sessions are per user. If another session of this user enables
 memq:* while this runs, the "no session" figure includes tracing; the script
@@ -73,6 +78,62 @@ int main(int argc, char **argv)
 """
 
 
+TABLE_PROGRAM = r"""
+#include "memq_table.c"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+	long n = atol(argv[1]), pairs = 200000;
+	uint64_t stride = strtoull(argv[2], NULL, 0), base = 0x7f0000000000ull;
+	struct memq_alloc_info info;
+	double t0, t1, t2;
+
+	t0 = now();
+	for (long i = 0; i < n; i++)
+		memq_table_put(base + (uint64_t) i * stride, 0, 64, MEMQ_MEM_DEVICE);
+	t1 = now();
+	for (long i = 0; i < pairs; i++) {
+		uint64_t p = base + (uint64_t) (n + i) * stride;
+		memq_table_put(p, 0, 64, MEMQ_MEM_DEVICE);
+		memq_table_take(p, 0, &info);
+	}
+	t2 = now();
+	printf("%.3f %.3f\n", (t1 - t0) / n, (t2 - t1) / pairs);
+	return 0;
+}
+"""
+TABLE_STRIDES = {"2 MiB-aligned": 2 << 20, "48 B apart": 48}
+
+
+def build_table(work: Path) -> Path:
+    (work / "table.c").write_text(TABLE_PROGRAM)
+    exe = work / "table_bench"
+    lttng = subprocess.run(["pkg-config", "--cflags", "lttng-ust"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    subprocess.run(["gcc", "-O2", f"-I{REPO / 'preload'}", *lttng, "-o", str(exe), str(work / "table.c"),
+                    "-lpthread"], check=True)
+    return exe
+
+
+def table_figures(exe: Path, entries: int, repeat: int) -> dict[str, tuple[float, float]]:
+    """Per pointer layout: best (ns per insert while filling to `entries`, ns per put+take pair at that load)."""
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in TABLE_STRIDES}
+    for _ in range(repeat):
+        for name, stride in TABLE_STRIDES.items():
+            runs[name].append(run([str(exe), str(entries), str(stride)], {}))
+    return {name: best(r) for name, r in runs.items()}
+
+
 def build(work: Path) -> Path:
     fakes = build_fakes(work / "fakes")
     (work / "bench.c").write_text(PROGRAM)
@@ -101,6 +162,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=5_000_000, help="calls per loop, untraced runs")
     parser.add_argument("--traced-calls", type=int, default=500_000, help="calls per loop, recorded runs")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--table-entries", type=int, default=400_000, help="live entries in the table benchmark")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="memq-bench-") as tmp:
@@ -125,6 +187,7 @@ def main() -> int:
                 print(f"warning: recorded run {i} lost events", file=sys.stderr)
             shutil.rmtree(out)
         plain, idle, traced = best(plain_runs), best(idle_runs), best(traced_runs)
+        table = table_figures(build_table(work), args.table_entries, args.repeat)
 
     print(f"ns per call (best of {args.repeat}; {args.calls:,} calls untraced, {args.traced_calls:,} recorded)")
     print(f"{'call':<24}{'unwrapped':>11}{'no session':>12}{'+ns':>8}{'recorded':>11}{'+ns':>8}{'ratio':>8}")
@@ -139,6 +202,13 @@ def main() -> int:
           f"goal recorded <= 300 ns: {'met' if worst_traced <= 300 else 'NOT met'} ({worst_traced:.1f} ns)")
     if busy:
         print("note: another LTTng session was active during the untraced runs")
+    print(f"\nallocation table, {args.table_entries:,} live entries (ns, best of {args.repeat})")
+    print(f"{'pointers':<16}{'insert':>10}{'put+take':>10}")
+    for name, (fill, pair) in table.items():
+        print(f"{name:<16}{fill:>10.1f}{pair:>10.1f}")
+    (a_fill, a_pair), (u_fill, u_pair) = table["2 MiB-aligned"], table["48 B apart"]
+    ratio = max(a_fill / u_fill, a_pair / u_pair)
+    print(f"goal aligned within 2x of unaligned: {'met' if ratio <= 2 else 'NOT met'} ({ratio:.2f}x)")
     return 0
 
 

@@ -456,7 +456,8 @@ REACH_ENV = "MEMQ_REACH_DIR"
 
 
 def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
-    """One line per process that loaded a GPU runtime or driver memq records but made none of its calls."""
+    """One line per process that loaded a GPU runtime or driver memq records but made none of its calls, and
+    one per process whose allocation table dropped updates."""
     warnings = []
     for report in reports:
         calls = report["calls"]
@@ -472,6 +473,10 @@ def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
             warnings.append(f"pid {report.get('pid')} loaded {library.get('path')} but memq saw none of its memory "
                             f"calls: either it made none, or it reached them another way ({cause}); "
                             "see docs/EVENTS.md, 'How calls are reached'")
+        if report.get("table_dropped"):
+            warnings.append(f"pid {report.get('pid')}: {report['table_dropped']} allocation-table updates were "
+                            "dropped (GPU memory calls from a signal handler that interrupted its own thread inside "
+                            "the table, or no memory left): as many frees may record size 0 (unknown)")
     return warnings
 
 

@@ -118,10 +118,16 @@ struct memq_alloc_info {
 	uint8_t kind;            /* enum memq_mem_kind */
 };
 
-/* `registered` separates host-register ranges from allocations. */
+/*
+ * `registered` is the key space (0..255, compared exactly): 1 keeps
+ * host-register ranges apart from allocations (0). Safe to call from a
+ * signal handler: one that interrupted its own thread inside the table
+ * drops its put / finds nothing (counted in memq_table_dropped).
+ */
 void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind);
 int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out);
-extern unsigned long memq_table_live;
+extern unsigned long memq_table_live;     /* non-zero while the table holds entries */
+extern unsigned long memq_table_dropped;  /* puts/takes the table could not make */
 
 /*
  * Release bracket for frees/unregisters, traced or not: the entry leaves the

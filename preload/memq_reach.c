@@ -6,6 +6,8 @@
  * program reached it some way memq could not interpose (a static runtime
  * whose driver lookups went around memq, a lookup memq does not wrap), and
  * `memq record` says so instead of leaving a silent empty picture.
+ * It also says how many allocation-table updates were dropped (memq_table.c:
+ * a signal handler inside the table, no memory): frees that then record size 0.
  * A file, not an event: memq record reads it without a pass over the trace.
  */
 #define _GNU_SOURCE
@@ -72,8 +74,9 @@ void memq_reach_report(void)
 	if (!dir || !*dir)
 		return;
 	snprintf(line, sizeof(line), "{\"pid\": %d, \"calls\": {\"hip\": %lu, \"cuda\": %lu, \"driver\": %lu}, "
-		"\"libraries\": [", (int) getpid(), memq_traced_calls[MEMQ_RT_HIP],
-		memq_traced_calls[MEMQ_RT_CUDA], memq_traced_calls[MEMQ_RT_CUDRV]);
+		"\"table_dropped\": %lu, \"libraries\": [", (int) getpid(), memq_traced_calls[MEMQ_RT_HIP],
+		memq_traced_calls[MEMQ_RT_CUDA], memq_traced_calls[MEMQ_RT_CUDRV],
+		__atomic_load_n(&memq_table_dropped, __ATOMIC_RELAXED));
 	append(&rep, line);
 	dl_iterate_phdr(library_cb, &rep);
 	append(&rep, "]}\n");

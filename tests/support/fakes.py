@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
+PRELOAD = FAKES.parent.parent / "preload"
 CFLAGS = ["-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=gnu11"]
 RPATH = "-Wl,-rpath,$ORIGIN"
 
@@ -70,3 +71,13 @@ def build_fakes(dest: Path) -> FakeGpu:
     _gcc([inc, RPATH, "-Wno-unused-function", "-Wno-unused-variable", "-o", str(driver_work), src["driver_work.c"],
           f"-L{dest}", "-l:libcuda.so.1", "-ldl"])
     return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work)
+
+
+def build_table_check(dest: Path) -> Path:
+    """tests/fakes/table_check.c: preload/memq_table.c compiled into a test program (internals visible)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    lttng = subprocess.run(["pkg-config", "--cflags", "lttng-ust"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    exe = dest / "table_check"
+    _gcc([f"-I{PRELOAD}", *lttng, "-o", str(exe), str(FAKES / "table_check.c"), "-lpthread", "-ldl"])
+    return exe
