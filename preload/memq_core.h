@@ -80,14 +80,29 @@ struct memq_call {
 
 void memq_begin_slow(struct memq_call *c, int runtime, void *ip);
 
+/* Whether `runtime`'s calls are traced, given its event is enabled: the
+ * memq:gate_* events (memq_tp.h) select one runtime, else all are. */
+static inline int memq_runtime_on(int runtime)
+{
+	int hip = lttng_ust_tracepoint_enabled(memq, gate_hip);
+	int cuda = lttng_ust_tracepoint_enabled(memq, gate_cuda);
+
+	return runtime == MEMQ_RT_HIP ? hip || !cuda : cuda || !hip;
+}
+
+/* `event` of `runtime` is to be recorded (the wrappers' fast-path test). */
+#define MEMQ_TRACING(event, runtime) \
+	(lttng_ust_tracepoint_enabled(memq, event) && memq_runtime_on(runtime))
+
 /*
- * Start tracing a call when `enabled` (lttng_ust_tracepoint_enabled(...))
- * and the thread is not already inside a wrapper; `ip` is the application's
- * call site. Returns 0 when the call is not to be traced.
+ * Start tracing a call when `enabled` (lttng_ust_tracepoint_enabled(...)),
+ * the runtime is not gated off and the thread is not already inside a
+ * wrapper; `ip` is the application's call site. Returns 0 when the call is
+ * not to be traced.
  */
 static inline int memq_begin(struct memq_call *c, int enabled, int runtime, void *ip)
 {
-	if (!enabled || memq_nesting)
+	if (!enabled || memq_nesting || !memq_runtime_on(runtime))
 		return 0;
 	memq_begin_slow(c, runtime, ip);
 	return 1;

@@ -410,7 +410,7 @@ static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n,
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		r = real(h, n, prop, flags);                                 \
-		if (r == 0 && h && lttng_ust_tracepoint_enabled(memq, alloc) && !memq_nesting) { \
+		if (r == 0 && h && MEMQ_TRACING(alloc, rt) && !memq_nesting) { \
 			int saved = errno;                                   \
 			vmm_created(U64(*h), prop);                          \
 			errno = saved;                                       \
@@ -425,7 +425,7 @@ static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n,
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		r = real(h);                                                 \
-		if (r == 0 && lttng_ust_tracepoint_enabled(memq, alloc)) {   \
+		if (r == 0 && MEMQ_TRACING(alloc, rt)) {                     \
 			int saved = errno;                                   \
 			vmm_released(U64(h));                                \
 			errno = saved;                                       \
@@ -458,7 +458,7 @@ static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n,
 	MEMQ_EXPORT int prefix##MemMap(void *p, size_t n, size_t offset, handle_t h, unsigned long long flags) \
 	{                                                                    \
 		prefix##MemMap_fn real = MEMQ_LOADED(prefix##MemMap);        \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, alloc), 1)) \
+		if (__builtin_expect(real && !MEMQ_TRACING(alloc, rt), 1))   \
 			return real(p, n, offset, h, flags);                 \
 		return slow_##prefix##MemMap(p, n, offset, h, flags, __builtin_return_address(0)); \
 	}                                                                    \
@@ -480,7 +480,7 @@ static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n,
 	MEMQ_EXPORT int prefix##MemUnmap(void *p, size_t n)                  \
 	{                                                                    \
 		prefix##MemUnmap_fn real = MEMQ_LOADED(prefix##MemUnmap);    \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, free), 1)) \
+		if (__builtin_expect(real && !MEMQ_TRACING(free, rt), 1))    \
 			return real(p, n);                                   \
 		return slow_##prefix##MemUnmap(p, n, __builtin_return_address(0)); \
 	}

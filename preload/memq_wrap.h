@@ -51,7 +51,7 @@
 	MEMQ_EXPORT int name params                                          \
 	{                                                                    \
 		name##_fn real = MEMQ_LOADED(name);                          \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, event), 1)) \
+		if (__builtin_expect(real && !MEMQ_TRACING(event, rt), 1)) \
 			return real args;                                    \
 		return slow_##name(MEMQ_UNPAREN args, __builtin_return_address(0)); \
 	}
@@ -129,7 +129,7 @@
 	MEMQ_EXPORT int name params                                          \
 	{                                                                    \
 		name##_fn real = MEMQ_LOADED(name);                          \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, event) \
+		if (__builtin_expect(real && !MEMQ_TRACING(event, rt) \
 				     && !__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED), 1)) \
 			return real args;                                    \
 		return slow_##name(MEMQ_UNPAREN args, __builtin_return_address(0)); \
@@ -248,7 +248,7 @@
 	MEMQ_EXPORT int name(void)                                           \
 	{                                                                    \
 		name##_fn real = MEMQ_LOADED(name);                          \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, sync), 1)) \
+		if (__builtin_expect(real && !MEMQ_TRACING(sync, rt), 1)) \
 			return real();                                       \
 		return slow_##name(__builtin_return_address(0));             \
 	}
