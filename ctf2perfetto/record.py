@@ -52,14 +52,20 @@ CONTEXTS = ("vpid", "vtid", "ip")
 LTTNG_TIMEOUT_S = 120
 INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run scripts/install.sh)"
 
-# memq's call events and per-process ones (docs/EVENTS.md). With one GPU runtime,
-# its gate event (never emitted) switches the other runtime's wrappers off in the
-# preload library itself: they forward calls untraced instead of building events
-# that an LTTng filter would drop.
+# memq events that carry the `api` enum (HIP runtime 1..99 and VMM 401..449,
+# CUDA runtime 101..199 and driver 301..399, see docs/EVENTS.md), and the
+# per-process ones (`runtime` 1 = hip, 2 = cuda). With one GPU runtime, its
+# gate event (never emitted) switches the other runtime's wrappers off in the
+# preload library itself, so they forward calls untraced instead of building
+# events; the filters still keep this session to its runtime when another
+# session of the same user (sessions see all of a user's processes) turns
+# the other gate on.
 MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "prefetch", "advise", "sync",
                     "set_device")
-MEMQ_PROCESS_EVENTS = ("device", "clock")
-GATE_EVENT = {"hip": "gate_hip", "cuda": "gate_cuda"}
+API_FILTER = {"hip": "api < 100 || (api > 400 && api < 450)",
+              "cuda": "(api > 100 && api < 200) || (api > 300 && api < 400)"}
+RUNTIME_FILTER = {"hip": "runtime == 1", "cuda": "runtime == 2"}
+GATE_EVENT = {"hip": "memq:gate_hip", "cuda": "memq:gate_cuda"}
 
 # LTTng's own preload helpers (liblttng-ust1): fork re-registers children
 # that fork without exec, dl reports libraries dlopen'ed after start-up.
@@ -231,8 +237,9 @@ def event_rules(apis: tuple[str, ...]) -> list[tuple[str, str | None]]:
     if len(gpu) == 2:
         rules.append(("memq:*", None))
     elif gpu:
-        events = (*MEMQ_CALL_EVENTS, *MEMQ_PROCESS_EVENTS, GATE_EVENT[gpu[0]])
-        rules.append((",".join(f"memq:{e}" for e in events), None))
+        calls = ",".join(f"memq:{e}" for e in MEMQ_CALL_EVENTS)
+        rules += [(calls, API_FILTER[gpu[0]]), ("memq:device", RUNTIME_FILTER[gpu[0]]),
+                  (f"memq:clock,{GATE_EVENT[gpu[0]]}", None)]
     return rules
 
 
