@@ -27,17 +27,16 @@ Caveat: LTTng sessions are per user. If another session of this user enables
 memq:* while this runs (other engineers' tests on a shared machine), the
 "no session" figure includes tracing and recorded events are written twice;
 the script says so when it sees an active session. `--isolated` avoids it:
-the bench re-runs itself in a private mount namespace (unshare -m, as root)
-whose /var/run/lttng is empty, so its programs register only with a session
-daemon of its own, which `memq record` starts and the bench stops at the end.
+the bench re-runs itself in a private mount namespace (unshare -m, as root;
+tests/support/gpu_bundle.isolated) with empty LTTng run directories, so its
+programs register only with a session daemon of its own, which `memq record`
+starts there and which is stopped at the end.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.fakes import build_fakes  # noqa: E402
+from support.gpu_bundle import isolated  # noqa: E402
 
 from ctf2perfetto.paths import native_library  # noqa: E402
 
@@ -176,24 +176,14 @@ def best(runs: list[tuple[float, ...]]) -> tuple[float, ...]:
 
 
 ISOLATED_ENV = "MEMQ_BENCH_ISOLATED"
-LTTNG_RUNDIR = Path("/var/run/lttng")
 
 
 def isolate(argv: list[str]) -> int:
-    """Run this bench again in a mount namespace where LTTng's run directory is empty (see the docstring)."""
-    with tempfile.TemporaryDirectory(prefix="memq-bench-home-") as home:
-        env = {**os.environ, ISOLATED_ENV: "1", "LTTNG_HOME": home}
-        script = f"mount -t tmpfs tmpfs {LTTNG_RUNDIR} && exec {shlex.join([sys.executable, *argv])}"
-        return subprocess.run(["unshare", "-m", "--", "sh", "-c", script], env=env).returncode
-
-
-def stop_private_sessiond() -> None:
-    """Stop the session daemon `memq record` started inside the namespace (its pid file is ours alone)."""
-    try:
-        pid = int((LTTNG_RUNDIR / "lttng-sessiond.pid").read_text())
-    except (OSError, ValueError):
-        return
-    os.kill(pid, signal.SIGTERM)
+    """Run this bench again in a mount namespace with its own LTTng run directories (see the docstring)."""
+    proc = isolated([sys.executable, *argv], env={**os.environ, ISOLATED_ENV: "1"}, timeout=3600)
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    return proc.returncode
 
 
 def active_sessions() -> bool:
@@ -211,11 +201,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.isolated and not os.environ.get(ISOLATED_ENV):
         return isolate(sys.argv)
-    try:
-        return measure(args)
-    finally:
-        if os.environ.get(ISOLATED_ENV):
-            stop_private_sessiond()
+    return measure(args)
 
 
 def measure(args: argparse.Namespace) -> int:

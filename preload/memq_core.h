@@ -1,7 +1,8 @@
 /*
  * memq preload library: what every wrapper needs.
  *
- *  - lazy, thread-safe resolution of the real runtime functions;
+ *  - lazy, thread-safe resolution of the real runtime functions, per caller
+ *    (memq_route.c);
  *  - the per-thread recursion guard and the call bracket (begin/end) that
  *    keeps errno intact and reads clocks only when an event is enabled;
  *  - the table of live allocations, so frees report what they free;
@@ -21,43 +22,97 @@
  * wrapper returns when the real function cannot be found at all. */
 #define MEMQ_ERR_NO_RUNTIME 3
 
-/* A real function, resolved on first use and cached. */
+/*
+ * A wrapped (or queried) name: its real function per route (memq_route.c:
+ * the loaded runtime object that answers a caller), and the functions
+ * entry-point lookups handed out for it.
+ */
+#define MEMQ_ROUTES 8            /* route 0 = none; 1..7: runtime objects */
+#define MEMQ_BOUND 2             /* functions lookups may hand out per name */
 struct memq_sym {
 	const char *name;
-	int runtime;             /* enum memq_runtime: which library to search */
-	void *fn;                /* atomic; NULL until resolved */
+	int runtime;                 /* enum memq_runtime */
+	void *const *stand_ins;      /* the wrappers standing for bound[k] (memq_wrap.h), or NULL */
+	void *exported;              /* memq's exported definition, NULL for the queries memq makes */
+	void *fn[MEMQ_ROUTES];       /* atomic; [route]: the function in that object, NULL until looked up */
+	void *bound[MEMQ_BOUND];     /* atomic; set once: what a lookup found (dlsym, cuGetProcAddress) */
 };
 
-void *memq_resolve(struct memq_sym *sym);
+/* ---- routes (memq_route.c) ---- */
+#define MEMQ_ROUTE_CACHE_BITS 14
+extern uint64_t memq_route_cache[];
 
-/* memq_dl.c: libc's dlsym (this library's own calls by name reach its
- * interposed one); the slot of a wrapped name; whether a function is
- * memq's; and what a lookup that found `fn` for `name` hands out: memq's
- * wrapper when it may stand for `fn`, else `fn`. */
-void *memq_real_dlsym(void *handle, const char *name);
+/* Cache entry of a call site: (code << 2 | runtime) << 3 | route. */
+static inline uint64_t memq_route_key(const void *code, int runtime)
+{
+	return (uint64_t) (uintptr_t) code << 2 | (uint64_t) runtime;
+}
+
+static inline size_t memq_route_slot(uint64_t key)
+{
+	return (size_t) ((key * 0x9E3779B97F4A7C15ull) >> (64 - MEMQ_ROUTE_CACHE_BITS));
+}
+
+/* The cached route of a call site (its home slot only), 0 when not cached. */
+static inline int memq_route_cached(const void *code, int runtime)
+{
+	uint64_t key = memq_route_key(code, runtime);
+	uint64_t other = __atomic_load_n(&memq_route_cache[memq_route_slot(key)], __ATOMIC_RELAXED) ^ key << 3;
+
+	return other < MEMQ_ROUTES ? (int) other : 0;   /* the same key leaves only the route */
+}
+
+/* The route of code at `code` (a caller's return address, a function a
+ * lookup found), NULL: the first loaded runtime; 0 when none is loaded. */
+int memq_route(const void *code, int runtime);
+/* `sym`'s function in `route`'s object (looked up once), NULL if none. */
+void *memq_sym_at(struct memq_sym *sym, int route);
+/* CUDA runtime major version (12, 13, ...) of a route: decides prefetch/advise ABI. */
+int memq_route_cuda_major(int route);
+/* After a dlclose: forget routes to objects no longer loaded. */
+void memq_routes_unloaded(void);
+
+/* The exported wrapper's fast path: the function for its caller, when cached. */
+static inline void *memq_fast(struct memq_sym *sym, const void *ra, int runtime)
+{
+	return __atomic_load_n(&sym->fn[memq_route_cached(ra, runtime)], __ATOMIC_ACQUIRE);
+}
+
+/* memq_dl.c: the slot of a wrapped name; whether a function is memq's; and
+ * what a lookup that found `fn` for `name` hands out: a stand-in bound to
+ * `fn`, memq's exported wrapper (per-caller routing), or `fn`. */
 struct memq_sym *memq_sym_find(const char *name);
 int memq_is_ours(const void *fn);
 void *memq_wrapper_for(const char *name, void *fn);
-
-/* Lock-free fast path; resolution races are benign (same answer). */
-static inline void *memq_real(struct memq_sym *sym)
-{
-	void *fn = __atomic_load_n(&sym->fn, __ATOMIC_ACQUIRE);
-	return fn ? fn : memq_resolve(sym);
-}
 
 /*
  * Defines `static struct memq_sym memq_sym_NAME` and a typedef NAME_fn for
  * the real function's type, given its return type and parameter list. A
  * pointer to the slot goes into section memq_syms, the table the lookups
- * (dlsym, cuGetProcAddress, ...) search by name.
+ * (dlsym, cuGetProcAddress, ...) search by name. MEMQ_EXPORTED_FN: for a
+ * name memq exports (a lookup hands out memq's definition, which routes by
+ * its caller).
  */
-#define MEMQ_REAL_FN(rt, ret, name, params)                                 \
-	typedef ret (*name##_fn) params;                                    \
-	static struct memq_sym memq_sym_##name = { #name, rt, NULL };       \
+#define MEMQ_SYM_SLOT(name, rt, stand_ins, exported)                        \
+	static struct memq_sym memq_sym_##name = { #name, rt, stand_ins, exported, { NULL }, { NULL } }; \
 	static struct memq_sym *const memq_symp_##name                      \
 		__attribute__((section("memq_syms"), used)) = &memq_sym_##name
-#define MEMQ_REAL(name) ((name##_fn) memq_real(&memq_sym_##name))
+#define MEMQ_REAL_FN(rt, ret, name, params)                                 \
+	typedef ret (*name##_fn) params;                                    \
+	MEMQ_SYM_SLOT(name, rt, NULL, NULL)
+#define MEMQ_EXPORTED_FN(rt, ret, name, params)                             \
+	typedef ret (*name##_fn) params;                                    \
+	__attribute__((visibility("default"))) ret name params;             \
+	MEMQ_SYM_SLOT(name, rt, NULL, (void *) name)
+#define MEMQ_REAL_AT(name, route) ((name##_fn) memq_sym_at(&memq_sym_##name, (route)))
+/* In an exported function: the real function for its caller. */
+#define MEMQ_REAL_CALLER(name) \
+	MEMQ_REAL_AT(name, memq_route(__builtin_return_address(0), memq_sym_##name.runtime))
+/* The first loaded runtime's: for code with no caller to route by. */
+#define MEMQ_REAL(name) MEMQ_REAL_AT(name, memq_route(NULL, memq_sym_##name.runtime))
+/* In an exported function's fast path: the caller's function when cached, else NULL. */
+#define MEMQ_LOADED(name) \
+	((name##_fn) memq_fast(&memq_sym_##name, __builtin_return_address(0), memq_sym_##name.runtime))
 
 /*
  * Recursion guard. Non-zero while this thread is inside a traced wrapper:
@@ -76,9 +131,10 @@ struct memq_call {
 	void *ip;                /* the application's call site */
 	int device;              /* current device at the call */
 	int saved_errno;
+	int route;               /* the runtime object answering it */
 };
 
-void memq_begin_slow(struct memq_call *c, int runtime, void *ip);
+void memq_begin_slow(struct memq_call *c, int runtime, int route, void *ip);
 
 /* Whether `runtime`'s calls are traced, given its event is enabled: the
  * memq:gate_* events (memq_tp.h) select one runtime, else all are. */
@@ -90,9 +146,12 @@ static inline int memq_runtime_on(int runtime)
 	return runtime == MEMQ_RT_HIP ? hip || !cuda : cuda || !hip;
 }
 
-/* `event` of `runtime` is to be recorded (the wrappers' fast-path test). */
+/* `event` of `runtime` is to be recorded. */
 #define MEMQ_TRACING(event, runtime) \
 	(lttng_ust_tracepoint_enabled(memq, event) && memq_runtime_on(runtime))
+/* ... by this call: not one a traced call makes inside the runtime (the
+ * wrappers' fast-path test; nested calls skip the slow path altogether). */
+#define MEMQ_RECORDS(event, runtime) (MEMQ_TRACING(event, runtime) && !memq_nesting)
 
 /*
  * Start tracing a call when `enabled` (lttng_ust_tracepoint_enabled(...)),
@@ -100,12 +159,18 @@ static inline int memq_runtime_on(int runtime)
  * wrapper; `ip` is the application's call site. Returns 0 when the call is
  * not to be traced.
  */
-static inline int memq_begin(struct memq_call *c, int enabled, int runtime, void *ip)
+static inline int memq_begin_at(struct memq_call *c, int enabled, int runtime, int route, void *ip)
 {
 	if (!enabled || memq_nesting || !memq_runtime_on(runtime))
 		return 0;
-	memq_begin_slow(c, runtime, ip);
+	memq_begin_slow(c, runtime, route, ip);
 	return 1;
+}
+
+/* The same, the runtime object found from `ip` (its caller's). */
+static inline int memq_begin(struct memq_call *c, int enabled, int runtime, void *ip)
+{
+	return memq_begin_at(c, enabled, runtime, -1, ip);
 }
 
 /* After the real call: keep the errno it left. */
@@ -121,11 +186,9 @@ static inline void memq_end(struct memq_call *c)
 	errno = c->saved_errno;
 }
 
-/* The current device (-1 when the runtime cannot tell), via the real API. */
-int memq_current_device(int runtime);
-
-/* CUDA runtime major version (12, 13, ...): decides prefetch/advise ABI. */
-int memq_cuda_major(void);
+/* The current device (-1 when the runtime cannot tell), via the real API of
+ * the runtime object `route`. */
+int memq_current_device(int runtime, int route);
 
 /* ---- live allocation table (sharded hash, memory from mmap) ---- */
 struct memq_alloc_info {

@@ -69,9 +69,10 @@ static inline void memq_rt_copy3d_rec(struct memq_copy_rec *rec, int api, const 
 	WRAPPER(rt, name, copy, (const struct memq_rt_copy3d *p, void *stream), (p, stream), \
 		EMIT_RT_COPY_3D(name, p, stream))
 
-/* CUDA driver: the current context's device (-1 without one), and memq:device. */
-int memq_driver_current_device(void);
-void memq_driver_describe_devices(void);
+/* CUDA driver (the runtime object `route`): the current context's device
+ * (-1 without one), and memq:device. */
+int memq_driver_current_device(int route);
+void memq_driver_describe_devices(int route);
 
 /* Traced calls per runtime (enum memq_runtime index), for the exit report. */
 extern unsigned long memq_traced_calls[4];

@@ -6,6 +6,8 @@
   libhipwork.so, libcudawork.so     workload libraries (every wrapped call, logged as JSON lines)
   workload                          C driver: hip|cuda|fork|crash|wait LOG, stress THREADS ITERS
   driver_work                       direct|procaddr|vmm|runtime LOG: the paths around a linked runtime
+  libcudart.so.13, libmod12.so,     a second CUDA runtime copy (CUDA 13) and one module linked with each
+  libmod13.so, two_runtimes         copy; two_runtimes DIR LOG runs both in one process
 and returns their paths. Everything finds its neighbours through an $ORIGIN
 rpath, so nothing needs LD_LIBRARY_PATH.
 """
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
+GPU = FAKES.parent / "gpu"
 PRELOAD = FAKES.parent.parent / "preload"
 CFLAGS = ["-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=gnu11"]
 RPATH = "-Wl,-rpath,$ORIGIN"
@@ -34,6 +37,7 @@ class FakeGpu:
     python_workload: Path  # work_local.py: ctypes, RTLD_LOCAL
     cuda_driver: Path
     driver_work: Path
+    two_runtimes: Path
 
     def python_argv(self, python: str, runtime: str, log: Path) -> list[str]:
         """argv running the `runtime` workload from Python through ctypes (RTLD_LOCAL)."""
@@ -70,7 +74,22 @@ def build_fakes(dest: Path) -> FakeGpu:
     # (driver_work uses fake_mem.h for the 3D-copy parameter struct only: the rest is unused there)
     _gcc([inc, RPATH, "-Wno-unused-function", "-Wno-unused-variable", "-o", str(driver_work), src["driver_work.c"],
           f"-L{dest}", "-l:libcuda.so.1", "-ldl"])
-    return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work)
+    _build_two_runtimes(dest)
+    return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work,
+                   dest / "two_runtimes")
+
+
+def _build_two_runtimes(dest: Path) -> None:
+    """libcudart.so.13 (fake_cuda.c as CUDA 13, with that symbol version), libmod12.so / libmod13.so
+    (cuda_module.c linked with each copy) and two_runtimes, which dlopens both modules."""
+    inc = f"-I{FAKES}"
+    _gcc(["-fPIC", "-shared", inc, "-DFAKE_CUDA_DEFAULT_VERSION=13000", "-Wl,-soname,libcudart.so.13",
+          f"-Wl,--version-script={GPU / 'fake_cudart13.map'}", "-o", str(dest / "libcudart.so.13"),
+          str(FAKES / "fake_cuda.c"), "-lpthread", "-ldl"])
+    for major in (12, 13):
+        _gcc(["-fPIC", "-shared", inc, RPATH, f"-DMODULE_MAJOR={major}", "-o", str(dest / f"libmod{major}.so"),
+              str(FAKES / "cuda_module.c"), f"-L{dest}", f"-l:libcudart.so.{major}"])
+    _gcc([inc, "-o", str(dest / "two_runtimes"), str(FAKES / "two_runtimes.c"), "-ldl"])
 
 
 def build_table_check(dest: Path) -> Path:
