@@ -36,3 +36,15 @@ def test_two_runtimes_recorded(fake_gpu, tmp_path) -> None:
     assert_events_match(call_events(run.dir, calls[0]["pid"]), calls)
     (report,) = [r for r in run.meta["reach"] if r["pid"] == calls[0]["pid"]]
     assert report["calls"]["cuda"] == len(calls) and report["table_dropped"] == 0
+
+
+def test_a_runtime_unloaded_and_another_mapped_in_its_place(fake_gpu, tmp_path) -> None:
+    """Module 12 and its runtime are dlclosed; module 13 and libcudart.so.13 then load at the same addresses (as
+    glibc does): its calls must not be routed to what was cached for the unloaded copy (the CUDA 12 prefetch form,
+    and functions of an object that is gone)."""
+    log = tmp_path / "log.jsonl"
+    run = record(tmp_path / "trace", [str(fake_gpu.two_runtimes), str(fake_gpu.dir), str(log), "reload"], api="cuda")
+    assert run.meta["exit_code"] == 0, run.stderr
+    calls = read_worklog(log)
+    assert [c["device"] for c in calls if c["api"] == "cudaMemPrefetchAsync"] == [1, 0]
+    assert_events_match(call_events(run.dir, calls[0]["pid"]), calls)

@@ -63,6 +63,22 @@ static void through_handle(void *runtime, int device)
 	check(r == 0 && !owns(d), "cudaFree by dlsym went to another runtime");
 }
 
+/*
+ *   two_runtimes DIR LOG reload
+ * runs module 12, unloads it (and its runtime with it), then runs module 13,
+ * which the loader is free to map where module 12 and its runtime were.
+ */
+static int reload(const char *dir, const char *log)
+{
+	void *mod = open_in(dir, "libmod12.so");
+	int failures12 = ((run_t) dlsym(mod, "module_run"))(log, 1);
+
+	if (dlclose(mod))
+		return 2;
+	mod = open_in(dir, "libmod13.so");
+	return failures12 + ((run_t) dlsym(mod, "module_run"))(log, 0) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	void *mod12, *mod13, *rt12, *rt13;
@@ -70,8 +86,10 @@ int main(int argc, char **argv)
 	device_t device12;
 	const char *pending;
 
+	if (argc == 4 && !strcmp(argv[3], "reload"))
+		return reload(argv[1], argv[2]);
 	if (argc != 3) {
-		fprintf(stderr, "usage: two_runtimes DIR LOG\n");
+		fprintf(stderr, "usage: two_runtimes DIR LOG [reload]\n");
 		return 2;
 	}
 	mod12 = open_in(argv[1], "libmod12.so");
