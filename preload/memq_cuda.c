@@ -2,8 +2,8 @@
  * CUDA runtime wrappers (libcudart). Signatures from cuda_runtime_api.h
  * (12.x, 13.0); cudaError_t is an int, cudaStream_t / cudaMemPool_t are
  * pointers. Code built with --default-stream per-thread calls the _ptds
- * (synchronous, recorded on stream 0x2 = cudaStreamPerThread) and _ptsz
- * (stream-taking) exports instead: wrapped as well.
+ * (synchronous) and _ptsz (stream-taking) exports instead: wrapped as well,
+ * their default stream recorded as 0x2 = cudaStreamPerThread (MEMQ_STREAM).
  */
 #include <string.h>
 
@@ -62,20 +62,12 @@ SET_DEVICE(CUDA, cudaSetDevice)
  * cudaRuntimeGetVersion, else the soname). Two runtimes in one process
  * (12 and 13) each get their own form.
  */
-struct cuda_location {
-	int type;                /* 1 = device, 2..4 = host / host NUMA */
-	int id;
-};
-
-#define CUDA_LOCATION_DEVICE 1
-#define CUDA_CPU_DEVICE_ID (-1)
-
 static int location_device(uint64_t bits)
 {
-	struct cuda_location loc;
+	struct memq_location loc;
 
 	memcpy(&loc, &bits, sizeof(loc));
-	return loc.type == CUDA_LOCATION_DEVICE ? loc.id : CUDA_CPU_DEVICE_ID;
+	return memq_location_device(loc);
 }
 
 /* Whether the call was in the CUDA 13 / _v2 form. */
@@ -102,6 +94,7 @@ static int new_form(int v2, int route)
 PREFETCH(cudaMemPrefetchAsync, 0)
 PREFETCH(cudaMemPrefetchAsync_ptsz, 0)
 PREFETCH(cudaMemPrefetchAsync_v2, 1)
+PREFETCH(cudaMemPrefetchAsync_v2_ptsz, 1)
 ADVISE(cudaMemAdvise, 0)
 ADVISE(cudaMemAdvise_v2, 1)
 

@@ -114,14 +114,12 @@ WRAPPER(DRV, cuMemPrefetchAsync, prefetch, (void *p, size_t n, int device, void 
 WRAPPER(DRV, cuMemPrefetchAsync_ptsz, prefetch, (void *p, size_t n, int device, void *stream),
 	(p, n, device, stream), EMIT_PREFETCH(cuMemPrefetchAsync_ptsz, p, n, device, stream))
 
-struct cu_location { int type, id; };   /* CUmemLocation: type 1 = device */
-#define LOCATION_DEVICE(loc) ((loc).type == 1 ? (loc).id : -1)
-WRAPPER(DRV, cuMemPrefetchAsync_v2, prefetch, (void *p, size_t n, struct cu_location loc, unsigned int flags, void *stream),
-	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2, p, n, LOCATION_DEVICE(loc), stream))
-WRAPPER(DRV, cuMemPrefetchAsync_v2_ptsz, prefetch, (void *p, size_t n, struct cu_location loc, unsigned int flags, void *stream),
-	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2_ptsz, p, n, LOCATION_DEVICE(loc), stream))
-WRAPPER(DRV, cuMemAdvise_v2, advise, (void *p, size_t n, int advice, struct cu_location loc),
-	(p, n, advice, loc), EMIT_ADVISE(cuMemAdvise_v2, p, n, advice, LOCATION_DEVICE(loc)))
+WRAPPER(DRV, cuMemPrefetchAsync_v2, prefetch, (void *p, size_t n, struct memq_location loc, unsigned int flags, void *stream),
+	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2, p, n, memq_location_device(loc), stream))
+WRAPPER(DRV, cuMemPrefetchAsync_v2_ptsz, prefetch, (void *p, size_t n, struct memq_location loc, unsigned int flags, void *stream),
+	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2_ptsz, p, n, memq_location_device(loc), stream))
+WRAPPER(DRV, cuMemAdvise_v2, advise, (void *p, size_t n, int advice, struct memq_location loc),
+	(p, n, advice, loc), EMIT_ADVISE(cuMemAdvise_v2, p, n, advice, memq_location_device(loc)))
 
 /* cuMemcpyPeer[Async](dst, dst context, src, src context, bytes[, stream]):
  * what cudaMemcpyPeer becomes under nvcc's static runtime. The devices sit
@@ -220,7 +218,7 @@ static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_co
 #define EMIT_CU_COPY(fill, name, p, strm)                                    \
 	{                                                                    \
 		struct memq_copy_rec rec;                                    \
-		fill(&rec, MEMQ_API_##name, (p), (strm), r);                 \
+		fill(&rec, MEMQ_API_##name, (p), MEMQ_STREAM_PTR(name, strm), r); \
 		memq_emit_copy(&c, &rec);                                    \
 	}
 #define CU_COPY_STRUCT(fill, type, name, strm)                               \
@@ -281,14 +279,14 @@ static void vmm_drop_if_unused(struct vmm_handle *h)
 }
 
 /* The allocation properties' location (CUmemAllocationProp == hipMemAllocationProp). */
-struct vmm_prop { int type, handle_types; struct cu_location location; };
+struct vmm_prop { int type, handle_types; struct memq_location location; };
 
 static void vmm_created(uint64_t handle, const struct vmm_prop *prop)
 {
 	pthread_mutex_lock(&vmm_lock);
 	for (int i = 0; i < VMM_HANDLES; i++) {
 		if (!vmm_handles[i].handle) {
-			vmm_handles[i] = (struct vmm_handle) { handle, prop ? LOCATION_DEVICE(prop->location) : -1, 0, 0 };
+			vmm_handles[i] = (struct vmm_handle) { handle, prop ? memq_location_device(prop->location) : -1, 0, 0 };
 			break;
 		}
 	}

@@ -58,7 +58,7 @@ static inline void memq_rt_copy3d_rec(struct memq_copy_rec *rec, int api, const 
 #define EMIT_RT_COPY_3D(name, p, strm)                                       \
 	{                                                                    \
 		struct memq_copy_rec rec;                                    \
-		memq_rt_copy3d_rec(&rec, MEMQ_API_##name, (p), (strm), r);   \
+		memq_rt_copy3d_rec(&rec, MEMQ_API_##name, (p), MEMQ_STREAM_PTR(name, strm), r); \
 		memq_emit_copy(&c, &rec);                                    \
 	}
 

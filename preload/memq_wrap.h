@@ -31,6 +31,39 @@
 
 #define U64(x) ((uint64_t) (uintptr_t) (x))
 
+/*
+ * Stream ids: one stream, one id. 0 and 0x1 (cudaStreamLegacy,
+ * hipStreamLegacy, CU_STREAM_LEGACY) are the legacy default stream: 0; 0x2
+ * (cudaStreamPerThread, hipStreamPerThread, CU_STREAM_PER_THREAD) is the
+ * calling thread's per-thread default stream: 0x2. In a per-thread-stream
+ * entry point (the _ptsz/_ptds/_spt exports code built with a per-thread
+ * default stream calls) stream 0 means the per-thread stream: 0x2.
+ */
+#define MEMQ_STREAM_LEGACY 0x1
+#define MEMQ_STREAM_PER_THREAD 0x2
+static inline uint64_t memq_stream_id(uint64_t stream, int per_thread_entry)
+{
+	if (stream == 0)
+		return per_thread_entry ? MEMQ_STREAM_PER_THREAD : 0;
+	return stream == MEMQ_STREAM_LEGACY ? 0 : stream;
+}
+
+/* Whether a name (a string literal: folded at compile time) ends with `suffix`. */
+#define MEMQ_ENDS_WITH(str, suffix) \
+	(sizeof(str) >= sizeof(suffix) && !__builtin_memcmp((str) + sizeof(str) - sizeof(suffix), suffix, sizeof(suffix)))
+#define MEMQ_PER_THREAD_ENTRY(name) \
+	(MEMQ_ENDS_WITH(#name, "_ptsz") || MEMQ_ENDS_WITH(#name, "_ptds") || MEMQ_ENDS_WITH(#name, "_spt"))
+/* The recorded id of the stream `strm` given to `name`. */
+#define MEMQ_STREAM(name, strm) memq_stream_id(U64(strm), MEMQ_PER_THREAD_ENTRY(name))
+#define MEMQ_STREAM_PTR(name, strm) ((void *) (uintptr_t) MEMQ_STREAM(name, strm))
+
+/* cudaMemLocation == CUmemLocation == hipMemLocation; type 1 = a device. */
+struct memq_location { int type, id; };
+static inline int memq_location_device(struct memq_location loc)
+{
+	return loc.type == 1 ? loc.id : -1;
+}
+
 /* The slot of a wrapped name, with its stand-ins (declared here, defined by MEMQ_FRONTS). */
 #define MEMQ_WRAPPED_FN(rt, name, params)                                   \
 	typedef int (*name##_fn) params;                                    \
@@ -110,7 +143,7 @@
 		struct memq_alloc_rec rec = {                                \
 			.api = MEMQ_API_##name, .mem_kind = (kind),          \
 			.result = r, .ptr = r == 0 ? (out) : 0,              \
-			.size = (bytes), .stream = U64(strm), .flags = (flg),\
+			.size = (bytes), .stream = MEMQ_STREAM(name, strm), .flags = (flg),\
 			.width = (w), .height = (h) };                       \
 		memq_emit_alloc(&c, &rec, (registered));                     \
 	}
@@ -166,7 +199,7 @@
 			struct memq_free_rec rec = {                         \
 				.api = MEMQ_API_##name, .mem_kind = info.kind,\
 				.result = r, .ptr = U64(p),                  \
-				.size = info.size, .stream = U64(strm) };    \
+				.size = info.size, .stream = MEMQ_STREAM(name, strm) }; \
 			memq_emit_free(&c, &rec, registered);                \
 		}                                                            \
 		return r;                                                    \
@@ -183,7 +216,7 @@
 	{                                                                    \
 		struct memq_copy_rec rec = {                                 \
 			.api = MEMQ_API_##name, .dst = U64(d), .src = U64(s),\
-			.bytes = (n), .kind = (k), .stream = U64(strm),      \
+			.bytes = (n), .kind = (k), .stream = MEMQ_STREAM(name, strm), \
 			.src_device = -1, .width = (w), .height = (h),       \
 			.dpitch = (dp), .spitch = (sp), .result = r };       \
 		memq_emit_copy(&c, &rec);                                    \
@@ -225,7 +258,7 @@
 	{                                                                    \
 		struct memq_copy_rec rec = {                                 \
 			.api = MEMQ_API_##name, .dst = U64(d), .src = U64(s),\
-			.bytes = (n), .kind = MEMQ_DTOD, .stream = U64(strm),\
+			.bytes = (n), .kind = MEMQ_DTOD, .stream = MEMQ_STREAM(name, strm), \
 			.device = (dd), .src_device = (sd), .result = r };   \
 		memq_emit_copy(&c, &rec);                                    \
 	}
@@ -243,7 +276,7 @@
 	{                                                                    \
 		struct memq_set_rec rec = {                                  \
 			.api = MEMQ_API_##name, .dst = U64(d), .value = (v), \
-			.bytes = (n), .stream = U64(strm), .result = r };    \
+			.bytes = (n), .stream = MEMQ_STREAM(name, strm), .result = r }; \
 		memq_emit_set(&c, &rec);                                     \
 	}
 
@@ -259,7 +292,7 @@
 #define EMIT_SYNC(name, strm)                                                \
 	{                                                                    \
 		struct memq_sync_rec rec = {                                 \
-			.api = MEMQ_API_##name, .stream = U64(strm), .result = r }; \
+			.api = MEMQ_API_##name, .stream = MEMQ_STREAM(name, strm), .result = r }; \
 		memq_emit_sync(&c, &rec);                                    \
 	}
 
@@ -328,7 +361,7 @@
 	{                                                                    \
 		struct memq_prefetch_rec rec = {                             \
 			.api = MEMQ_API_##name, .ptr = U64(p), .bytes = (n), \
-			.dst_device = (dst_dev), .stream = U64(strm),        \
+			.dst_device = (dst_dev), .stream = MEMQ_STREAM(name, strm), \
 			.result = r };                                       \
 		memq_emit_prefetch(&c, &rec);                                \
 	}

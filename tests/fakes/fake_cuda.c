@@ -181,6 +181,10 @@ cudaError_t cudaMemPrefetchAsync_v2(const void *p, size_t n, struct cudaMemLocat
 	(void) n; (void) st;
 	return !p || flags ? cudaErrorInvalidValue : check_location(loc);
 }
+cudaError_t cudaMemPrefetchAsync_v2_ptsz(const void *p, size_t n, struct cudaMemLocation loc, unsigned flags, cudaStream_t st)
+{
+	return cudaMemPrefetchAsync_v2(p, n, loc, flags, st);
+}
 cudaError_t cudaMemAdvise_v2(const void *p, size_t n, int advice, struct cudaMemLocation loc)
 {
 	(void) n;

@@ -8,6 +8,7 @@
   driver_work                       direct|procaddr|vmm|runtime LOG: the paths around a linked runtime
   libcudart.so.13, libmod12.so,     a second CUDA runtime copy (CUDA 13) and one module linked with each
   libmod13.so, two_runtimes         copy; two_runtimes DIR LOG runs both in one process
+  stream_work                       hip|cuda LOG: per-thread default stream entry points and stream ids
 and returns their paths. Everything finds its neighbours through an $ORIGIN
 rpath, so nothing needs LD_LIBRARY_PATH.
 """
@@ -22,6 +23,8 @@ GPU = FAKES.parent / "gpu"
 PRELOAD = FAKES.parent.parent / "preload"
 CFLAGS = ["-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=gnu11"]
 RPATH = "-Wl,-rpath,$ORIGIN"
+# Programs that use fake_mem.h for the 3D-copy parameter struct only: the rest is unused there.
+FAKE_MEM_STRUCTS_ONLY = ("-Wno-unused-function", "-Wno-unused-variable")
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class FakeGpu:
     cuda_driver: Path
     driver_work: Path
     two_runtimes: Path
+    stream_work: Path  # hip|cuda LOG: per-thread-stream entry points, stream ids
 
     def python_argv(self, python: str, runtime: str, log: Path) -> list[str]:
         """argv running the `runtime` workload from Python through ctypes (RTLD_LOCAL)."""
@@ -54,7 +58,7 @@ def build_fakes(dest: Path) -> FakeGpu:
     """Compile the fakes and workloads into `dest` (created if needed)."""
     dest.mkdir(parents=True, exist_ok=True)
     src = {name: str(FAKES / name) for name in ("fake_hip.c", "fake_cuda.c", "fake_cudadrv.c", "hip_work.c",
-                                                "cuda_work.c", "workload.c", "driver_work.c")}
+                                                "cuda_work.c", "workload.c", "driver_work.c", "stream_work.c")}
     hip = dest / "libamdhip64.so"
     cuda = dest / "libcudart.so.12"
     hip_work = dest / "libhipwork.so"
@@ -71,12 +75,15 @@ def build_fakes(dest: Path) -> FakeGpu:
     driver = dest / "libcuda.so.1"
     _gcc(["-fPIC", "-shared", inc, "-Wl,-soname,libcuda.so.1", "-o", str(driver), src["fake_cudadrv.c"], "-lpthread"])
     driver_work = dest / "driver_work"
-    # (driver_work uses fake_mem.h for the 3D-copy parameter struct only: the rest is unused there)
-    _gcc([inc, RPATH, "-Wno-unused-function", "-Wno-unused-variable", "-o", str(driver_work), src["driver_work.c"],
+    _gcc([inc, RPATH, *FAKE_MEM_STRUCTS_ONLY, "-o", str(driver_work), src["driver_work.c"],
           f"-L{dest}", "-l:libcuda.so.1", "-ldl"])
     _build_two_runtimes(dest)
+    stream_work = dest / "stream_work"
+    _gcc([inc, RPATH, *FAKE_MEM_STRUCTS_ONLY, "-o", str(stream_work), src["stream_work.c"], f"-L{dest}",
+          "-l:libamdhip64.so",
+          "-l:libcudart.so.12", "-l:libcuda.so.1", "-lpthread"])
     return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work,
-                   dest / "two_runtimes")
+                   dest / "two_runtimes", stream_work)
 
 
 def _build_two_runtimes(dest: Path) -> None:
