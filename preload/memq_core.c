@@ -266,8 +266,13 @@ static void fork_child(void)
 	/* New process: it gets its own clock reading and device list. The
 	 * events cannot be emitted here (liblttng-ust-fork re-registers the
 	 * child after this handler), so they go out with its first traced
-	 * call, or at its exit. The allocation table is inherited on purpose:
-	 * the child's address space holds the same allocations. */
+	 * call, or at its exit. The allocation table is kept: host blocks and
+	 * host-registered ranges are in the child's copy of the address space.
+	 * CUDA/HIP device, pinned and managed mappings are not (the runtimes
+	 * mark them not to be inherited, and a context cannot be used after
+	 * fork): their entries go stale, harmlessly, since a free of one in the
+	 * child fails (the entry goes back, the event carries the error) and a
+	 * new allocation at the same address replaces it. */
 	__atomic_store_n(&clock_start_pending, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&devices_pending[MEMQ_RT_HIP], 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&devices_pending[MEMQ_RT_CUDA], 1, __ATOMIC_RELAXED);
