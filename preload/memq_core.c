@@ -170,12 +170,12 @@ void memq_begin_slow(struct memq_call *c, int runtime, int route, void *ip)
 	memq_nesting++;
 	c->saved_errno = errno;
 	c->ip = ip;
-	c->route = route < 0 ? memq_route(ip, runtime) : route;
+	c->route = route < 0 ? memq_route_of(ip, runtime) : route;
 	/* A session started after the library initialised, or a forked
 	 * child: the process events go first, once. */
 	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED))
 		emit_clock_start_once();
-	__atomic_add_fetch(&memq_traced_calls[runtime], 1, __ATOMIC_RELAXED);
+	memq_count_traced(runtime);
 	if (__atomic_load_n(&devices_pending[DEVICES_SLOT(runtime)], __ATOMIC_RELAXED))
 		describe_devices_once(runtime, c->route);
 	c->device = memq_current_device(runtime, c->route);

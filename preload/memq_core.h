@@ -48,16 +48,20 @@ static inline uint64_t memq_route_key(const void *code, int runtime)
 	return (uint64_t) (uintptr_t) code << 2 | (uint64_t) runtime;
 }
 
-static inline size_t memq_route_slot(uint64_t key)
+/* The home slot: the address's low bits (+ the runtime, so that one call site
+ * calling two runtimes, e.g. libffi's, has both), no multiply on the fast
+ * path. Call sites are at least two bytes apart; ones 16 KiB apart share a
+ * home slot and probe on in memq_route. */
+static inline size_t memq_route_slot(const void *code, int runtime)
 {
-	return (size_t) ((key * 0x9E3779B97F4A7C15ull) >> (64 - MEMQ_ROUTE_CACHE_BITS));
+	return ((uintptr_t) code + (unsigned) runtime) & ((1u << MEMQ_ROUTE_CACHE_BITS) - 1);
 }
 
 /* The cached route of a call site (its home slot only), 0 when not cached. */
 static inline int memq_route_cached(const void *code, int runtime)
 {
 	uint64_t key = memq_route_key(code, runtime);
-	uint64_t other = __atomic_load_n(&memq_route_cache[memq_route_slot(key)], __ATOMIC_RELAXED) ^ key << 3;
+	uint64_t other = __atomic_load_n(&memq_route_cache[memq_route_slot(code, runtime)], __ATOMIC_RELAXED) ^ key << 3;
 
 	return other < MEMQ_ROUTES ? (int) other : 0;   /* the same key leaves only the route */
 }
@@ -76,6 +80,36 @@ void memq_routes_unloaded(void);
 static inline void *memq_fast(struct memq_sym *sym, const void *ra, int runtime)
 {
 	return __atomic_load_n(&sym->fn[memq_route_cached(ra, runtime)], __ATOMIC_ACQUIRE);
+}
+
+/* memq_sym_at, its cached answer inline. */
+static inline void *memq_sym_fn(struct memq_sym *sym, int route)
+{
+	void *fn = route > 0 && route < MEMQ_ROUTES ? __atomic_load_n(&sym->fn[route], __ATOMIC_ACQUIRE) : NULL;
+
+	return fn ? fn : memq_sym_at(sym, route);
+}
+
+/* The route of `code` (cached: inline; else found), like memq_route. */
+static inline int memq_route_of(const void *code, int runtime)
+{
+	int route = memq_route_cached(code, runtime);
+
+	return route ? route : memq_route(code, runtime);
+}
+
+/* The function for the caller at `ra` and its route, resolved when not cached. */
+static inline void *memq_caller_fn(struct memq_sym *sym, const void *ra, int runtime, int *route)
+{
+	void *fn;
+
+	*route = memq_route_cached(ra, runtime);
+	fn = __atomic_load_n(&sym->fn[*route], __ATOMIC_ACQUIRE);
+	if (!fn) {
+		*route = memq_route(ra, runtime);
+		fn = memq_sym_at(sym, *route);
+	}
+	return fn;
 }
 
 /* memq_dl.c: the slot of a wrapped name; whether a function is memq's; and
@@ -104,10 +138,10 @@ void *memq_wrapper_for(const char *name, void *fn);
 	typedef ret (*name##_fn) params;                                    \
 	__attribute__((visibility("default"))) ret name params;             \
 	MEMQ_SYM_SLOT(name, rt, NULL, (void *) name)
-#define MEMQ_REAL_AT(name, route) ((name##_fn) memq_sym_at(&memq_sym_##name, (route)))
+#define MEMQ_REAL_AT(name, route) ((name##_fn) memq_sym_fn(&memq_sym_##name, (route)))
 /* In an exported function: the real function for its caller. */
 #define MEMQ_REAL_CALLER(name) \
-	MEMQ_REAL_AT(name, memq_route(__builtin_return_address(0), memq_sym_##name.runtime))
+	MEMQ_REAL_AT(name, memq_route_of(__builtin_return_address(0), memq_sym_##name.runtime))
 /* The first loaded runtime's: for code with no caller to route by. */
 #define MEMQ_REAL(name) MEMQ_REAL_AT(name, memq_route(NULL, memq_sym_##name.runtime))
 /* In an exported function's fast path: the caller's function when cached, else NULL. */

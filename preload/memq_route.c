@@ -178,7 +178,7 @@ static int resolve(const void *code, int runtime)
 int memq_route(const void *code, int runtime)
 {
 	uint64_t key = memq_route_key(code, runtime), entry;
-	size_t home = memq_route_slot(key), mask = (1u << MEMQ_ROUTE_CACHE_BITS) - 1;
+	size_t home = memq_route_slot(code, runtime), mask = (1u << MEMQ_ROUTE_CACHE_BITS) - 1;
 	int route;
 
 	if (runtime < MEMQ_RT_HIP || runtime > MEMQ_RT_CUDRV)

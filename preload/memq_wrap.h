@@ -82,7 +82,7 @@ static inline int memq_location_device(struct memq_location loc)
 	static MEMQ_NOINLINE int stand_in##k##_slow_##name(MEMQ_UNPAREN params, void *ip) \
 	{                                                                    \
 		name##_fn real = (name##_fn) __atomic_load_n(&memq_sym_##name.bound[k], __ATOMIC_ACQUIRE); \
-		return traced_##name(real, memq_route((void *) real, rt), MEMQ_UNPAREN args, ip); \
+		return traced_##name(real, memq_route_of((void *) real, rt), MEMQ_UNPAREN args, ip); \
 	}                                                                    \
 	static int memq_stand_in##k##_##name params                          \
 	{                                                                    \
@@ -100,8 +100,8 @@ static inline int memq_location_device(struct memq_location loc)
 #define MEMQ_FRONTS(rt, name, slow_needed, params, args)                     \
 	static MEMQ_NOINLINE int slow_##name(MEMQ_UNPAREN params, void *ip)  \
 	{                                                                    \
-		int route = memq_route(ip, rt);                              \
-		name##_fn real = (name##_fn) memq_sym_at(&memq_sym_##name, route); \
+		int route;                                                   \
+		name##_fn real = (name##_fn) memq_caller_fn(&memq_sym_##name, ip, rt, &route); \
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		return traced_##name(real, route, MEMQ_UNPAREN args, ip);    \
@@ -322,8 +322,8 @@ static inline int memq_location_device(struct memq_location loc)
 	}                                                                    \
 	static MEMQ_NOINLINE int slow_##name(void *ip)                       \
 	{                                                                    \
-		int route = memq_route(ip, rt);                              \
-		name##_fn real = (name##_fn) memq_sym_at(&memq_sym_##name, route); \
+		int route;                                                   \
+		name##_fn real = (name##_fn) memq_caller_fn(&memq_sym_##name, ip, rt, &route); \
 		return real ? traced_##name(real, route, ip) : MEMQ_ERR_NO_RUNTIME; \
 	}                                                                    \
 	MEMQ_EXPORT int name(void)                                           \
@@ -343,7 +343,7 @@ static inline int memq_location_device(struct memq_location loc)
 		name##_fn real = (name##_fn) __atomic_load_n(&memq_sym_##name.bound[k], __ATOMIC_ACQUIRE); \
 		if (__builtin_expect(!MEMQ_RECORDS(sync, rt), 1))            \
 			return real();                                       \
-		return traced_##name(real, memq_route((void *) real, rt), __builtin_return_address(0)); \
+		return traced_##name(real, memq_route_of((void *) real, rt), __builtin_return_address(0)); \
 	}
 
 #define EMIT_SET_DEVICE(name, dev)                                           \
