@@ -22,6 +22,12 @@ for 2 MiB-aligned pointers (device blocks) against 48-byte-spaced ones.
 Goal: aligned within 2x of unaligned.
 
     python3 bench/preload_overhead.py [--calls 5000000] [--traced-calls 500000] [--repeat 5] [--table-entries 400000]
+        [--isolated] [--instructions]
+
+`--instructions` also counts, with valgrind's callgrind, the instructions of
+one recorded cudaMemcpyAsync and how they split between LTTng (the event
+probe), the runtime and memq's own path: a figure the machine's load does not
+change.
 
 Caveat: LTTng sessions are per user. If another session of this user enables
 memq:* while this runs (other engineers' tests on a shared machine), the
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,25 +74,26 @@ static double now(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+/* bench N [cuda]: N calls of each (only cudaMemcpyAsync with "cuda") */
 int main(int argc, char **argv)
 {
-	long n = atol(argv[1]);
+	long n = atol(argv[1]), m = argc > 2 ? 0 : n;
 	char src[64] = "1234567", dst[64];
 	void *stream = (void *) 0x1000;
 	double t[4];
 	int bad = 0;
 
 	t[0] = now();
-	for (long i = 0; i < n; i++)
+	for (long i = 0; i < m; i++)
 		bad |= hipStreamSynchronize(stream);
 	t[1] = now();
-	for (long i = 0; i < n; i++)
+	for (long i = 0; i < m; i++)
 		bad |= hipMemcpyAsync(dst, src, 8, 1, stream);
 	t[2] = now();
 	for (long i = 0; i < n; i++)
 		bad |= cudaMemcpyAsync(dst, src, 64, 1, stream);
 	t[3] = now();
-	printf("%.3f %.3f %.3f\n", (t[1] - t[0]) / n, (t[2] - t[1]) / n, (t[3] - t[2]) / n);
+	printf("%.3f %.3f %.3f\n", (t[1] - t[0]) / (m ? m : 1), (t[2] - t[1]) / (m ? m : 1), (t[3] - t[2]) / n);
 	return bad;
 }
 """
@@ -171,6 +179,36 @@ def recorded(exe: Path, calls: int, api: str, out: Path, env: dict[str, str]) ->
     return figures(proc.stdout)
 
 
+# callgrind_annotate --inclusive=yes rows: "12,345 (6.7%)  file:function [object]"
+ROW = re.compile(r"^\s*([\d,]+) \([^)]*\)\s+\S*?:(\S+)(?: \[(\S+)\])?")
+
+
+def instructions(exe: Path, calls: int, work: Path, env: dict[str, str]) -> dict[str, float]:
+    """Instructions per recorded cudaMemcpyAsync, counted by callgrind (independent of the machine's load): the
+    whole call, LTTng's share (the event probe and the tracepoint's RCU), the fake runtime's, memq's own (the rest)."""
+    out = work / "callgrind.out"
+    subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(work / "cg"), "--api", "cuda", "--",
+                    "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe), str(calls), "cuda"],
+                   env=env, capture_output=True, text=True, check=True)
+    listing = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+                             capture_output=True, text=True, check=True).stdout
+    cost: dict[str, float] = {"call": 0.0, "lttng": 0.0, "runtime": 0.0}
+    for line in listing.splitlines():
+        row = ROW.match(line)
+        if not row:
+            continue
+        n, function, obj = int(row[1].replace(",", "")) / calls, row[2], row[3] or ""
+        if function == "cudaMemcpyAsync" and obj.endswith("libmemq_preload.so"):
+            cost["call"] = max(cost["call"], n)
+        elif function == "cudaMemcpyAsync" and "libcudart" in obj:
+            cost["runtime"] = max(cost["runtime"], n)
+        elif function == "lttng_ust__event_probe__memq___copy" or function.startswith("lttng_ust_tp_rcu_"):
+            cost["lttng"] += n if obj else 0
+    cost["memq"] = cost["call"] - cost["lttng"] - cost["runtime"]
+    shutil.rmtree(work / "cg")
+    return cost
+
+
 def best(runs: list[tuple[float, ...]]) -> tuple[float, ...]:
     return tuple(min(column) for column in zip(*runs))
 
@@ -198,6 +236,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--table-entries", type=int, default=400_000, help="live entries in the table benchmark")
     parser.add_argument("--isolated", action="store_true", help="own session daemon in a private mount namespace")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per recorded cudaMemcpyAsync with valgrind's callgrind")
     args = parser.parse_args()
     if args.isolated and not os.environ.get(ISOLATED_ENV):
         return isolate(sys.argv)
@@ -222,6 +262,7 @@ def measure(args: argparse.Namespace) -> int:
             ways["hip only"].append(recorded(exe, args.calls, "hip", work / f"hip{i}", env))
         plain, idle, traced, hip_only = (best(ways[k]) for k in ("plain", "idle", "traced", "hip only"))
         table = table_figures(build_table(work), args.table_entries, args.repeat)
+        counted = instructions(exe, 20_000, work, env) if args.instructions else None
 
     print(f"ns per call (best of {args.repeat}; {args.calls:,} calls untraced, {args.traced_calls:,} recorded)")
     print(f"{'call':<24}{'unwrapped':>11}{'no session':>12}{'+ns':>8}{'recorded':>11}{'+ns':>8}{'ratio':>8}"
@@ -238,6 +279,9 @@ def measure(args: argparse.Namespace) -> int:
     print(f"a runtime --api leaves out (cudaMemcpyAsync under --api hip) vs no session: {off:+.2f} ns")
     if busy:
         print("note: another LTTng session was active during the untraced runs")
+    if counted:
+        print(f"instructions per recorded cudaMemcpyAsync (callgrind): {counted['call']:.0f} = LTTng "
+              f"{counted['lttng']:.0f} + fake runtime {counted['runtime']:.0f} + memq {counted['memq']:.0f}")
     print(f"\nallocation table, {args.table_entries:,} live entries (ns, best of {args.repeat})")
     print(f"{'pointers':<16}{'insert':>10}{'put+take':>10}")
     for name, (fill, pair) in table.items():

@@ -109,9 +109,12 @@ static inline int memq_location_device(struct memq_location loc)
 	MEMQ_EXPORT int name params                                          \
 	{                                                                    \
 		void *ra = __builtin_return_address(0);                      \
-		name##_fn real = (name##_fn) memq_fast(&memq_sym_##name, ra, rt); \
+		int route = memq_route_cached(ra, rt);                       \
+		name##_fn real = (name##_fn) __atomic_load_n(&memq_sym_##name.fn[route], __ATOMIC_ACQUIRE); \
 		if (__builtin_expect(real && !(slow_needed), 1))             \
 			return real args;                                    \
+		if (real)                                                    \
+			return traced_##name(real, route, MEMQ_UNPAREN args, ra); \
 		return slow_##name(MEMQ_UNPAREN args, ra);                   \
 	}                                                                    \
 	MEMQ_STAND_IN(rt, name, 0, slow_needed, params, args)                \
