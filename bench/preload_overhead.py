@@ -1,29 +1,48 @@
-"""Cost of a wrapped HIP call: unwrapped vs preloaded without a session vs recorded by `memq record`.
+"""Cost of a wrapped GPU call: unwrapped vs preloaded without a session vs recorded by `memq record`.
 
-One C program calls two fake-HIP functions in a tight loop (tests/fakes: the
-call itself does almost nothing, so what is measured is the wrapper):
-hipStreamSynchronize (smallest event, memq:sync) and hipMemcpyAsync of 8
-bytes (largest event, memq:copy: 14 fields). It runs three ways in this one
-bench run:
+One C program calls three fake-runtime functions in tight loops (tests/fakes:
+the call itself does almost nothing, so what is measured is the wrapper):
+hipStreamSynchronize (smallest event, memq:sync), hipMemcpyAsync of 8 bytes
+and cudaMemcpyAsync of 64 bytes (largest event, memq:copy; the call timed on
+the real GPU, docs/PERFORMANCE.md). It runs four ways in this one bench run:
 
-  unwrapped   no LD_PRELOAD                              -> reference
-  no session  LD_PRELOAD=libmemq_preload.so, no session   goal: <= 5 ns more than unwrapped
-  recorded    `memq record --api hip --mode blocking`     goal: <= 300 ns more than unwrapped
+  unwrapped   no LD_PRELOAD                                  -> reference
+  no session  LD_PRELOAD=libmemq_preload.so, no session       goal: <= 5 ns more than unwrapped
+  recorded    `memq record --api hip,cuda --mode blocking`    goal: <= 300 ns more than unwrapped
+  --api hip   `memq record --api hip`: the CUDA call's runtime is not recorded,
+              so it should cost what it costs with no session
 
 and prints ns/call and the differences. The machine is shared: each figure
 is the best of --repeat runs (the code path's cost, not the neighbours'),
-the three ways interleaved so that load drifts hit them alike.
+the ways interleaved so that load drifts hit them alike.
 
-    python3 bench/preload_overhead.py [--calls 5000000] [--traced-calls 500000] [--repeat 5]
+It also times the allocation table (preload/memq_table.c compiled into a
+small program): inserting 400k live entries, and put+take pairs at that load,
+for 2 MiB-aligned pointers (device blocks) against 48-byte-spaced ones.
+Goal: aligned within 2x of unaligned.
+
+    python3 bench/preload_overhead.py [--calls 5000000] [--traced-calls 500000] [--repeat 5] [--table-entries 400000]
+        [--isolated] [--instructions]
+
+`--instructions` also counts, with valgrind's callgrind, the instructions of
+one recorded cudaMemcpyAsync and how they split between LTTng (the event
+probe), the runtime and memq's own path: a figure the machine's load does not
+change.
 
 Caveat: LTTng sessions are per user. If another session of this user enables
-memq:* while this runs, the "no session" figure includes tracing; the script
-says so when it sees an active session.
+memq:* while this runs (other engineers' tests on a shared machine), the
+"no session" figure includes tracing and recorded events are written twice;
+the script says so when it sees an active session. `--isolated` avoids it:
+the bench re-runs itself in a private mount namespace (unshare -m, as root;
+tests/support/gpu_bundle.isolated) with empty LTTng run directories, so its
+programs register only with a session daemon of its own, which `memq record`
+starts there and which is stopped at the end.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,9 +53,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.fakes import build_fakes  # noqa: E402
+from support.gpu_bundle import isolated  # noqa: E402
 
 from ctf2perfetto.paths import native_library  # noqa: E402
 
+CALLS = ("hipStreamSynchronize", "hipMemcpyAsync", "cudaMemcpyAsync")
 PROGRAM = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +65,43 @@ PROGRAM = r"""
 
 int hipStreamSynchronize(void *);
 int hipMemcpyAsync(void *, const void *, size_t, int, void *);
+int cudaMemcpyAsync(void *, const void *, size_t, int, void *);
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* bench N [cuda]: N calls of each (only cudaMemcpyAsync with "cuda") */
+int main(int argc, char **argv)
+{
+	long n = atol(argv[1]), m = argc > 2 ? 0 : n;
+	char src[64] = "1234567", dst[64];
+	void *stream = (void *) 0x1000;
+	double t[4];
+	int bad = 0;
+
+	t[0] = now();
+	for (long i = 0; i < m; i++)
+		bad |= hipStreamSynchronize(stream);
+	t[1] = now();
+	for (long i = 0; i < m; i++)
+		bad |= hipMemcpyAsync(dst, src, 8, 1, stream);
+	t[2] = now();
+	for (long i = 0; i < n; i++)
+		bad |= cudaMemcpyAsync(dst, src, 64, 1, stream);
+	t[3] = now();
+	printf("%.3f %.3f %.3f\n", (t[1] - t[0]) / (m ? m : 1), (t[2] - t[1]) / (m ? m : 1), (t[3] - t[2]) / n);
+	return bad;
+}
+"""
+TABLE_PROGRAM = r"""
+#include "memq_table.c"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 
 static double now(void)
 {
@@ -54,23 +112,45 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	long n = atol(argv[1]);
-	char src[8] = "1234567", dst[8];
-	void *stream = (void *) 0x1000;
+	long n = atol(argv[1]), pairs = 200000;
+	uint64_t stride = strtoull(argv[2], NULL, 0), base = 0x7f0000000000ull;
+	struct memq_alloc_info info;
 	double t0, t1, t2;
-	int bad = 0;
 
 	t0 = now();
 	for (long i = 0; i < n; i++)
-		bad |= hipStreamSynchronize(stream);
+		memq_table_put(base + (uint64_t) i * stride, 0, 64, MEMQ_MEM_DEVICE);
 	t1 = now();
-	for (long i = 0; i < n; i++)
-		bad |= hipMemcpyAsync(dst, src, sizeof(src), 1, stream);
+	for (long i = 0; i < pairs; i++) {
+		uint64_t p = base + (uint64_t) (n + i) * stride;
+		memq_table_put(p, 0, 64, MEMQ_MEM_DEVICE);
+		memq_table_take(p, 0, &info);
+	}
 	t2 = now();
-	printf("%.3f %.3f\n", (t1 - t0) / n, (t2 - t1) / n);
-	return bad;
+	printf("%.3f %.3f\n", (t1 - t0) / n, (t2 - t1) / pairs);
+	return 0;
 }
 """
+TABLE_STRIDES = {"2 MiB-aligned": 2 << 20, "48 B apart": 48}
+
+
+def build_table(work: Path) -> Path:
+    (work / "table.c").write_text(TABLE_PROGRAM)
+    exe = work / "table_bench"
+    lttng = subprocess.run(["pkg-config", "--cflags", "lttng-ust"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    subprocess.run(["gcc", "-O2", f"-I{REPO / 'preload'}", *lttng, "-o", str(exe), str(work / "table.c"),
+                    "-lpthread"], check=True)
+    return exe
+
+
+def table_figures(exe: Path, entries: int, repeat: int) -> dict[str, tuple[float, float]]:
+    """Per pointer layout: best (ns per insert while filling to `entries`, ns per put+take pair at that load)."""
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in TABLE_STRIDES}
+    for _ in range(repeat):
+        for name, stride in TABLE_STRIDES.items():
+            runs[name].append(run([str(exe), str(entries), str(stride)], {}))
+    return {name: best(r) for name, r in runs.items()}
 
 
 def build(work: Path) -> Path:
@@ -78,17 +158,70 @@ def build(work: Path) -> Path:
     (work / "bench.c").write_text(PROGRAM)
     exe = work / "preload_bench"
     subprocess.run(["gcc", "-O2", "-o", str(exe), str(work / "bench.c"), f"-L{fakes.dir}", "-l:libamdhip64.so",
-                    f"-Wl,-rpath,{fakes.dir}"], check=True)
+                    "-l:libcudart.so.12", f"-Wl,-rpath,{fakes.dir}"], check=True)
     return exe
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.split()
-    return float(out[0]), float(out[1])
+def figures(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split())
 
 
-def best(runs: list[tuple[float, float]]) -> tuple[float, float]:
-    return min(r[0] for r in runs), min(r[1] for r in runs)
+def run(argv: list[str], env: dict[str, str]) -> tuple[float, ...]:
+    return figures(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
+
+
+def recorded(exe: Path, calls: int, api: str, out: Path, env: dict[str, str]) -> tuple[float, ...]:
+    proc = subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(out), "--api", api, "--",
+                           str(exe), str(calls)], env=env, capture_output=True, text=True, check=True)
+    if '"discarded_events": 0' not in (out / "memq-record.json").read_text():
+        print(f"warning: a recorded run (--api {api}) lost events", file=sys.stderr)
+    shutil.rmtree(out)
+    return figures(proc.stdout)
+
+
+# callgrind_annotate --inclusive=yes rows: "12,345 (6.7%)  file:function [object]"
+ROW = re.compile(r"^\s*([\d,]+) \([^)]*\)\s+\S*?:(\S+)(?: \[(\S+)\])?")
+
+
+def instructions(exe: Path, calls: int, work: Path, env: dict[str, str]) -> dict[str, float]:
+    """Instructions per recorded cudaMemcpyAsync, counted by callgrind (independent of the machine's load): the
+    whole call, LTTng's share (the event probe and the tracepoint's RCU), the fake runtime's, memq's own (the rest)."""
+    out = work / "callgrind.out"
+    subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(work / "cg"), "--api", "cuda", "--",
+                    "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe), str(calls), "cuda"],
+                   env=env, capture_output=True, text=True, check=True)
+    listing = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+                             capture_output=True, text=True, check=True).stdout
+    cost: dict[str, float] = {"call": 0.0, "lttng": 0.0, "runtime": 0.0}
+    for line in listing.splitlines():
+        row = ROW.match(line)
+        if not row:
+            continue
+        n, function, obj = int(row[1].replace(",", "")) / calls, row[2], row[3] or ""
+        if function == "cudaMemcpyAsync" and obj.endswith("libmemq_preload.so"):
+            cost["call"] = max(cost["call"], n)
+        elif function == "cudaMemcpyAsync" and "libcudart" in obj:
+            cost["runtime"] = max(cost["runtime"], n)
+        elif function == "lttng_ust__event_probe__memq___copy" or function.startswith("lttng_ust_tp_rcu_"):
+            cost["lttng"] += n if obj else 0
+    cost["memq"] = cost["call"] - cost["lttng"] - cost["runtime"]
+    shutil.rmtree(work / "cg")
+    return cost
+
+
+def best(runs: list[tuple[float, ...]]) -> tuple[float, ...]:
+    return tuple(min(column) for column in zip(*runs))
+
+
+ISOLATED_ENV = "MEMQ_BENCH_ISOLATED"
+
+
+def isolate(argv: list[str]) -> int:
+    """Run this bench again in a mount namespace with its own LTTng run directories (see the docstring)."""
+    proc = isolated([sys.executable, *argv], env={**os.environ, ISOLATED_ENV: "1"}, timeout=3600)
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    return proc.returncode
 
 
 def active_sessions() -> bool:
@@ -101,7 +234,17 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=5_000_000, help="calls per loop, untraced runs")
     parser.add_argument("--traced-calls", type=int, default=500_000, help="calls per loop, recorded runs")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--table-entries", type=int, default=400_000, help="live entries in the table benchmark")
+    parser.add_argument("--isolated", action="store_true", help="own session daemon in a private mount namespace")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per recorded cudaMemcpyAsync with valgrind's callgrind")
     args = parser.parse_args()
+    if args.isolated and not os.environ.get(ISOLATED_ENV):
+        return isolate(sys.argv)
+    return measure(args)
+
+
+def measure(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="memq-bench-") as tmp:
         work = Path(tmp)
@@ -110,35 +253,42 @@ def main() -> int:
         env.pop("LD_PRELOAD", None)
         busy = active_sessions()
         preload_env = {**env, "LD_PRELOAD": str(native_library("libmemq_preload.so"))}
-        plain_runs, idle_runs, traced_runs = [], [], []
+        ways: dict[str, list[tuple[float, ...]]] = {"plain": [], "idle": [], "traced": [], "hip only": []}
         for i in range(args.repeat):
-            plain_runs.append(run([str(exe), str(args.calls)], env))
-            idle_runs.append(run([str(exe), str(args.calls)], preload_env))
+            ways["plain"].append(run([str(exe), str(args.calls)], env))
+            ways["idle"].append(run([str(exe), str(args.calls)], preload_env))
             busy = busy or active_sessions()
-            out = work / f"trace{i}"
-            proc = subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(out), "--api", "hip",
-                                   "--", str(exe), str(args.traced_calls)],
-                                  env=env, capture_output=True, text=True, check=True)
-            a, b = proc.stdout.split()
-            traced_runs.append((float(a), float(b)))
-            if '"discarded_events": 0' not in (out / "memq-record.json").read_text():
-                print(f"warning: recorded run {i} lost events", file=sys.stderr)
-            shutil.rmtree(out)
-        plain, idle, traced = best(plain_runs), best(idle_runs), best(traced_runs)
+            ways["traced"].append(recorded(exe, args.traced_calls, "hip,cuda", work / f"trace{i}", env))
+            ways["hip only"].append(recorded(exe, args.calls, "hip", work / f"hip{i}", env))
+        plain, idle, traced, hip_only = (best(ways[k]) for k in ("plain", "idle", "traced", "hip only"))
+        table = table_figures(build_table(work), args.table_entries, args.repeat)
+        counted = instructions(exe, 20_000, work, env) if args.instructions else None
 
     print(f"ns per call (best of {args.repeat}; {args.calls:,} calls untraced, {args.traced_calls:,} recorded)")
-    print(f"{'call':<24}{'unwrapped':>11}{'no session':>12}{'+ns':>8}{'recorded':>11}{'+ns':>8}{'ratio':>8}")
-    for i, name in enumerate(("hipStreamSynchronize", "hipMemcpyAsync")):
-        extra_idle = idle[i] - plain[i]
-        extra_traced = traced[i] - plain[i]
-        print(f"{name:<24}{plain[i]:>11.2f}{idle[i]:>12.2f}{extra_idle:>8.2f}{traced[i]:>11.1f}{extra_traced:>8.1f}"
-              f"{traced[i] / plain[i]:>8.1f}")
-    worst_idle = max(idle[i] - plain[i] for i in range(2))
-    worst_traced = max(traced[i] - plain[i] for i in range(2))
+    print(f"{'call':<24}{'unwrapped':>11}{'no session':>12}{'+ns':>8}{'recorded':>11}{'+ns':>8}{'ratio':>8}"
+          f"{'--api hip':>11}{'+ns':>8}")
+    for i, name in enumerate(CALLS):
+        print(f"{name:<24}{plain[i]:>11.2f}{idle[i]:>12.2f}{idle[i] - plain[i]:>8.2f}{traced[i]:>11.1f}"
+              f"{traced[i] - plain[i]:>8.1f}{traced[i] / plain[i]:>8.1f}{hip_only[i]:>11.2f}"
+              f"{hip_only[i] - plain[i]:>8.2f}")
+    worst_idle = max(idle[i] - plain[i] for i in range(len(CALLS)))
+    worst_traced = max(traced[i] - plain[i] for i in range(len(CALLS)))
+    off = hip_only[2] - idle[2]
     print(f"goal no session <= 5 ns: {'met' if worst_idle <= 5 else 'NOT met'} ({worst_idle:.2f} ns); "
           f"goal recorded <= 300 ns: {'met' if worst_traced <= 300 else 'NOT met'} ({worst_traced:.1f} ns)")
+    print(f"a runtime --api leaves out (cudaMemcpyAsync under --api hip) vs no session: {off:+.2f} ns")
     if busy:
         print("note: another LTTng session was active during the untraced runs")
+    if counted:
+        print(f"instructions per recorded cudaMemcpyAsync (callgrind): {counted['call']:.0f} = LTTng "
+              f"{counted['lttng']:.0f} + fake runtime {counted['runtime']:.0f} + memq {counted['memq']:.0f}")
+    print(f"\nallocation table, {args.table_entries:,} live entries (ns, best of {args.repeat})")
+    print(f"{'pointers':<16}{'insert':>10}{'put+take':>10}")
+    for name, (fill, pair) in table.items():
+        print(f"{name:<16}{fill:>10.1f}{pair:>10.1f}")
+    (a_fill, a_pair), (u_fill, u_pair) = table["2 MiB-aligned"], table["48 B apart"]
+    ratio = max(a_fill / u_fill, a_pair / u_pair)
+    print(f"goal aligned within 2x of unaligned: {'met' if ratio <= 2 else 'NOT met'} ({ratio:.2f}x)")
     return 0
 
 

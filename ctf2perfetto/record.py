@@ -54,12 +54,18 @@ INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run
 
 # memq events that carry the `api` enum (HIP runtime 1..99 and VMM 401..449,
 # CUDA runtime 101..199 and driver 301..399, see docs/EVENTS.md), and the
-# per-process ones (`runtime` 1 = hip, 2 = cuda).
+# per-process ones (`runtime` 1 = hip, 2 = cuda). With one GPU runtime, its
+# gate event (never emitted) switches the other runtime's wrappers off in the
+# preload library itself, so they forward calls untraced instead of building
+# events; the filters still keep this session to its runtime when another
+# session of the same user (sessions see all of a user's processes) turns
+# the other gate on.
 MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "prefetch", "advise", "sync",
                     "set_device")
 API_FILTER = {"hip": "api < 100 || (api > 400 && api < 450)",
               "cuda": "(api > 100 && api < 200) || (api > 300 && api < 400)"}
 RUNTIME_FILTER = {"hip": "runtime == 1", "cuda": "runtime == 2"}
+GATE_EVENT = {"hip": "memq:gate_hip", "cuda": "memq:gate_cuda"}
 
 # LTTng's own preload helpers (liblttng-ust1): fork re-registers children
 # that fork without exec, dl reports libraries dlopen'ed after start-up.
@@ -232,7 +238,8 @@ def event_rules(apis: tuple[str, ...]) -> list[tuple[str, str | None]]:
         rules.append(("memq:*", None))
     elif gpu:
         calls = ",".join(f"memq:{e}" for e in MEMQ_CALL_EVENTS)
-        rules += [(calls, API_FILTER[gpu[0]]), ("memq:device", RUNTIME_FILTER[gpu[0]]), ("memq:clock", None)]
+        rules += [(calls, API_FILTER[gpu[0]]), ("memq:device", RUNTIME_FILTER[gpu[0]]),
+                  (f"memq:clock,{GATE_EVENT[gpu[0]]}", None)]
     return rules
 
 
@@ -456,7 +463,8 @@ REACH_ENV = "MEMQ_REACH_DIR"
 
 
 def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
-    """One line per process that loaded a GPU runtime or driver memq records but made none of its calls."""
+    """One line per process that loaded a GPU runtime or driver memq records but made none of its calls, and
+    one per process whose allocation table dropped updates."""
     warnings = []
     for report in reports:
         calls = report["calls"]
@@ -472,6 +480,10 @@ def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
             warnings.append(f"pid {report.get('pid')} loaded {library.get('path')} but memq saw none of its memory "
                             f"calls: either it made none, or it reached them another way ({cause}); "
                             "see docs/EVENTS.md, 'How calls are reached'")
+        if report.get("table_dropped"):
+            warnings.append(f"pid {report.get('pid')}: {report['table_dropped']} allocation-table updates were "
+                            "dropped (GPU memory calls from a signal handler that interrupted its own thread inside "
+                            "the table, or no memory left): as many frees may record size 0 (unknown)")
     return warnings
 
 

@@ -58,7 +58,7 @@ static inline void memq_rt_copy3d_rec(struct memq_copy_rec *rec, int api, const 
 #define EMIT_RT_COPY_3D(name, p, strm)                                       \
 	{                                                                    \
 		struct memq_copy_rec rec;                                    \
-		memq_rt_copy3d_rec(&rec, MEMQ_API_##name, (p), (strm), r);   \
+		memq_rt_copy3d_rec(&rec, MEMQ_API_##name, (p), MEMQ_STREAM_PTR(name, strm), r); \
 		memq_emit_copy(&c, &rec);                                    \
 	}
 
@@ -69,12 +69,26 @@ static inline void memq_rt_copy3d_rec(struct memq_copy_rec *rec, int api, const 
 	WRAPPER(rt, name, copy, (const struct memq_rt_copy3d *p, void *stream), (p, stream), \
 		EMIT_RT_COPY_3D(name, p, stream))
 
-/* CUDA driver: the current context's device (-1 without one), and memq:device. */
-int memq_driver_current_device(void);
-void memq_driver_describe_devices(void);
+/* CUDA driver (the runtime object `route`): the current context's device
+ * (-1 without one), and memq:device. */
+int memq_driver_current_device(int route);
+void memq_driver_describe_devices(int route);
 
-/* Traced calls per runtime (enum memq_runtime index), for the exit report. */
-extern unsigned long memq_traced_calls[4];
+/* Traced calls per runtime (enum memq_runtime index), for the exit report:
+ * counted in one of MEMQ_CALL_STRIPES cache lines per thread, so that
+ * threads tracing at the same time do not bounce one line between them. */
+#define MEMQ_CALL_STRIPES 16
+struct memq_call_counts { unsigned long n[4]; } __attribute__((aligned(64)));
+extern struct memq_call_counts memq_traced_calls[MEMQ_CALL_STRIPES];
+extern __thread unsigned memq_call_stripe __attribute__((tls_model("initial-exec")));
+unsigned memq_call_stripe_assign(void);
+
+static inline void memq_count_traced(int runtime)
+{
+	unsigned stripe = memq_call_stripe ? memq_call_stripe : memq_call_stripe_assign();
+
+	__atomic_add_fetch(&memq_traced_calls[stripe - 1].n[runtime], 1, __ATOMIC_RELAXED);
+}
 /* At process exit: when `memq record` asked for it (MEMQ_REACH_DIR), write which GPU
  * libraries this process loaded and how many of their calls were traced. */
 void memq_reach_report(void);

@@ -3,13 +3,19 @@
  * the same call shapes under different names, so each shape is written once
  * here and instantiated per function in memq_hip.c / memq_cuda.c.
  *
- * Every wrapper is two functions:
- *  - the exported one, the fast path: when the real function is already
- *    resolved and the event is disabled (no session), it tail-calls the real
- *    function after two loads, without even a stack frame;
- *  - slow_<name> (not inlined): first-call resolution, the recursion guard,
- *    and for traced calls the bracket (begin time, current device, errno
- *    kept) and one event at the end.
+ * Every wrapper is three fronts and the functions behind them:
+ *  - the exported front, the fast path: when its call site's route (the
+ *    runtime object answering this caller, memq_route.c) is cached with the
+ *    real function and the event is disabled (no session), it tail-calls the
+ *    real function after four loads, without even a stack frame;
+ *  - MEMQ_BOUND stand-ins, bound once each to a function an entry-point
+ *    lookup found (dlsym on a runtime's handle, cuGetProcAddress): a second
+ *    copy of a runtime gets its own stand-in, traced like the first;
+ *  - behind them (not inlined, so the fronts stay frameless): slow_<name>
+ *    finds the caller's route and real function, stand_in<k>_slow_<name>
+ *    the bound function's route, and traced_<name>(real, route, ARGS..., ip)
+ *    makes the call: the recursion guard, and for traced calls the bracket
+ *    (begin time, current device, errno kept) and one event at the end.
  *
  * Handles (streams, pools) are `void *` and enums are `int` in both runtimes'
  * C ABI, so the shapes use those types.
@@ -21,11 +27,98 @@
 
 #define MEMQ_EXPORT __attribute__((visibility("default")))
 #define MEMQ_UNPAREN(...) __VA_ARGS__
+#define MEMQ_NOINLINE __attribute__((noinline))
 
 #define U64(x) ((uint64_t) (uintptr_t) (x))
 
-#define MEMQ_LOADED(name) \
-	((name##_fn) __atomic_load_n(&memq_sym_##name.fn, __ATOMIC_ACQUIRE))
+/*
+ * Stream ids: one stream, one id. 0 and 0x1 (cudaStreamLegacy,
+ * hipStreamLegacy, CU_STREAM_LEGACY) are the legacy default stream: 0; 0x2
+ * (cudaStreamPerThread, hipStreamPerThread, CU_STREAM_PER_THREAD) is the
+ * calling thread's per-thread default stream: 0x2. In a per-thread-stream
+ * entry point (the _ptsz/_ptds/_spt exports code built with a per-thread
+ * default stream calls) stream 0 means the per-thread stream: 0x2.
+ */
+#define MEMQ_STREAM_LEGACY 0x1
+#define MEMQ_STREAM_PER_THREAD 0x2
+static inline uint64_t memq_stream_id(uint64_t stream, int per_thread_entry)
+{
+	if (stream == 0)
+		return per_thread_entry ? MEMQ_STREAM_PER_THREAD : 0;
+	return stream == MEMQ_STREAM_LEGACY ? 0 : stream;
+}
+
+/* Whether a name (a string literal: folded at compile time) ends with `suffix`. */
+#define MEMQ_ENDS_WITH(str, suffix) \
+	(sizeof(str) >= sizeof(suffix) && !__builtin_memcmp((str) + sizeof(str) - sizeof(suffix), suffix, sizeof(suffix)))
+#define MEMQ_PER_THREAD_ENTRY(name) \
+	(MEMQ_ENDS_WITH(#name, "_ptsz") || MEMQ_ENDS_WITH(#name, "_ptds") || MEMQ_ENDS_WITH(#name, "_spt"))
+/* The recorded id of the stream `strm` given to `name`. */
+#define MEMQ_STREAM(name, strm) memq_stream_id(U64(strm), MEMQ_PER_THREAD_ENTRY(name))
+#define MEMQ_STREAM_PTR(name, strm) ((void *) (uintptr_t) MEMQ_STREAM(name, strm))
+
+/* cudaMemLocation == CUmemLocation == hipMemLocation; type 1 = a device. */
+struct memq_location { int type, id; };
+static inline int memq_location_device(struct memq_location loc)
+{
+	return loc.type == 1 ? loc.id : -1;
+}
+
+/* The slot of a wrapped name, with its stand-ins (declared here, defined by MEMQ_FRONTS). */
+#define MEMQ_WRAPPED_FN(rt, name, params)                                   \
+	typedef int (*name##_fn) params;                                    \
+	static int memq_stand_in0_##name params;                            \
+	static int memq_stand_in1_##name params;                            \
+	MEMQ_EXPORT int name params;                                        \
+	static void *const memq_stand_ins_##name[MEMQ_BOUND] = {            \
+		(void *) memq_stand_in0_##name, (void *) memq_stand_in1_##name }; \
+	MEMQ_SYM_SLOT(name, rt, memq_stand_ins_##name, (void *) name)
+
+/* traced_<name>'s parameters: the real function, its route, the call's own, the call site. */
+#define MEMQ_TRACED_PARAMS(name, params) (name##_fn real, int route, MEMQ_UNPAREN params, void *ip)
+
+/* Stand-in k: the front for the function bound[k], and its slow path. */
+#define MEMQ_STAND_IN(rt, name, k, slow_needed, params, args)                \
+	static MEMQ_NOINLINE int stand_in##k##_slow_##name(MEMQ_UNPAREN params, void *ip) \
+	{                                                                    \
+		name##_fn real = (name##_fn) __atomic_load_n(&memq_sym_##name.bound[k], __ATOMIC_ACQUIRE); \
+		return traced_##name(real, memq_route_of((void *) real, rt), MEMQ_UNPAREN args, ip); \
+	}                                                                    \
+	static int memq_stand_in##k##_##name params                          \
+	{                                                                    \
+		name##_fn real = (name##_fn) __atomic_load_n(&memq_sym_##name.bound[k], __ATOMIC_ACQUIRE); \
+		if (__builtin_expect(!(slow_needed), 1))                     \
+			return real args;                                    \
+		return stand_in##k##_slow_##name(MEMQ_UNPAREN args, __builtin_return_address(0)); \
+	}
+
+/*
+ * The exported front and the stand-ins of `name` (after traced_<name>):
+ * they take their slow paths when `slow_needed` (the event is recorded, a
+ * release with a non-empty table) or nothing is cached yet.
+ */
+#define MEMQ_FRONTS(rt, name, slow_needed, params, args)                     \
+	static MEMQ_NOINLINE int slow_##name(MEMQ_UNPAREN params, void *ip)  \
+	{                                                                    \
+		int route;                                                   \
+		name##_fn real = (name##_fn) memq_caller_fn(&memq_sym_##name, ip, rt, &route); \
+		if (!real)                                                   \
+			return MEMQ_ERR_NO_RUNTIME;                          \
+		return traced_##name(real, route, MEMQ_UNPAREN args, ip);    \
+	}                                                                    \
+	MEMQ_EXPORT int name params                                          \
+	{                                                                    \
+		void *ra = __builtin_return_address(0);                      \
+		int route = memq_route_cached(ra, rt);                       \
+		name##_fn real = (name##_fn) __atomic_load_n(&memq_sym_##name.fn[route], __ATOMIC_ACQUIRE); \
+		if (__builtin_expect(real && !(slow_needed), 1))             \
+			return real args;                                    \
+		if (real)                                                    \
+			return traced_##name(real, route, MEMQ_UNPAREN args, ra); \
+		return slow_##name(MEMQ_UNPAREN args, ra);                   \
+	}                                                                    \
+	MEMQ_STAND_IN(rt, name, 0, slow_needed, params, args)                \
+	MEMQ_STAND_IN(rt, name, 1, slow_needed, params, args)
 
 /*
  * WRAPPER(rt, name, event, PARAMS, ARGS, BODY): PARAMS is the typed
@@ -33,28 +126,19 @@
  * `c` (the call) and `r` (its result) in scope, and emits the event.
  */
 #define WRAPPER(rt, name, event, params, args, body)                         \
-	MEMQ_REAL_FN(rt, int, name, params);                                 \
-	static __attribute__((noinline)) int slow_##name(MEMQ_UNPAREN params, void *ip) \
+	MEMQ_WRAPPED_FN(rt, name, params);                                   \
+	static MEMQ_NOINLINE int traced_##name MEMQ_TRACED_PARAMS(name, params) \
 	{                                                                    \
-		name##_fn real = MEMQ_REAL(name);                            \
 		struct memq_call c;                                          \
 		int r;                                                       \
-		if (!real)                                                   \
-			return MEMQ_ERR_NO_RUNTIME;                          \
-		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, event), rt, ip)) \
+		if (!memq_begin_at(&c, lttng_ust_tracepoint_enabled(memq, event), rt, route, ip)) \
 			return real args;                                    \
 		r = real args;                                               \
 		memq_after(&c);                                              \
 		body                                                         \
 		return r;                                                    \
 	}                                                                    \
-	MEMQ_EXPORT int name params                                          \
-	{                                                                    \
-		name##_fn real = MEMQ_LOADED(name);                          \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, event), 1)) \
-			return real args;                                    \
-		return slow_##name(MEMQ_UNPAREN args, __builtin_return_address(0)); \
-	}
+	MEMQ_FRONTS(rt, name, MEMQ_RECORDS(event, rt), params, args)
 
 /* ---- allocations: *out is the new pointer when r == 0 ---- */
 #define EMIT_ALLOC(name, kind, out, bytes, strm, flg, w, h, registered)      \
@@ -62,7 +146,7 @@
 		struct memq_alloc_rec rec = {                                \
 			.api = MEMQ_API_##name, .mem_kind = (kind),          \
 			.result = r, .ptr = r == 0 ? (out) : 0,              \
-			.size = (bytes), .stream = U64(strm), .flags = (flg),\
+			.size = (bytes), .stream = MEMQ_STREAM(name, strm), .flags = (flg),\
 			.width = (w), .height = (h) };                       \
 		memq_emit_alloc(&c, &rec, (registered));                     \
 	}
@@ -98,16 +182,13 @@
  * recorded in this process).
  */
 #define RELEASE(rt, name, event, registered, params, args, strm)             \
-	MEMQ_REAL_FN(rt, int, name, params);                                 \
-	static __attribute__((noinline)) int slow_##name(MEMQ_UNPAREN params, void *ip) \
+	MEMQ_WRAPPED_FN(rt, name, params);                                   \
+	static MEMQ_NOINLINE int traced_##name MEMQ_TRACED_PARAMS(name, params) \
 	{                                                                    \
-		name##_fn real = MEMQ_REAL(name);                            \
 		struct memq_alloc_info info;                                 \
 		struct memq_call c;                                          \
 		int r, taken, traced, saved_errno;                           \
-		if (!real)                                                   \
-			return MEMQ_ERR_NO_RUNTIME;                          \
-		traced = memq_begin(&c, lttng_ust_tracepoint_enabled(memq, event), rt, ip); \
+		traced = memq_begin_at(&c, lttng_ust_tracepoint_enabled(memq, event), rt, route, ip); \
 		/* the table's locks must not show through errno */          \
 		saved_errno = errno;                                         \
 		taken = memq_release_take(U64(p), registered, &info);        \
@@ -121,19 +202,13 @@
 			struct memq_free_rec rec = {                         \
 				.api = MEMQ_API_##name, .mem_kind = info.kind,\
 				.result = r, .ptr = U64(p),                  \
-				.size = info.size, .stream = U64(strm) };    \
+				.size = info.size, .stream = MEMQ_STREAM(name, strm) }; \
 			memq_emit_free(&c, &rec, registered);                \
 		}                                                            \
 		return r;                                                    \
 	}                                                                    \
-	MEMQ_EXPORT int name params                                          \
-	{                                                                    \
-		name##_fn real = MEMQ_LOADED(name);                          \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, event) \
-				     && !__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED), 1)) \
-			return real args;                                    \
-		return slow_##name(MEMQ_UNPAREN args, __builtin_return_address(0)); \
-	}
+	MEMQ_FRONTS(rt, name, MEMQ_RECORDS(event, rt)                        \
+		    || __atomic_load_n(&memq_table_live, __ATOMIC_RELAXED), params, args)
 
 #define FREE_P(rt, name) RELEASE(rt, name, free, 0, (void *p), (p), 0)
 #define FREE_ASYNC(rt, name) RELEASE(rt, name, free, 0, (void *p, void *stream), (p, stream), stream)
@@ -144,7 +219,7 @@
 	{                                                                    \
 		struct memq_copy_rec rec = {                                 \
 			.api = MEMQ_API_##name, .dst = U64(d), .src = U64(s),\
-			.bytes = (n), .kind = (k), .stream = U64(strm),      \
+			.bytes = (n), .kind = (k), .stream = MEMQ_STREAM(name, strm), \
 			.src_device = -1, .width = (w), .height = (h),       \
 			.dpitch = (dp), .spitch = (sp), .result = r };       \
 		memq_emit_copy(&c, &rec);                                    \
@@ -186,7 +261,7 @@
 	{                                                                    \
 		struct memq_copy_rec rec = {                                 \
 			.api = MEMQ_API_##name, .dst = U64(d), .src = U64(s),\
-			.bytes = (n), .kind = MEMQ_DTOD, .stream = U64(strm),\
+			.bytes = (n), .kind = MEMQ_DTOD, .stream = MEMQ_STREAM(name, strm), \
 			.device = (dd), .src_device = (sd), .result = r };   \
 		memq_emit_copy(&c, &rec);                                    \
 	}
@@ -204,7 +279,7 @@
 	{                                                                    \
 		struct memq_set_rec rec = {                                  \
 			.api = MEMQ_API_##name, .dst = U64(d), .value = (v), \
-			.bytes = (n), .stream = U64(strm), .result = r };    \
+			.bytes = (n), .stream = MEMQ_STREAM(name, strm), .result = r }; \
 		memq_emit_set(&c, &rec);                                     \
 	}
 
@@ -220,37 +295,58 @@
 #define EMIT_SYNC(name, strm)                                                \
 	{                                                                    \
 		struct memq_sync_rec rec = {                                 \
-			.api = MEMQ_API_##name, .stream = U64(strm), .result = r }; \
+			.api = MEMQ_API_##name, .stream = MEMQ_STREAM(name, strm), .result = r }; \
 		memq_emit_sync(&c, &rec);                                    \
 	}
 
 #define SYNC_STREAM(rt, name)                                                \
 	WRAPPER(rt, name, sync, (void *stream), (stream), EMIT_SYNC(name, stream))
 
-/* No parameters: WRAPPER's parameter splicing needs at least one, so a
- * dummy-free version written out. */
+/* No parameters: WRAPPER's parameter splicing needs at least one, so the
+ * same pieces written out without. */
 #define SYNC_DEVICE(rt, name)                                                \
-	MEMQ_REAL_FN(rt, int, name, (void));                                 \
-	static __attribute__((noinline)) int slow_##name(void *ip)           \
+	typedef int (*name##_fn)(void);                                      \
+	static int memq_stand_in0_##name(void);                              \
+	static int memq_stand_in1_##name(void);                              \
+	MEMQ_EXPORT int name(void);                                          \
+	static void *const memq_stand_ins_##name[MEMQ_BOUND] = {             \
+		(void *) memq_stand_in0_##name, (void *) memq_stand_in1_##name }; \
+	MEMQ_SYM_SLOT(name, rt, memq_stand_ins_##name, (void *) name);       \
+	static MEMQ_NOINLINE int traced_##name(name##_fn real, int route, void *ip) \
 	{                                                                    \
-		name##_fn real = MEMQ_REAL(name);                            \
 		struct memq_call c;                                          \
 		int r;                                                       \
-		if (!real)                                                   \
-			return MEMQ_ERR_NO_RUNTIME;                          \
-		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, sync), rt, ip)) \
+		if (!memq_begin_at(&c, lttng_ust_tracepoint_enabled(memq, sync), rt, route, ip)) \
 			return real();                                       \
 		r = real();                                                  \
 		memq_after(&c);                                              \
 		EMIT_SYNC(name, 0)                                           \
 		return r;                                                    \
 	}                                                                    \
+	static MEMQ_NOINLINE int slow_##name(void *ip)                       \
+	{                                                                    \
+		int route;                                                   \
+		name##_fn real = (name##_fn) memq_caller_fn(&memq_sym_##name, ip, rt, &route); \
+		return real ? traced_##name(real, route, ip) : MEMQ_ERR_NO_RUNTIME; \
+	}                                                                    \
 	MEMQ_EXPORT int name(void)                                           \
 	{                                                                    \
-		name##_fn real = MEMQ_LOADED(name);                          \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, sync), 1)) \
+		void *ra = __builtin_return_address(0);                      \
+		name##_fn real = (name##_fn) memq_fast(&memq_sym_##name, ra, rt); \
+		if (__builtin_expect(real && !MEMQ_RECORDS(sync, rt), 1))    \
 			return real();                                       \
-		return slow_##name(__builtin_return_address(0));             \
+		return slow_##name(ra);                                      \
+	}                                                                    \
+	SYNC_DEVICE_STAND_IN(rt, name, 0)                                    \
+	SYNC_DEVICE_STAND_IN(rt, name, 1)
+
+#define SYNC_DEVICE_STAND_IN(rt, name, k)                                    \
+	static int memq_stand_in##k##_##name(void)                           \
+	{                                                                    \
+		name##_fn real = (name##_fn) __atomic_load_n(&memq_sym_##name.bound[k], __ATOMIC_ACQUIRE); \
+		if (__builtin_expect(!MEMQ_RECORDS(sync, rt), 1))            \
+			return real();                                       \
+		return traced_##name(real, memq_route_of((void *) real, rt), __builtin_return_address(0)); \
 	}
 
 #define EMIT_SET_DEVICE(name, dev)                                           \
@@ -268,7 +364,7 @@
 	{                                                                    \
 		struct memq_prefetch_rec rec = {                             \
 			.api = MEMQ_API_##name, .ptr = U64(p), .bytes = (n), \
-			.dst_device = (dst_dev), .stream = U64(strm),        \
+			.dst_device = (dst_dev), .stream = MEMQ_STREAM(name, strm), \
 			.result = r };                                       \
 		memq_emit_prefetch(&c, &rec);                                \
 	}

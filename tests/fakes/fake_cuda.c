@@ -5,7 +5,8 @@
  * and the device queries the preload library makes. Device memory lives in
  * host RAM (fake_mem.h).
  *
- * FAKE_CUDA_VERSION (default 12040) is what cudaRuntimeGetVersion reports;
+ * FAKE_CUDA_VERSION (default 12040, 13000 built as libcudart.so.13) is what
+ * cudaRuntimeGetVersion reports;
  * from 13000 on, cudaMemPrefetchAsync / cudaMemAdvise take the CUDA 13
  * arguments (struct cudaMemLocation), as the real runtime does.
  */
@@ -26,11 +27,30 @@ enum {
 	cudaErrorInvalidMemcpyDirection = 21, cudaErrorInvalidDevice = 101,
 };
 
+/* Built as libcudart.so.13 with -DFAKE_CUDA_DEFAULT_VERSION=13000. */
+#ifndef FAKE_CUDA_DEFAULT_VERSION
+#define FAKE_CUDA_DEFAULT_VERSION 12040
+#endif
+
 static int version(void)
 {
 	const char *s = getenv("FAKE_CUDA_VERSION");
 
-	return s ? atoi(s) : 12040;
+	return s ? atoi(s) : FAKE_CUDA_DEFAULT_VERSION;
+}
+
+/* Test only (not a CUDA function): whether `p` is a live allocation of THIS
+ * copy of the runtime; a process with two copies can tell which one served
+ * a call. */
+int fake_owns(void *p)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&fake_lock);
+	for (int i = 0; i < FAKE_MAX_ALLOCS && !found; i++)
+		found = fake_allocs[i].ptr == p;
+	pthread_mutex_unlock(&fake_lock);
+	return found;
 }
 
 static cudaError_t alloc(void **p, size_t n, int kind)
@@ -160,6 +180,10 @@ cudaError_t cudaMemPrefetchAsync_v2(const void *p, size_t n, struct cudaMemLocat
 {
 	(void) n; (void) st;
 	return !p || flags ? cudaErrorInvalidValue : check_location(loc);
+}
+cudaError_t cudaMemPrefetchAsync_v2_ptsz(const void *p, size_t n, struct cudaMemLocation loc, unsigned flags, cudaStream_t st)
+{
+	return cudaMemPrefetchAsync_v2(p, n, loc, flags, st);
 }
 cudaError_t cudaMemAdvise_v2(const void *p, size_t n, int advice, struct cudaMemLocation loc)
 {

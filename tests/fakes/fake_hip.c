@@ -174,7 +174,43 @@ hipError_t hipDeviceSynchronize(void) { return hipSuccess; }
 hipError_t hipMemcpy3D(const struct fake_copy3d_parms *p) { return fake_copy3d(p) ? hipErrorInvalidValue : hipSuccess; }
 hipError_t hipMemcpy3DAsync(const struct fake_copy3d_parms *p, hipStream_t st) { (void) st; return hipMemcpy3D(p); }
 
+/* Per-thread default stream entry points (code built with -fgpu-default-stream=per-thread). */
+hipError_t hipMemcpy_spt(void *d, const void *s, size_t n, int kind) { return copy(d, s, n, kind); }
+hipError_t hipMemcpyAsync_spt(void *d, const void *s, size_t n, int kind, hipStream_t st) { (void) st; return copy(d, s, n, kind); }
+hipError_t hipMemset_spt(void *d, int v, size_t n) { memset(d, v, n); return hipSuccess; }
+hipError_t hipMemsetAsync_spt(void *d, int v, size_t n, hipStream_t st) { (void) st; return hipMemset_spt(d, v, n); }
+hipError_t hipMemcpy2D_spt(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind)
+{
+	return hipMemcpy2D(d, dp, s, sp, w, h, kind);
+}
+hipError_t hipMemcpy2DAsync_spt(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind, hipStream_t st)
+{
+	(void) st;
+	return hipMemcpy2D(d, dp, s, sp, w, h, kind);
+}
+hipError_t hipMemcpy3D_spt(const struct fake_copy3d_parms *p) { return hipMemcpy3D(p); }
+hipError_t hipMemcpy3DAsync_spt(const struct fake_copy3d_parms *p, hipStream_t st) { (void) st; return hipMemcpy3D(p); }
+hipError_t hipStreamSynchronize_spt(hipStream_t s) { (void) s; return hipSuccess; }
+
+/* ROCm 7.1: prefetch and advise to a hipMemLocation {type, id} (1 = device, 2 = host). */
 struct hip_location { int type, id; };
+static hipError_t check_location(struct hip_location loc)
+{
+	if (loc.type == 1)
+		return loc.id >= 0 && loc.id < fake_device_count() ? hipSuccess : hipErrorInvalidDevice;
+	return loc.type >= 2 && loc.type <= 4 ? hipSuccess : hipErrorInvalidValue;
+}
+hipError_t hipMemPrefetchAsync_v2(const void *p, size_t n, struct hip_location loc, unsigned flags, hipStream_t st)
+{
+	(void) n; (void) st;
+	return !p || flags ? hipErrorInvalidValue : check_location(loc);
+}
+hipError_t hipMemAdvise_v2(const void *p, size_t n, int advice, struct hip_location loc)
+{
+	(void) n;
+	return !p || advice < 1 || advice > 6 ? hipErrorInvalidValue : check_location(loc);
+}
+
 struct hip_alloc_prop { int type, handle_types; struct hip_location location; };
 #define VMM_RESULT(x) ((x) ? hipErrorInvalidValue : hipSuccess)
 hipError_t hipMemAddressReserve(void **p, size_t n, size_t align, void *addr, unsigned long long f)
