@@ -85,6 +85,22 @@ static void die(const char *msg)
 	abort();
 }
 
+/* Whether two functions live in the same loaded object (dladdr does not allocate). */
+static int same_object(void *a, void *b)
+{
+	Dl_info ia, ib;
+
+	return dladdr(a, &ia) && dladdr(b, &ib) && ia.dli_fbase == ib.dli_fbase;
+}
+
+/* How the real functions are looked up. tests/test_heap.py builds a variant
+ * whose lookup allocates first, as glibc's dlsym does on its error path, to
+ * drive the bootstrap buffer below. */
+#ifndef MEMQ_HEAP_LOOKUP
+#define MEMQ_HEAP_LOOKUP memq_real_dlsym
+#endif
+void *MEMQ_HEAP_LOOKUP(void *handle, const char *name);
+
 /*
  * The next definitions after this library (RTLD_NEXT, through libc's own
  * dlsym: our exported dlsym is memq_dl.c's). Several threads may resolve at
@@ -99,20 +115,25 @@ static const struct heap_real *resolve_real(void)
 	if (resolving)
 		return NULL;
 	resolving = 1;
-	r.malloc = (void *(*)(size_t)) memq_real_dlsym(RTLD_NEXT, "malloc");
-	r.free = (void (*)(void *)) memq_real_dlsym(RTLD_NEXT, "free");
-	r.calloc = (void *(*)(size_t, size_t)) memq_real_dlsym(RTLD_NEXT, "calloc");
-	r.realloc = (void *(*)(void *, size_t)) memq_real_dlsym(RTLD_NEXT, "realloc");
-	r.memalign = (void *(*)(size_t, size_t)) memq_real_dlsym(RTLD_NEXT, "memalign");
-	r.posix_memalign = (int (*)(void **, size_t, size_t)) memq_real_dlsym(RTLD_NEXT, "posix_memalign");
-	r.aligned_alloc = (void *(*)(size_t, size_t)) memq_real_dlsym(RTLD_NEXT, "aligned_alloc");
-	r.valloc = (void *(*)(size_t)) memq_real_dlsym(RTLD_NEXT, "valloc");
-	r.pvalloc = (void *(*)(size_t)) memq_real_dlsym(RTLD_NEXT, "pvalloc");
-	r.usable = (size_t (*)(void *)) memq_real_dlsym(RTLD_NEXT, "malloc_usable_size");
+	r.malloc = (void *(*)(size_t)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "malloc");
+	r.free = (void (*)(void *)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "free");
+	r.calloc = (void *(*)(size_t, size_t)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "calloc");
+	r.realloc = (void *(*)(void *, size_t)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "realloc");
+	r.memalign = (void *(*)(size_t, size_t)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "memalign");
+	r.posix_memalign = (int (*)(void **, size_t, size_t)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "posix_memalign");
+	r.aligned_alloc = (void *(*)(size_t, size_t)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "aligned_alloc");
+	r.valloc = (void *(*)(size_t)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "valloc");
+	r.pvalloc = (void *(*)(size_t)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "pvalloc");
+	r.usable = (size_t (*)(void *)) MEMQ_HEAP_LOOKUP(RTLD_NEXT, "malloc_usable_size");
 	resolving = 0;
 	errno = saved_errno;
 	if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.memalign)
 		die("memq: libmemq_preload.so cannot find the C library's malloc family (dlsym RTLD_NEXT)\n");
+	/* Sizes must come from the allocator that made the block: an allocator
+	 * interposed after us without malloc_usable_size would get glibc's,
+	 * which cannot read its blocks. Then nothing is accounted. */
+	if (r.usable && !same_object((void *) r.malloc, (void *) r.usable))
+		r.usable = NULL;
 	__atomic_store_n(&real.malloc, r.malloc, __ATOMIC_RELAXED);
 	__atomic_store_n(&real.free, r.free, __ATOMIC_RELAXED);
 	__atomic_store_n(&real.calloc, r.calloc, __ATOMIC_RELAXED);
