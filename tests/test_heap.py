@@ -284,3 +284,40 @@ def test_gpu_apis_alone_leave_the_heap_unrecorded(fake_gpu, tmp_path) -> None:
     assert host_events(rec.dir) == []
     assert "MEMQ_HOST_MIN_SIZE" not in json.dumps(rec.meta)
     assert sys.executable  # (the recording ran the workload with the library preloaded)
+
+
+def _figures(trace_dir: Path, tmp_path: Path, pid: int) -> dict:
+    """The duplicated and redundant figures of process `pid` (a session records every traced process of
+    the user that runs meanwhile), without ids or times, which differ from run to run."""
+    from ctf2perfetto import analyses
+
+    out = tmp_path / f"{trace_dir.name}.pftrace"
+    proc = subprocess.run([*MEMQ, "convert", str(trace_dir), "-o", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with analyses.load(out) as engine:
+        dup = analyses.duplicated(engine)
+        red = analyses.redundant(engine)
+        pieces = analyses.mirrors(engine)
+    dup = dup[dup["grouping"].isin(["direction", "untracked_source"]) & (dup["pid"] == pid)]
+    red = red[red["pid"] == pid]
+    pieces = pieces[pieces["pid"] == pid]
+    return {"duplicated": sorted(map(tuple, dup[["grouping", "key", "peak_bytes"]].astype(str).values.tolist())),
+            "redundant": sorted(map(tuple, red[["class", "count", "bytes"]].astype(str).values.tolist())),
+            "mirrors": pieces.groupby(["call_id", "direction"])["bytes"].agg(["count", "sum"]).values.tolist()}
+
+
+@pytest.mark.parametrize("runtime", ["hip", "cuda"])
+def test_duplicated_and_redundant_do_not_depend_on_the_threshold(fake_gpu, tmp_path, runtime) -> None:
+    """The fake-GPU workloads give the same duplicated and redundant figures with every heap block recorded
+    (--host-min-size 0) as with the default threshold: copies resolve to device and pinned memory and to
+    host blocks above the threshold, and the small blocks' totals do not move any figure."""
+    figures = {}
+    for name, extra in (("every", ("--host-min-size", "0")), ("default", ())):
+        log = tmp_path / f"{name}.jsonl"
+        rec = record(tmp_path / name, [str(fake_gpu.workload), runtime, str(log)], extra=extra)
+        assert rec.meta["discarded_events"] == 0
+        figures[name] = _figures(rec.dir, tmp_path, read_worklog(log)[0]["pid"])
+    assert figures["every"] == figures["default"]
+    assert any(int(float(bytes_)) > 0 for _, _, bytes_ in figures["default"]["redundant"])
+    assert any(int(float(peak)) > 0 for _, _, peak in figures["default"]["duplicated"])
+    assert len(figures["default"]["mirrors"]) >= 10
