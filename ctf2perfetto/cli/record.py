@@ -60,8 +60,9 @@ def add_parser(subparsers) -> None:
                              "(raw lttng_ust_libc:* events, every call; --host-min-size does not apply)")
     parser.add_argument("--mode", choices=("blocking", "discard"), default="blocking",
                         help="when buffers are full: make the program wait (default) or lose events")
-    parser.add_argument("--subbuf-size", default="2M", metavar="SIZE",
-                        help="LTTng sub-buffer size per CPU, e.g. 64k, 2M (default 2M; rounded up to a power of two)")
+    parser.add_argument("--subbuf-size", default=None, metavar="SIZE",
+                        help="LTTng sub-buffer size per CPU, e.g. 64k, 2M (rounded up to a power of two; default "
+                             "512k, 2M when every heap call is an event: --host-min-size 0 or --host-source lttng)")
     parser.add_argument("--num-subbuf", type=int, default=8, metavar="N",
                         help="sub-buffers per CPU (default 8): more buffer absorbs longer bursts")
     parser.add_argument("--force", action="store_true",
