@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -337,9 +338,11 @@ static void flush_thread(struct heap_thread *t, int wait)
 	struct memq_host_small_rec rec;
 	uint64_t now[N_COUNTS];
 
-	while (__atomic_exchange_n(&t->flushing, 1, __ATOMIC_ACQUIRE))
+	while (__atomic_exchange_n(&t->flushing, 1, __ATOMIC_ACQUIRE)) {
 		if (!wait)
 			return;
+		sched_yield();   /* the owner may be waiting for LTTng buffer space (blocking mode) */
+	}
 	if (lttng_ust_tracepoint_enabled(memq, host_small)) {
 		for (int i = 0; i < N_COUNTS; i++)
 			now[i] = __atomic_load_n(&t->n[i], __ATOMIC_RELAXED);
