@@ -321,3 +321,40 @@ def test_duplicated_and_redundant_do_not_depend_on_the_threshold(fake_gpu, tmp_p
     assert any(int(float(bytes_)) > 0 for _, _, bytes_ in figures["default"]["redundant"])
     assert any(int(float(peak)) > 0 for _, _, peak in figures["default"]["duplicated"])
     assert len(figures["default"]["mirrors"]) >= 10
+
+
+def test_summary_and_leaks_count_the_small_blocks(fake_gpu, tmp_path) -> None:
+    """memq summary's host allocations are the events plus the small blocks' totals, and memq leaks shows the
+    small blocks still live as one host row without a size: checked against the raw events (every process the
+    session recorded)."""
+    from ctf2perfetto import analyses
+
+    log = tmp_path / "threads.jsonl"
+    rec = record(tmp_path / "trace", [str(fake_gpu.heap_work), "threads", "4", "2000", str(log)], api="libc")
+    out = tmp_path / "t.pftrace"
+    proc = subprocess.run([*MEMQ, "convert", str(rec.dir), "-o", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    events = host_events(rec.dir)
+    allocs = [e for e in events if e["event"] == "memq:host_alloc"]
+    freed = {(e["vpid"], e["ptr"]) for e in events if e["event"] == "memq:host_free"}
+    small = [e for e in events if e["event"] == "memq:host_small"]
+    live = {}
+    for e in events:  # blocks at or above the threshold live at the end, by (pid, ptr)
+        if e["event"] == "memq:host_alloc":
+            live[(e["vpid"], e["ptr"])] = e["size"]
+        elif e["event"] == "memq:host_free":
+            live.pop((e["vpid"], e["ptr"]), None)
+    small_live = sum(e["alloc_count"] - e["free_count"] for e in small)
+    small_live_bytes = sum(e["alloc_bytes"] - e["free_bytes"] for e in small)
+    assert freed and small_live > 0
+    with analyses.load(out) as engine:
+        host = analyses.summary(engine)["allocations"].set_index("kind").loc["host"]
+        leaks = analyses.leaks(engine)
+    assert int(host["count"]) == len(allocs) + sum(e["alloc_count"] for e in small)
+    assert int(host["bytes"]) == sum(e["size"] for e in allocs) + sum(e["alloc_bytes"] for e in small)
+    assert int(host["leaked"]) == len(live) + small_live
+    assert int(host["leaked_bytes"]) == sum(live.values()) + small_live_bytes
+    totals = leaks[leaks["size"].isna()]
+    assert totals[["kind", "count", "bytes"]].values.tolist() == [["host", small_live, small_live_bytes]]
+    assert int(leaks.loc[leaks["size"].notna(), "count"].sum()) == len(live)
+    assert "below the recording's threshold (4,096 bytes)" in leaks.attrs["note"]

@@ -232,50 +232,50 @@ static void *edges(void *arg)
 static long iters;
 static void *kept[256];
 
+/* What a worker did, by memq's threshold (4096, the default). */
+struct tally { uint64_t small_n, small_b, small_fn, small_fb, big, big_free; };
+
+static void tally_free(struct tally *c, void *p)
+{
+	uint64_t u = malloc_usable_size(p);
+
+	if (u >= 4096)
+		c->big_free++;
+	else
+		c->small_fn++, c->small_fb += u;
+	free(p);
+}
+
 static void *threads_worker(void *arg)
 {
 	long t = (long) arg;
 	void *live[16] = { 0 };
-	uint64_t small_n = 0, small_b = 0, small_fn = 0, small_fb = 0, big = 0, big_free = 0;
+	struct tally c = { 0 };
 
 	for (long i = 0; i < iters; i++) {
 		size_t n = (i % 10 == 0) ? 4096 + (size_t) ((t * 977 + i) % 60000) : 16 + (size_t) ((t * 131 + i) % 3000);
 		int slot = (int) (i % 16);
 		void *p;
 
-		if (live[slot]) {
-			uint64_t u = malloc_usable_size(live[slot]);
-
-			if (u >= 4096)
-				big_free++;
-			else
-				small_fn++, small_fb += u;
-			free(live[slot]);
-		}
+		if (live[slot])
+			tally_free(&c, live[slot]);
 		p = malloc(n);
 		if (!p)
 			return (void *) 1;
 		memset(p, (int) i, n < 64 ? n : 64);
 		if (malloc_usable_size(p) >= 4096)
-			big++;
+			c.big++;
 		else
-			small_n++, small_b += malloc_usable_size(p);
+			c.small_n++, c.small_b += malloc_usable_size(p);
 		live[slot] = p;
 	}
-	for (int s = 1; s < 16; s++) {             /* slot 0 outlives the thread */
-		uint64_t u = malloc_usable_size(live[s]);
-
-		if (u >= 4096)
-			big_free++;
-		else
-			small_fn++, small_fb += u;
-		free(live[s]);
-	}
+	for (int s = 1; s < 16; s++)               /* slot 0 outlives the thread */
+		tally_free(&c, live[s]);
 	kept[t] = live[0];
 	pthread_mutex_lock(&rows_lock);
-	rows[nrows++] = (struct row) { gettid(), "totals", "small", NULL, small_n, small_b, small_fn, 0 };
-	rows[nrows++] = (struct row) { gettid(), "totals", "small_freed_bytes", NULL, small_fb, 0, 0, 0 };
-	rows[nrows++] = (struct row) { gettid(), "totals", "big", NULL, big, big_free, 0, 0 };
+	rows[nrows++] = (struct row) { gettid(), "totals", "small", NULL, c.small_n, c.small_b, c.small_fn, 0 };
+	rows[nrows++] = (struct row) { gettid(), "totals", "small_freed_bytes", NULL, c.small_fb, 0, 0, 0 };
+	rows[nrows++] = (struct row) { gettid(), "totals", "big", NULL, c.big, c.big_free, 0, 0 };
 	pthread_mutex_unlock(&rows_lock);
 	return NULL;
 }
