@@ -487,25 +487,26 @@ static void big_alloc(int api, void *p, size_t usable, uint64_t requested, void 
 /*
  * Before the real free, so that an allocation another thread gets at the
  * same address right after cannot be recorded (or enter the table) before
- * this free.
+ * this free. Returns whether the block's table entry was taken.
  */
-static void big_free(int api, void *p, size_t usable, void *ip)
+static int big_free(int api, void *p, size_t usable, void *ip)
 {
 	struct memq_alloc_info info;
 	struct memq_host_rec rec;
-	int enabled = lttng_ust_tracepoint_enabled(memq, host_free), saved_errno;
+	int enabled = lttng_ust_tracepoint_enabled(memq, host_free), saved_errno, taken;
 
 	if (!enabled && !__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED))
-		return;
+		return 0;
 	saved_errno = errno;
 	guard++;
-	memq_release_take(U64(p), 0, &info);
+	taken = memq_release_take(U64(p), 0, &info);
 	if (enabled) {
 		rec = (struct memq_host_rec) { .api = (uint16_t) api, .ptr = U64(p), .size = usable };
 		lttng_ust_do_tracepoint(memq, host_free, &rec, ip);
 	}
 	guard--;
 	errno = saved_errno;
+	return taken;
 }
 
 /* A block the application got from the real allocator. */
@@ -590,7 +591,7 @@ static void *do_realloc(void *p, size_t n, void *ip)
 {
 	const struct heap_real *r = get_real();
 	size_t old_usable = 0;
-	int acct, big_old = 0;
+	int acct, big_old = 0, taken = 0;
 	void *q;
 
 	if (UNLIKELY(!r || (p && is_boot(p)))) {
@@ -615,14 +616,23 @@ static void *do_realloc(void *p, size_t n, void *ip)
 		old_usable = r->usable(p);
 		big_old = old_usable >= min_size;
 		if (big_old)
-			big_free(MEMQ_API_realloc, p, old_usable, ip);
+			taken = big_free(MEMQ_API_realloc, p, old_usable, ip);
 	}
 	q = r->realloc(p, n);
 	if (!acct)
 		return q;
 	if (!q && p && n) {
-		if (big_old)                  /* failed: p is still live, as it was */
+		/* failed: p is still live, as it was: recorded again, its table entry back */
+		if (big_old && lttng_ust_tracepoint_enabled(memq, host_alloc))
 			big_alloc(MEMQ_API_realloc, p, old_usable, old_usable, ip);
+		else if (taken) {
+			int saved_errno = errno;   /* the caller reads realloc's ENOMEM */
+
+			guard++;
+			memq_table_put(U64(p), 0, old_usable, MEMQ_MEM_HOST);
+			guard--;
+			errno = saved_errno;
+		}
 		return q;
 	}
 	if (p && !big_old)
