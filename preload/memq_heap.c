@@ -365,7 +365,10 @@ static void thread_exit(void *arg)
 
 	if (t != &self)
 		return;
-	flush_thread(t, 1);
+	/* After the process exit's sweep (a runtime's threads can outlive it), LTTng is being
+	 * torn down: nothing more is written, the thread only leaves the registry. */
+	if (__atomic_load_n(&heap_mode, __ATOMIC_ACQUIRE) != HEAP_DONE)
+		flush_thread(t, 1);
 	pthread_mutex_lock(&registry_lock);
 	t->prev->next = t->next;
 	t->next->prev = t->prev;
