@@ -18,8 +18,8 @@ usable bytes as an allocation and a free event, smaller blocks as per-thread
 totals written every 10 ms), every HIP and CUDA runtime memory call
 (allocations, frees with the size they free, copies, sets, prefetch/advise,
 synchronisations, device selection), loaded libraries and process names, with
-vpid/vtid/ip contexts. A session daemon is started if
-none is running. Ctrl-C reaches COMMAND; the session is stopped and destroyed
+vpid/vtid/ip contexts. A session daemon is started if none is running.
+Ctrl-C reaches COMMAND; the session is stopped and destroyed
 whatever happens to COMMAND, and DIR/memq-record.json records the command,
 its exit code, clocks, versions, what was enabled and how many events were
 lost. memq record exits with COMMAND's exit code (127: not found).
@@ -33,7 +33,7 @@ notes:
   instead of losing events when the consumer falls behind; --mode discard
   never stalls it, and lost events are counted.
   A PyTorch loop makes ~650k heap allocations per second, 99% of them under
-  4 KiB: the default --host-min-size keeps the trace ~100x smaller while the
+  4 KiB: the default --host-min-size keeps the trace ~80x smaller while the
   host live-bytes counter stays exact to within 10 ms (small blocks are in it
   as totals). --host-min-size 0 records every block; --host-source lttng
   records LTTng's raw lttng_ust_libc:* events instead (every call, no
