@@ -317,13 +317,33 @@ static inline uint64_t clock_now(clockid_t id)
 	return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
+/*
+ * Around LTTng's code: its blocking wait and consumer wake-up are
+ * cancellation points, and a thread cancelled there would leave its flush
+ * flag or table lock taken (its own thread-exit flush would then wait
+ * forever). Costs two flag updates per event.
+ */
+static inline int cancel_off(void)
+{
+	int old = PTHREAD_CANCEL_ENABLE;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	return old;
+}
+
+static inline void cancel_restore(int old)
+{
+	pthread_setcancelstate(old, &old);
+}
+
 static void emit_small(const struct memq_host_small_rec *r)
 {
-	int saved_errno = errno;
+	int saved_errno = errno, cancel = cancel_off();
 
 	guard++;
 	lttng_ust_do_tracepoint(memq, host_small, r, NULL);
 	guard--;
+	cancel_restore(cancel);
 	errno = saved_errno;
 }
 
@@ -473,17 +493,19 @@ void memq_heap_flush_all(void)
 static void big_alloc(int api, void *p, size_t usable, uint64_t requested, void *ip)
 {
 	struct memq_host_rec rec;
-	int saved_errno;
+	int saved_errno, cancel;
 
 	if (!lttng_ust_tracepoint_enabled(memq, host_alloc))
 		return;
 	saved_errno = errno;
+	cancel = cancel_off();
 	guard++;
 	rec = (struct memq_host_rec) { .api = (uint16_t) api, .ptr = U64(p), .size = usable,
 		.requested = requested };
 	memq_table_put(rec.ptr, 0, usable, MEMQ_MEM_HOST);
 	lttng_ust_do_tracepoint(memq, host_alloc, &rec, ip);
 	guard--;
+	cancel_restore(cancel);
 	errno = saved_errno;
 }
 
@@ -496,11 +518,12 @@ static int big_free(int api, void *p, size_t usable, void *ip)
 {
 	struct memq_alloc_info info;
 	struct memq_host_rec rec;
-	int enabled = lttng_ust_tracepoint_enabled(memq, host_free), saved_errno, taken;
+	int enabled = lttng_ust_tracepoint_enabled(memq, host_free), saved_errno, taken, cancel;
 
 	if (!enabled && !__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED))
 		return 0;
 	saved_errno = errno;
+	cancel = cancel_off();
 	guard++;
 	taken = memq_release_take(U64(p), 0, &info);
 	if (enabled) {
@@ -508,6 +531,7 @@ static int big_free(int api, void *p, size_t usable, void *ip)
 		lttng_ust_do_tracepoint(memq, host_free, &rec, ip);
 	}
 	guard--;
+	cancel_restore(cancel);
 	errno = saved_errno;
 	return taken;
 }
