@@ -123,7 +123,8 @@ def sources(trace: Any) -> pd.DataFrame:
 def _source_info(engine: Any) -> tuple[list[str], bool, bool]:
     """(sources, has addresses, has any memory event)."""
     df = sources(engine)
-    events = _query(engine, ("allocations",), "SELECT COUNT(*) AS n FROM memq_allocation")["n"].iloc[0]
+    events = _query(engine, ("allocations",), "SELECT (SELECT COUNT(*) FROM memq_allocation) "
+                                              "+ (SELECT COUNT(*) FROM memq_host_small) AS n")["n"].iloc[0]
     names = df["source"].tolist()
     has_events = bool(events) or bool((df["copies"] + df["sets"]).sum())
     return names, bool(df["has_addresses"].astype(bool).any()) if len(df) else False, has_events
@@ -274,10 +275,21 @@ def leaks(trace: Any) -> pd.DataFrame:
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         df = _query(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
+        caveat = "Allocations with no free in the trace; a lost free shows as a leak."
+        if df["size"].isna().any():
+            threshold = _host_min_size(engine)
+            caveat += (" The host row with no size is the blocks below the recording's threshold"
+                       + (f" ({threshold:,} bytes)" if threshold is not None else "")
+                       + " still live at the end, which the trace holds as totals only.")
         return _with_attrs(df, applies=addressed or not has_events,
-                           note=_note(has_events, addressed or not has_events,
-                                      "Allocations with no free in the trace; a lost free shows as a leak."),
-                           sources=names)
+                           note=_note(has_events, addressed or not has_events, caveat), sources=names)
+
+
+def _host_min_size(engine: Any) -> int | None:
+    """The recording's host heap threshold (`memq record --host-min-size`), when the trace says."""
+    df = engine.query("SELECT EXTRACT_ARG(arg_set_id, 'debug.host_min_size') AS n FROM slice "
+                      "WHERE category = 'memq.meta' AND EXTRACT_ARG(arg_set_id, 'debug.host_min_size') IS NOT NULL")
+    return int(df["n"].iloc[0]) if len(df) else None
 
 
 def leaked_allocations(trace: Any) -> pd.DataFrame:

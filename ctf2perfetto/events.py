@@ -19,6 +19,9 @@ Row semantics per `kind` (unused columns are 0):
 | MEMALIGN        | returned pointer     |                | size              | alignment           |        |
 | POSIX_MEMALIGN  | *memptr (0 on error) |                | size              | alignment           |        |
 | FREE            | freed pointer        |                | (0: libc)         |                     |        |
+| HOST_ALLOC      | returned pointer     |                | usable size       |                     | requested size |
+| HOST_FREE       | freed pointer        |                | usable size       |                     |        |
+| HOST_SMALL      |                      |                | bytes allocated   | blocks allocated    | blocks freed |
 | GPU_ALLOC       | returned pointer     |                | bytes (pitch*h)   | width (pitched)     | height |
 | GPU_FREE        | freed pointer        |                | bytes (wrapper)   |                     |        |
 | GPU_REGISTER    | host pointer         |                | bytes             |                     |        |
@@ -31,6 +34,13 @@ Row semantics per `kind` (unused columns are 0):
 | GPU_SET_DEVICE  |                      |                |                   | new device          |        |
 | LOST            |                      |                | range length (ns) | count               | 0 events / 1 packets |
 
+MALLOC ... FREE are LTTng's libc wrapper events (`memq record --host-source lttng`,
+older traces): every call, sizes as requested. HOST_ALLOC / HOST_FREE / HOST_SMALL are
+memq's heap wrappers (docs/EVENTS.md memq:host_*): blocks at or above the recording's
+threshold, sizes as the allocator's usable size on both sides, `api` naming the
+function (malloc ... pvalloc; a realloc is a HOST_FREE and a HOST_ALLOC with api
+realloc); HOST_SMALL is one thread's blocks below the threshold since its previous
+HOST_SMALL, with `flags` = bytes freed (their usable sizes).
 A LOST row's `ts` (= `begin`) is the start of the range where items were lost and
 its `stream` indexes TraceInfo.stream_files.
 For 2D copies `dpitch` / `spitch` hold the pitches (0 otherwise). 3D copies are
@@ -60,6 +70,9 @@ class EventKind(IntEnum):
     MEMALIGN = 4
     POSIX_MEMALIGN = 5
     FREE = 6
+    HOST_ALLOC = 7
+    HOST_FREE = 8
+    HOST_SMALL = 9
     GPU_ALLOC = 10
     GPU_FREE = 11
     GPU_REGISTER = 12
@@ -84,7 +97,11 @@ class MemKind(IntEnum):
     MANAGED = 5  # hipMallocManaged / cudaMallocManaged
 
 
-HEAP_KINDS = (EventKind.MALLOC, EventKind.CALLOC, EventKind.REALLOC, EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN)
+# Heap rows that allocate, that free, and every heap row (all below GPU_ALLOC).
+HEAP_KINDS = (EventKind.MALLOC, EventKind.CALLOC, EventKind.REALLOC, EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN,
+              EventKind.HOST_ALLOC)
+HEAP_FREE_KINDS = (EventKind.FREE, EventKind.HOST_FREE)
+HEAP_ROW_KINDS = (*HEAP_KINDS, *HEAP_FREE_KINDS, EventKind.HOST_SMALL)
 
 # Column name -> dtype. Order is the canonical column order.
 COLUMNS: dict[str, np.dtype] = {

@@ -98,7 +98,9 @@ class LttngEvents:
             allocating = np.isin(kind, [*HEAP_KINDS, EventKind.GPU_ALLOC])
             rows = np.flatnonzero(allocating & np.isin(batch["ptr"], self._addresses))
             if len(rows):
-                self._allocs.append((batch["pid"][rows], batch["ptr"][rows], batch["size"][rows], batch["ts"][rows]))
+                # Kineto reports the bytes asked for: memq's host blocks carry them apart from the usable size
+                size = np.where(kind[rows] == EventKind.HOST_ALLOC, batch["aux2"][rows], batch["size"][rows])
+                self._allocs.append((batch["pid"][rows], batch["ptr"][rows], size, batch["ts"][rows]))
         return batch
 
     def calls_by_thread(self, realtime_offset_ns: int) -> dict[tuple[int, int], list[tuple[int, int]]]:

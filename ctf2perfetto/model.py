@@ -19,6 +19,10 @@ Rules (DESIGN.md, "What the numbers mean"):
 * An allocation starting where a live one of the same space starts (the trace
   lost its free) ends the old one, so the counters never hold unreachable bytes;
   these are counted as `replaced`.
+* Host heap blocks below the recording's threshold are no allocations: a
+  HOST_SMALL row (one thread's totals since its previous one) moves the host
+  live-bytes counter by bytes allocated minus bytes freed, at its time, and its
+  counts go into ModelTotals.small_*.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .events import HEAP_KINDS, EventBatch, EventKind, MemKind
+from .events import HEAP_FREE_KINDS, HEAP_KINDS, EventBatch, EventKind, MemKind
 
 # Address-space classes: which free can end an allocation.
 CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4
@@ -141,6 +145,11 @@ class ModelTotals:
     frees: int = 0  # calls that ended an allocation
     unmatched_frees: int = 0
     replaced: int = 0
+    # Host blocks below the threshold (HOST_SMALL rows), summed: count and bytes allocated / freed.
+    small_allocations: int = 0
+    small_allocated_bytes: int = 0
+    small_frees: int = 0
+    small_freed_bytes: int = 0
     counters: dict[int, int] = field(default_factory=dict)  # counter key -> live bytes now
 
 
@@ -255,15 +264,15 @@ class MemoryModel:
         ptr, src, size, result = batch["ptr"], batch["src"], batch["size"], batch["result"]
         ts, begin, pid = batch["ts"], batch["begin"], batch["pid"]
         ok = result == 0
-        # Only libc rows (most batches): every allocation and free is on the host heap, so the
+        # Only heap rows (most batches): every allocation and free is on the host heap, so the
         # GPU terms and the per-row memory kinds / classes below are constants.
-        heap_only = int(kind.max()) <= EventKind.FREE
+        heap_only = int(kind.max()) < EventKind.GPU_ALLOC
 
         # -- which rows start / end an allocation, and in which space ----------------------
         is_realloc = kind == EventKind.REALLOC
-        plain_alloc = kind_in(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN))
+        plain_alloc = kind_in(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN, EventKind.HOST_ALLOC))
         starts = (ptr != 0) & (plain_alloc | is_realloc | ((kind == EventKind.POSIX_MEMALIGN) & ok))
-        ends = ((kind == EventKind.FREE) & (ptr != 0)) | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
+        ends = (kind_in(kind, HEAP_FREE_KINDS) & (ptr != 0)) | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
         end_addr = np.where(is_realloc, src, ptr)
         if heap_only:
             start_mem = np.full(n, MemKind.HOST, np.int64)
@@ -335,6 +344,9 @@ class MemoryModel:
         a_size = entries.column("size", alloc_of).astype(np.int64)
         d_delta = np.concatenate([a_size[:len(new_start)], -a_size[len(new_start):]])
         d_key = entries.counter_keys(alloc_of)
+        small = np.flatnonzero(kind == EventKind.HOST_SMALL)
+        if len(small):
+            d_row, d_time, d_key, d_delta = self._small_blocks(batch, small, d_row, d_time, d_key, d_delta)
         samples = self._counter_samples(n, d_row, d_time, d_key, d_delta)
 
         # -- carried state ---------------------------------------------------------------------
@@ -376,6 +388,23 @@ class MemoryModel:
         self._recent_tags = row_tags
 
     # -- internals ---------------------------------------------------------------------------
+    def _small_blocks(self, batch, rows, d_row, d_time, d_key, d_delta):
+        """Adds the host counter changes of HOST_SMALL `rows` (bytes allocated - freed) to the
+        allocation/free changes (d_*), and their counts to the totals."""
+        alloc_bytes, freed_bytes = batch["size"][rows], batch["flags"][rows]
+        t = self.totals
+        t.small_allocations += int(batch["aux"][rows].sum())
+        t.small_frees += int(batch["aux2"][rows].sum())
+        t.small_allocated_bytes += int(alloc_bytes.sum())
+        t.small_freed_bytes += int(freed_bytes.sum())
+        delta = alloc_bytes.astype(np.int64) - freed_bytes.astype(np.int64)
+        moves = delta != 0
+        rows, delta = rows[moves], delta[moves]
+        pid = batch["pid"][rows]
+        key = (CNT_HOST << _CNT_SHIFT) | (pid & ((1 << _CNT_SHIFT) - 1))
+        return (np.concatenate([d_row, rows]), np.concatenate([d_time, batch["ts"][rows]]),
+                np.concatenate([d_key, key]), np.concatenate([d_delta, delta]))
+
     def _counter_samples(self, n, row, time, key, delta):
         """Absolute counter values after each (row, counter) that changed one, in time order.
 

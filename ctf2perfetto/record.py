@@ -3,7 +3,9 @@
 The whole LTTng dance, in order: a reachable session daemon (started when
 none is), a session writing to the output directory, one user-space channel
 (blocking with a finite timeout, or discard), the events and contexts, the
-LD_PRELOAD set (fork/dl helpers, LTTng's libc wrapper, our HIP/CUDA wrapper),
+LD_PRELOAD set (fork/dl helpers, memq's preload library: HIP/CUDA and, with
+the `libc` API, the host heap at a size threshold; or LTTng's libc wrapper
+with `--host-source lttng`) and the library's settings in the environment,
 the command itself with SIGINT/SIGTERM forwarded, then stop, the discarded
 event count, destroy -- the last three whatever happened to the command.
 `memq-record.json` in the output directory says what was done.
@@ -38,14 +40,25 @@ from .paths import native_library
 
 APIS = ("hip", "cuda", "libc")
 MODES = ("blocking", "discard")
+# Where `--api libc` events come from: memq's own heap wrappers (blocks at or above
+# --host-min-size as events, smaller ones as per-thread totals) or LTTng's libc
+# wrapper (every call an event, raw lttng_ust_libc:* events as in older traces).
+HOST_SOURCES = ("memq", "lttng")
+HOST_MIN_SIZE = 4096
+HOST_MIN_SIZE_RE = re.compile(r"^(\d+)([kKmMgG]?)$")
+HOST_MIN_SIZE_MAX = 1 << 48  # beyond any heap block: no block would be an event
 RECORD_FILE = "memq-record.json"
 CHANNEL = "memq"
 # Finite, so a stuck consumer daemon delays the program (at most this long per
 # event) instead of hanging it forever; events then count as discarded.
 BLOCKING_TIMEOUT_US = 200_000
 # Per-CPU ring buffer: 8 x 2 MiB absorbs bursts of ~600k events between
-# consumer reads.
+# consumer reads, what a heap recorded call by call needs (--host-min-size 0,
+# --host-source lttng); with the heap at a threshold (~100x fewer events)
+# 8 x 512 KiB does, and the session starts faster (the buffers are allocated
+# at `lttng start`: 0.15-0.3 s for 2 x 16 MiB here).
 SUBBUF_SIZE = "2M"
+SUBBUF_SIZE_THRESHOLD = "512k"
 NUM_SUBBUF = 8
 SIZE_RE = re.compile(r"^[1-9]\d*[kKmMgG]?$")
 CONTEXTS = ("vpid", "vtid", "ip")
@@ -62,6 +75,8 @@ INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run
 # the other gate on.
 MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "prefetch", "advise", "sync",
                     "set_device")
+# memq's host heap events (docs/EVENTS.md, "Capture layout"); they carry no runtime.
+MEMQ_HOST_EVENTS = ("host_alloc", "host_free", "host_small")
 API_FILTER = {"hip": "api < 100 || (api > 400 && api < 450)",
               "cuda": "(api > 100 && api < 200) || (api > 300 && api < 400)"}
 RUNTIME_FILTER = {"hip": "runtime == 1", "cuda": "runtime == 2"}
@@ -83,8 +98,11 @@ class RecordOptions:
     apis: tuple[str, ...] = APIS
     mode: str = "blocking"
     force: bool = False
-    subbuf_size: str = SUBBUF_SIZE  # lttng enable-channel --subbuf-size (power of two, >= page size)
+    subbuf_size: str | None = None  # lttng enable-channel --subbuf-size (power of two, >= page size); None: as
+    # the heap needs (subbuf_size())
     num_subbuf: int = NUM_SUBBUF
+    host_source: str = "memq"  # HOST_SOURCES
+    host_min_size: int = HOST_MIN_SIZE  # bytes (usable size); 0 = every block an event
 
 
 @dataclass
@@ -120,6 +138,35 @@ def parse_apis(text: str) -> tuple[str, ...]:
     if not apis or unknown:
         raise UsageError(f"--api {text!r}: choose from {','.join(APIS)}")
     return apis
+
+
+def parse_host_min_size(text: str) -> int:
+    """`--host-min-size`: bytes, with an optional k/M/G suffix (powers of 1024); 0 records every block."""
+    match = HOST_MIN_SIZE_RE.match(text.strip())
+    if not match:
+        raise UsageError(f"--host-min-size {text!r}: a size in bytes such as 4096, 64k or 1M "
+                         "(0 records every allocation)")
+    value = int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[match.group(2).lower()]
+    if value > HOST_MIN_SIZE_MAX:
+        raise UsageError(f"--host-min-size {text!r}: larger than any heap block (at most {HOST_MIN_SIZE_MAX:,} bytes)")
+    return value
+
+
+def subbuf_size(options: RecordOptions) -> str:
+    """The sub-buffer size asked for, else the default for how the heap is recorded (see SUBBUF_SIZE)."""
+    if options.subbuf_size:
+        return options.subbuf_size
+    every_call = "libc" in options.apis and (options.host_source == "lttng" or options.host_min_size == 0)
+    return SUBBUF_SIZE if every_call else SUBBUF_SIZE_THRESHOLD
+
+
+def host_settings(options: RecordOptions) -> dict | None:
+    """What memq-record.json says about the host heap: None without the libc API."""
+    if "libc" not in options.apis:
+        return None
+    if options.host_source == "lttng":
+        return {"source": "lttng"}
+    return {"source": "memq", "min_size": options.host_min_size}
 
 
 def clock_reading(where: str) -> dict:
@@ -228,18 +275,28 @@ def _first_error(text: str) -> str:
 # What to enable and preload
 # --------------------------------------------------------------------------
 
-def event_rules(apis: tuple[str, ...]) -> list[tuple[str, str | None]]:
-    """(event names, filter) pairs for `lttng enable-event -u`."""
+def event_rules(apis: tuple[str, ...], host_source: str = "memq") -> list[tuple[str, str | None]]:
+    """(event names, filter) pairs for `lttng enable-event -u`.
+
+    memq's host events are emitted only when the preload library is given a threshold
+    (HOST_MIN_SIZE_ENV), so `memq:*` enables them harmlessly without the libc API.
+    """
     rules: list[tuple[str, str | None]] = [("lttng_ust_statedump:*", None), ("lttng_ust_lib:*", None)]
-    if "libc" in apis:
+    memq_heap = "libc" in apis and host_source == "memq"
+    if "libc" in apis and not memq_heap:
         rules.append(("lttng_ust_libc:*", None))
     gpu = [a for a in apis if a in ("hip", "cuda")]
     if len(gpu) == 2:
         rules.append(("memq:*", None))
-    elif gpu:
+        return rules
+    if gpu:
         calls = ",".join(f"memq:{e}" for e in MEMQ_CALL_EVENTS)
         rules += [(calls, API_FILTER[gpu[0]]), ("memq:device", RUNTIME_FILTER[gpu[0]]),
-                  (f"memq:clock,{GATE_EVENT[gpu[0]]}", None)]
+                  (GATE_EVENT[gpu[0]], None)]
+    if memq_heap:
+        rules.append((",".join(f"memq:{e}" for e in MEMQ_HOST_EVENTS), None))
+    if gpu or memq_heap:
+        rules.append(("memq:clock", None))
     return rules
 
 
@@ -264,12 +321,17 @@ def _on_library_path(name: str) -> str | None:
     return None
 
 
-def preload_list(apis: tuple[str, ...]) -> list[str]:
-    """LD_PRELOAD entries, in load order."""
+def preload_list(apis: tuple[str, ...], host_source: str = "memq") -> list[str]:
+    """LD_PRELOAD entries, in load order.
+
+    One heap wrapper only: with `--host-source lttng` memq's library (when the GPU APIs
+    need it) gets no threshold and its heap wrappers just forward to LTTng's.
+    """
     libs = [_system_library(name) for name in LTTNG_HELPERS]
-    if "libc" in apis:
+    lttng_heap = "libc" in apis and host_source == "lttng"
+    if lttng_heap:
         libs.append(_system_library(LIBC_WRAPPER))
-    if "hip" in apis or "cuda" in apis:
+    if "hip" in apis or "cuda" in apis or ("libc" in apis and not lttng_heap):
         libs.append(str(native_library(PRELOAD_LIBRARY)))
     return libs
 
@@ -422,22 +484,29 @@ def discarded_counts(lttng: Lttng, session: str) -> tuple[int, int]:
 
 def configure_session(lttng: Lttng, session: str, options: RecordOptions,
                       rules: list[tuple[str, str | None]]) -> None:
-    """Channel, events and contexts of a freshly created session."""
-    channel = ["enable-channel", "-u", "-s", session, f"--subbuf-size={options.subbuf_size}",
+    """Channel, events and contexts of a freshly created session (unfiltered rules in one call:
+    each `lttng` run costs ~15 ms)."""
+    channel = ["enable-channel", "-u", "-s", session, f"--subbuf-size={subbuf_size(options)}",
                f"--num-subbuf={options.num_subbuf}", "--discard"]
     if options.mode == "blocking":
         channel.append(f"--blocking-timeout={BLOCKING_TIMEOUT_US}")
     lttng.run(*channel, CHANNEL)
-    for events, filt in rules:
+    unfiltered = ",".join(events for events, filt in rules if not filt)
+    for events, filt in [(unfiltered, None)] * bool(unfiltered) + [(e, f) for e, f in rules if f]:
         lttng.run("enable-event", "-u", "-s", session, "-c", CHANNEL, events, *(["--filter", filt] if filt else []))
     lttng.run("add-context", "-u", "-s", session, "-c", CHANNEL, *[a for c in CONTEXTS for a in ("-t", c)])
 
 
-def child_environment(env: dict[str, str], preload: list[str], mode: str, reach_dir: Path) -> dict[str, str]:
-    """The command's environment: our preloads first, then the user's own."""
+def child_environment(env: dict[str, str], preload: list[str], mode: str, reach_dir: Path,
+                      host: dict | None = None) -> dict[str, str]:
+    """The command's environment: our preloads first, then the user's own; the preload
+    library's settings (a threshold only when memq records the heap: unset, it forwards)."""
     child = dict(env)
     child["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
     child[REACH_ENV] = str(reach_dir)
+    child.pop(HOST_MIN_SIZE_ENV, None)
+    if host and host["source"] == "memq":
+        child[HOST_MIN_SIZE_ENV] = str(host["min_size"])
     if mode == "blocking":
         child["LTTNG_UST_ALLOW_BLOCKING"] = "1"  # without it the channel's blocking timeout is ignored
     return child
@@ -460,6 +529,8 @@ def read_reach(reach_dir: Path) -> list[dict]:
 # dynamic CUDA runtime reaches the driver through it (one event, the runtime's).
 REACH_SEEN_BY = {"hip": ("hip",), "cuda": ("cuda", "driver"), "driver": ("cuda", "driver")}
 REACH_ENV = "MEMQ_REACH_DIR"
+# The host heap threshold in bytes (preload/memq_heap.h MEMQ_ENV_HOST_MIN_SIZE); unset = heap wrappers forward only.
+HOST_MIN_SIZE_ENV = "MEMQ_HOST_MIN_SIZE"
 
 
 def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
@@ -496,23 +567,28 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
         raise UsageError("no command to record (memq record -o DIR -- COMMAND ...)")
     if options.mode not in MODES:
         raise UsageError(f"--mode {options.mode!r}: choose blocking or discard")
-    if not SIZE_RE.match(options.subbuf_size):
+    if options.subbuf_size is not None and not SIZE_RE.match(options.subbuf_size):
         raise UsageError(f"--subbuf-size {options.subbuf_size!r}: a size such as 4096, 64k or 2M")
     if options.num_subbuf < 2:
         raise UsageError(f"--num-subbuf {options.num_subbuf}: at least 2")
+    if options.host_source not in HOST_SOURCES:
+        raise UsageError(f"--host-source {options.host_source!r}: choose memq or lttng")
+    if not 0 <= options.host_min_size <= HOST_MIN_SIZE_MAX:
+        raise UsageError(f"--host-min-size {options.host_min_size}: between 0 and {HOST_MIN_SIZE_MAX:,} bytes")
     env = lttng_environment()
     lttng = Lttng(env)
     executable = resolve_command(options.command[0], env)
     if executable is None:
         raise MemqError(f"{options.command[0]}: command not found", exit_code=127)
     output = prepare_output(options.output, options.force)
-    preload = preload_list(options.apis)
+    preload = preload_list(options.apis, options.host_source)
     ensure_sessiond(lttng)
 
     session = f"memq-{os.getpid()}-{int(time.time())}"
-    rules = event_rules(options.apis)
+    rules = event_rules(options.apis, options.host_source)
+    host = host_settings(options)
     reach_dir = Path(tempfile.mkdtemp(prefix="memq-reach-"))
-    child_env = child_environment(env, preload, options.mode, reach_dir)
+    child_env = child_environment(env, preload, options.mode, reach_dir, host)
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     lttng.run("create", session, f"--output={output}")
     readings: list[dict] = []
@@ -527,11 +603,14 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
         readings.append(clock_reading("end"))
     finally:
         duration = time.monotonic() - t0
+        stopped = False
         try:
-            lttng.run("stop", session, check=False)
+            # `stop` returns once the trace data is written out; the session's teardown
+            # after that (~0.5 s in the daemon) need not be waited for.
+            stopped = lttng.run("stop", session, check=False).returncode == 0
             discarded, lost_packets = discarded_counts(lttng, session)
         finally:
-            lttng.run("destroy", session, check=False)
+            lttng.run("destroy", *(["--no-wait"] if stopped else []), session, check=False)
             reach = read_reach(reach_dir)
             shutil.rmtree(reach_dir, ignore_errors=True)
 
@@ -541,8 +620,8 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
         versions={"memq": __version__, "lttng": lttng.version(), "python": sys.version.split()[0],
                   "kernel": os.uname().release},
         clock_readings=readings,
-        enabled={"apis": list(options.apis), "mode": options.mode,
-                 "channel": {"name": CHANNEL, "buffers": "per-uid", "subbuf_size": options.subbuf_size,
+        enabled={"apis": list(options.apis), "mode": options.mode, "host": host,
+                 "channel": {"name": CHANNEL, "buffers": "per-uid", "subbuf_size": subbuf_size(options),
                              "num_subbuf": options.num_subbuf,
                              "blocking_timeout_us": BLOCKING_TIMEOUT_US if options.mode == "blocking" else 0},
                  "events": [{"events": e, "filter": f} for e, f in rules], "contexts": list(CONTEXTS)},
@@ -565,7 +644,7 @@ def summary(result: RecordResult) -> str:
     if lost:
         lines.append("memq record: WARNING: events were lost (counted in memq-record.json and marked in the trace); "
                      "to keep them all use --mode blocking, larger buffers (--subbuf-size, --num-subbuf) or "
-                     "record less (--api)")
+                     "record less (--api, a larger --host-min-size)")
     lines.extend(f"memq record: WARNING: {w}" for w in result.warnings)
     lines.append(f"memq record: next: ctf2perfetto {result.trace_dir} -o trace.pftrace")
     return "\n".join(lines)

@@ -26,7 +26,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from . import __version__, clocks
 from .errors import MemqError
-from .events import HEAP_KINDS, EventBatch, EventKind, MemKind, TraceInfo
+from .events import HEAP_ROW_KINDS, EventBatch, EventKind, MemKind, TraceInfo
 from .model import CNT_DEVICE, CNT_HOST, COUNTER_NAMES, MemoryModel, counter_key, kind_in, split_counter_key
 from .encode import (ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, SEQ, TYPE_BEGIN, TYPE_COUNTER, TYPE_END,
                      TYPE_INSTANT, Table, arg_values, copy_patched, record, varint)
@@ -39,7 +39,12 @@ DESCRIPTOR_SEQ = 3
 # thread track and the process's heap counter: the bulk of a trace then carries neither uuid.
 HEAP_SEQ_BASE = 16
 HEAP_ARGS = ("ptr", "size", "in_ptr", "nmemb", "alignment", "result", "alloc_id", "freed_alloc_id", "unmatched",
-             "replaced_alloc_id", "ip")
+             "replaced_alloc_id", "ip", "requested", "alloc_count", "alloc_bytes", "free_count", "free_bytes")
+# memq.heap instant names: LTTng's libc events are named by their kind, memq's host_alloc / host_free by the
+# function (`api`), host_small as itself.
+_LTTNG_HEAP = (EventKind.MALLOC, EventKind.CALLOC, EventKind.REALLOC, EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN,
+               EventKind.FREE)
+HEAP_NAMES = (*(k.name.lower() for k in _LTTNG_HEAP), "aligned_alloc", "valloc", "pvalloc", "host_small")
 _ENCODE_ROWS = 1 << 15  # rows per native call: bounds the encode buffers
 _ALLOC_FLOW = 1 << 56  # flow id = tag | alloc_id (allocation -> free)
 _COPY_FLOW = 2 << 56  # flow id = tag | n (allocation -> copy)
@@ -111,6 +116,8 @@ class ConvertSummary:
     allocations: int = 0
     unmatched_frees: int = 0
     replaced_allocations: int = 0  # allocations started over a live one (their free was not traced)
+    small_allocations: int = 0  # host blocks below the recording's threshold (memq:host_small totals)
+    small_frees: int = 0
     lost_events: int = 0
     lost_packets: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
@@ -214,8 +221,7 @@ class _TraceWriter:
         clear.trace_packet_defaults.timestamp_clock_id = clocks.MONOTONIC
         self._write(record(clear))
         self.heap_cat = self.interner.iid("event_categories", "memq.heap")
-        self.heap_names = {k: self.interner.iid("event_names", k.name.lower())
-                           for k in (*HEAP_KINDS, EventKind.FREE)}
+        self.heap_names = {name: self.interner.iid("event_names", name) for name in HEAP_NAMES}
         self.heap_args = {name: self._arg(name) for name in HEAP_ARGS}
         self.heap_seqs: dict[tuple[int, int], int] = {}
         self._pairs: list[tuple[int, int]] = []  # the current batch's threads, and each row's index in it
@@ -293,7 +299,7 @@ class _TraceWriter:
         row_offsets = np.zeros(n, np.int64)
         sample_done = np.zeros(len(mb.sample_row), bool)
 
-        heap = np.flatnonzero(kind_in(batch["kind"], (*HEAP_KINDS, EventKind.FREE)))
+        heap = np.flatnonzero(kind_in(batch["kind"], HEAP_ROW_KINDS))
         if len(heap):
             # A libc-only batch (the bulk of most traces) is used in place, not gathered row by row.
             rows = slice(None) if len(heap) == n else heap
@@ -350,8 +356,8 @@ class _TraceWriter:
         defaults.track_event_defaults.extra_counter_track_uuids.append(host)
         data = packet.interned_data
         data.event_categories.add(iid=self.heap_cat, name="memq.heap")
-        for kind, iid in self.heap_names.items():
-            data.event_names.add(iid=iid, name=kind.name.lower())
+        for name, iid in self.heap_names.items():
+            data.event_names.add(iid=iid, name=name)
         for name, iid in self.heap_args.items():
             data.debug_annotation_names.add(iid=iid, name=name)
         self._write(record(packet))
@@ -372,25 +378,43 @@ class _TraceWriter:
                 self._write(record(_counter_descriptor(key)))
         return np.array([_counter_track_uuid(k) for k in uniq.tolist()], np.uint64)[inverse.ravel()]
 
+    def _heap_name_iids(self, kind: np.ndarray, api: np.ndarray) -> np.ndarray:
+        """memq.heap instant name per row (see HEAP_NAMES)."""
+        lut = np.zeros(256, np.uint32)
+        for k in _LTTNG_HEAP:
+            lut[k] = self.heap_names[k.name.lower()]
+        lut[EventKind.HOST_ALLOC] = self.heap_names["malloc"]  # (an api outside HEAP_NAMES: generic names)
+        lut[EventKind.HOST_FREE] = self.heap_names["free"]
+        lut[EventKind.HOST_SMALL] = self.heap_names["host_small"]
+        names = lut[kind]
+        host = kind_in(kind, (EventKind.HOST_ALLOC, EventKind.HOST_FREE))
+        if host.any():
+            by_api = np.array([self.heap_names.get(n, 0) for n in self.api_names] + [0], np.uint32)
+            named = by_api[np.minimum(api[host], len(self.api_names))]
+            names[host] = np.where(named != 0, named, names[host])
+        return names
+
     def _emit_heap(self, batch, mb, rows, thread_uuid, sample_done) -> np.ndarray:
         """Heap instants of `rows` (row indices, or slice(None) for the whole batch)."""
         kind = batch["kind"][rows]
         g = len(kind)
-        name_lut = np.zeros(256, np.uint32)
-        for k, iid in self.heap_names.items():
-            name_lut[k] = iid
         alloc_id = mb.alloc_id[rows]
         freed = mb.freed_alloc_id[rows]
         unmatched = mb.unmatched[rows]
-        is_free = kind == EventKind.FREE
+        small = kind == EventKind.HOST_SMALL
         aligned = kind_in(kind, (EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN))
         ip = batch["ip"][rows]
         ones = np.ones(g, bool)
         a = self.heap_args
         replaced = mb.replaced_alloc_id[rows]
         args = [
-            (a["ptr"], ARG_POINTER, batch["ptr"][rows], ones),
-            (a["size"], ARG_UINT, batch["size"][rows], ~is_free),
+            (a["ptr"], ARG_POINTER, batch["ptr"][rows], ~small),
+            (a["size"], ARG_UINT, batch["size"][rows], ~small & (kind != EventKind.FREE)),
+            (a["requested"], ARG_UINT, batch["aux2"][rows], kind == EventKind.HOST_ALLOC),
+            (a["alloc_count"], ARG_UINT, batch["aux"][rows], small),
+            (a["alloc_bytes"], ARG_UINT, batch["size"][rows], small),
+            (a["free_count"], ARG_UINT, batch["aux2"][rows], small),
+            (a["free_bytes"], ARG_UINT, batch["flags"][rows], small),
             (a["in_ptr"], ARG_POINTER, batch["src"][rows], kind == EventKind.REALLOC),
             (a["nmemb"], ARG_UINT, batch["aux"][rows], kind == EventKind.CALLOC),
             (a["alignment"], ARG_UINT, batch["aux"][rows], aligned),
@@ -425,7 +449,7 @@ class _TraceWriter:
         table = Table(
             ts=batch["ts"][rows], track=np.zeros(g, np.uint64),
             type=np.full(g, TYPE_INSTANT, np.uint8),
-            name_iid=name_lut[kind], cat_iid=np.full(g, self.heap_cat, np.uint32),
+            name_iid=self._heap_name_iids(kind, batch["api"][rows]), cat_iid=np.full(g, self.heap_cat, np.uint32),
             flow_out=np.where(alloc_id > 0, alloc_id | _ALLOC_FLOW, 0).astype(np.uint64),
             flow_in=np.where(freed > 0, freed | _ALLOC_FLOW, 0).astype(np.uint64),
             xc_track=xc_track, xc_value=xc_value, xc_has=xc_has, pad=(alloc_id > 0).astype(np.uint8), seq=seq,
@@ -660,7 +684,7 @@ class _TraceWriter:
             "source": "lttng", "converter_version": __version__, "hostname": info.hostname,
             "lost_events": info.lost_events, "lost_packets": info.lost_packets,
             "unmatched_frees": summary.unmatched_frees, "skipped_events": sum(info.skipped.values()),
-            "events": summary.total_events})
+            "events": summary.total_events, **_host_settings(info)})
         for dev in info.devices:
             instant(t0, "memq.device", f"GPU {dev.get('device', 0)}", {
                 "pid": dev.get("pid", 0), "device": dev.get("device", 0), "runtime": str(dev.get("runtime", "")),
@@ -746,6 +770,17 @@ def _counter_descriptor(key: int) -> pb.TracePacket:
     return packet
 
 
+def _host_settings(info: TraceInfo) -> dict[str, object]:
+    """How the recording took the host heap (memq-record.json), for `memq trace info`."""
+    host = ((info.record or {}).get("enabled") or {}).get("host")
+    if not isinstance(host, dict) or host.get("source") not in ("memq", "lttng"):
+        return {}
+    values: dict[str, object] = {"host_source": host["source"]}
+    if isinstance(host.get("min_size"), int):
+        values["host_min_size"] = host["min_size"]
+    return values
+
+
 def _runtime(api_name: str) -> str:
     return "cuda" if api_name.startswith("cu") else "hip" if api_name.startswith("hip") else "unknown"
 
@@ -793,6 +828,8 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
             summary.allocations = totals.allocations
             summary.unmatched_frees = totals.unmatched_frees
             summary.replaced_allocations = totals.replaced
+            summary.small_allocations = totals.small_allocations
+            summary.small_frees = totals.small_frees
             writer.add_meta(trace_info, summary)
             writer._write(writer.descriptors(trace_info, extra_processes, extra_threads))
             for packet in extra_packets:

@@ -100,7 +100,9 @@ def _print_summary(summary, prog: str) -> None:
         f"  processes: {summary.processes}, threads: {summary.threads}",
         f"  allocations: {summary.allocations:,}, unmatched frees: {summary.unmatched_frees:,}"
         + (f", allocations over a live one (free not traced): {summary.replaced_allocations:,}"
-           if summary.replaced_allocations else ""),
+           if summary.replaced_allocations else "")
+        + (f"; host blocks below the threshold (totals only): {summary.small_allocations:,} allocated, "
+           f"{summary.small_frees:,} freed" if summary.small_allocations or summary.small_frees else ""),
         f"  lost: {summary.lost_events:,} events, {summary.lost_packets:,} packets",
     ]
     if summary.skipped:

@@ -1,4 +1,4 @@
-"""`memq record -o DIR [--api hip,cuda,libc] [--mode blocking|discard] [--force] -- CMD ...`
+"""`memq record -o DIR [--api hip,cuda,libc] [--host-min-size BYTES] [--mode blocking|discard] [--force] -- CMD ...`
 
 `python3 -m ctf2perfetto.cli.record record -o DIR -- CMD` is the same command
 without the other subcommands, whose modules import pandas: recording needs only
@@ -13,11 +13,13 @@ from pathlib import Path
 HELP = "record host heap and HIP/CUDA memory calls of a command with LTTng"
 DESCRIPTION = """\
 Run COMMAND under an LTTng user-space session and write its trace (CTF) to DIR:
-libc heap calls (LTTng's libc wrapper), every HIP and CUDA runtime memory call
-(memq's preload library: allocations, frees with the size they free, copies,
-sets, prefetch/advise, synchronisations, device selection), loaded libraries
-and process names, with vpid/vtid/ip contexts. A session daemon is started if
-none is running. Ctrl-C reaches COMMAND; the session is stopped and destroyed
+the libc heap (memq's preload library: every block of at least --host-min-size
+usable bytes as an allocation and a free event, smaller blocks as per-thread
+totals written every 10 ms), every HIP and CUDA runtime memory call
+(allocations, frees with the size they free, copies, sets, prefetch/advise,
+synchronisations, device selection), loaded libraries and process names, with
+vpid/vtid/ip contexts. A session daemon is started if none is running.
+Ctrl-C reaches COMMAND; the session is stopped and destroyed
 whatever happens to COMMAND, and DIR/memq-record.json records the command,
 its exit code, clocks, versions, what was enabled and how many events were
 lost. memq record exits with COMMAND's exit code (127: not found).
@@ -30,6 +32,12 @@ notes:
   --mode blocking (default) makes the program wait (up to 200 ms per event)
   instead of losing events when the consumer falls behind; --mode discard
   never stalls it, and lost events are counted.
+  A PyTorch loop makes ~650k heap allocations per second, 99% of them under
+  4 KiB: the default --host-min-size keeps the trace ~80x smaller while the
+  host live-bytes counter stays exact to within 10 ms (small blocks are in it
+  as totals). --host-min-size 0 records every block; --host-source lttng
+  records LTTng's raw lttng_ust_libc:* events instead (every call, no
+  threshold, sizes as requested).
 
 example:
   memq record -o trace/ -- python train.py --epochs 1
@@ -44,10 +52,17 @@ def add_parser(subparsers) -> None:
                         help="trace directory (created; must be empty unless --force)")
     parser.add_argument("--api", default="hip,cuda,libc", metavar="LIST",
                         help="what to record, comma-separated from hip,cuda,libc (default: all)")
+    parser.add_argument("--host-min-size", default="4096", metavar="BYTES",
+                        help="libc heap blocks of at least BYTES (usable size; suffixes k, M, G) are events, smaller "
+                             "ones per-thread totals (default 4096; 0 records every block)")
+    parser.add_argument("--host-source", choices=("memq", "lttng"), default="memq",
+                        help="what records the libc heap: memq's preload library (default) or LTTng's libc wrapper "
+                             "(raw lttng_ust_libc:* events, every call; --host-min-size does not apply)")
     parser.add_argument("--mode", choices=("blocking", "discard"), default="blocking",
                         help="when buffers are full: make the program wait (default) or lose events")
-    parser.add_argument("--subbuf-size", default="2M", metavar="SIZE",
-                        help="LTTng sub-buffer size per CPU, e.g. 64k, 2M (default 2M; rounded up to a power of two)")
+    parser.add_argument("--subbuf-size", default=None, metavar="SIZE",
+                        help="LTTng sub-buffer size per CPU, e.g. 64k, 2M (rounded up to a power of two; default "
+                             "512k, 2M when every heap call is an event: --host-min-size 0 or --host-source lttng)")
     parser.add_argument("--num-subbuf", type=int, default=8, metavar="N",
                         help="sub-buffers per CPU (default 8): more buffer absorbs longer bursts")
     parser.add_argument("--force", action="store_true",
@@ -61,7 +76,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from . import stderr_is_terminal
     from ..errors import UsageError
-    from ..record import RecordOptions, parse_apis, record, summary
+    from ..record import RecordOptions, parse_apis, parse_host_min_size, record, summary
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -71,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     announce = (lambda line: print(line, file=sys.stderr, flush=True)) if stderr_is_terminal() else None
     result = record(RecordOptions(output=args.output, command=command, apis=parse_apis(args.api),
                                   mode=args.mode, force=args.force, subbuf_size=args.subbuf_size,
-                                  num_subbuf=args.num_subbuf), announce)
+                                  num_subbuf=args.num_subbuf, host_source=args.host_source,
+                                  host_min_size=parse_host_min_size(args.host_min_size)), announce)
     print(summary(result), file=sys.stderr)
     return result.exit_code
 

@@ -24,6 +24,7 @@
 /* Row kinds: ctf2perfetto.events.EventKind. */
 enum {
 	K_MALLOC = 1, K_CALLOC = 2, K_REALLOC = 3, K_MEMALIGN = 4, K_POSIX_MEMALIGN = 5, K_FREE = 6,
+	K_HOST_ALLOC = 7, K_HOST_FREE = 8, K_HOST_SMALL = 9,
 	K_GPU_ALLOC = 10, K_GPU_FREE = 11, K_GPU_REGISTER = 12, K_GPU_UNREGISTER = 13, K_GPU_COPY = 14,
 	K_GPU_SET = 15, K_GPU_PREFETCH = 16, K_GPU_ADVISE = 17, K_GPU_SYNC = 18, K_GPU_SET_DEVICE = 19,
 	K_LOST = 30,
@@ -46,6 +47,7 @@ typedef struct {
 enum action {
 	A_UNKNOWN, A_IGNORE, A_LIBC, A_ALLOC, A_FREE, A_COPY, A_SET, A_PREFETCH, A_ADVISE, A_SYNC,
 	A_SET_DEVICE, A_CLOCK, A_DEVICE, A_PROCNAME, A_BIN_INFO, A_BUILD_ID,
+	A_HOST, A_HOST_SMALL,  /* memq's heap wrappers (issue 10) */
 };
 
 /* Payload roles: which member feeds what (index into handler.idx). */
@@ -53,7 +55,8 @@ enum role {
 	R_API, R_PTR, R_SRC, R_SIZE, R_NMEMB, R_ALIGN, R_MEM, R_DEVICE, R_STREAM, R_FLAGS, R_WIDTH,
 	R_HEIGHT, R_RESULT, R_BEGIN, R_KIND, R_SRC_DEVICE, R_DPITCH, R_SPITCH, R_VALUE, R_TARGET,
 	R_WHERE, R_REALTIME, R_MONOTONIC, R_BOOTTIME, R_RUNTIME, R_NAME, R_INTEGRATED, R_UNIFIED,
-	R_BADDR, R_MEMSZ, R_PATH, R_BUILD_ID, R_DEPTH, R_DSLICE, R_SSLICE, NROLES,
+	R_BADDR, R_MEMSZ, R_PATH, R_BUILD_ID, R_DEPTH, R_DSLICE, R_SSLICE,
+	R_REQUESTED, R_ALLOC_COUNT, R_ALLOC_BYTES, R_FREE_COUNT, R_FREE_BYTES, NROLES,
 };
 
 /* An enumeration's labels: value ranges -> code (API name index, MemKind, ...). */
@@ -348,6 +351,13 @@ static const struct class_spec specs[] = {
 	{"lttng_ust_libc:posix_memalign", A_LIBC, K_POSIX_MEMALIGN, 1,
 	 {{R_PTR, "out_ptr"}, {R_ALIGN, "alignment"}, {R_SIZE, "size"}, {R_RESULT, "result"}, {-1, 0}}},
 	{"lttng_ust_libc:free", A_LIBC, K_FREE, 1, {{R_PTR, "ptr"}, {-1, 0}}},
+	{"memq:host_alloc", A_HOST, K_HOST_ALLOC, 1,
+	 {{R_API, "api"}, {R_PTR, "ptr"}, {R_SIZE, "size"}, {R_REQUESTED, "requested"}, {-1, 0}}},
+	{"memq:host_free", A_HOST, K_HOST_FREE, 1,
+	 {{R_API, "api"}, {R_PTR, "ptr"}, {R_SIZE, "size"}, {R_REQUESTED, "requested"}, {-1, 0}}},
+	{"memq:host_small", A_HOST_SMALL, K_HOST_SMALL, 1,
+	 {{R_ALLOC_COUNT, "alloc_count"}, {R_ALLOC_BYTES, "alloc_bytes"}, {R_FREE_COUNT, "free_count"},
+	  {R_FREE_BYTES, "free_bytes"}, {-1, 0}}},
 	{"memq:alloc", A_ALLOC, K_GPU_ALLOC, 0,
 	 {GPU_COMMON, {R_PTR, "ptr"}, {R_SIZE, "size"}, {R_MEM, "mem_kind"}, {R_STREAM, "stream"},
 	  {R_FLAGS, "flags"}, {R_WIDTH, "width"}, {R_HEIGHT, "height"}, {-1, 0}}},
@@ -833,6 +843,26 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 			break;
 		}
 		c->ptr[i] = ptr;
+		return 1;
+	}
+	if (h->action == A_HOST) {
+		/* size = usable size (on the free too); aux2 = what the caller asked for (0 on frees) */
+		c->begin[i] = ts;
+		c->api[i] = (uint16_t)api_index(d, &h->api_map, get_i(h, pl, R_API));
+		c->mem[i] = (uint8_t)h->mem_fixed;
+		c->ptr[i] = get_u(pl, h->idx[R_PTR]);
+		c->size[i] = get_u(pl, h->idx[R_SIZE]);
+		c->aux2[i] = get_u(pl, h->idx[R_REQUESTED]);
+		return 1;
+	}
+	if (h->action == A_HOST_SMALL) {
+		/* one thread's blocks below the threshold since its previous host_small */
+		c->begin[i] = ts;
+		c->mem[i] = (uint8_t)h->mem_fixed;
+		c->aux[i] = get_u(pl, h->idx[R_ALLOC_COUNT]);
+		c->size[i] = get_u(pl, h->idx[R_ALLOC_BYTES]);
+		c->aux2[i] = get_u(pl, h->idx[R_FREE_COUNT]);
+		c->flags[i] = get_u(pl, h->idx[R_FREE_BYTES]);
 		return 1;
 	}
 

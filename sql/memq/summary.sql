@@ -7,7 +7,8 @@
 -- * Copies per (source, direction), memsets as direction `memset`: count, bytes,
 --   summed time, wall-clock time (union across streams), bandwidth = bytes / summed
 --   time (GB/s), and how many were staged (pageable host endpoint).
--- * Allocations per kind: count, bytes, largest, peak live bytes in one process
+-- * Allocations per kind: count, bytes (host blocks below the recording's threshold
+--   included, from their totals), largest (of those recorded one by one), peak live bytes in one process
 --   (device memory: on one device) from the live-bytes counters, and when first
 --   reached, still live at the end. Where several samples share a time, the last
 --   one counts (a block allocated and freed at the same time is never live).
@@ -139,10 +140,19 @@ peak_at AS (
   JOIN held c ON c.track_id = t.id AND c.value = p.peak_live_bytes
   GROUP BY t.kind
 ),
-agg AS (
+events AS (
   SELECT kind, COUNT(*) AS count, SUM(size) AS bytes, MAX(size) AS max_size,
     SUM(leaked) AS leaked, SUM(IIF(leaked, size, 0)) AS leaked_bytes
   FROM memq_allocation GROUP BY kind
+  UNION ALL
+  -- host blocks below the recording's threshold: counted, not recorded one by one
+  SELECT 'host', SUM(alloc_count), SUM(alloc_bytes), NULL, MAX(SUM(live_count), 0), MAX(SUM(live_bytes), 0)
+  FROM memq_host_small HAVING COUNT(*) > 0
+),
+agg AS (
+  SELECT kind, SUM(count) AS count, SUM(bytes) AS bytes, MAX(max_size) AS max_size, SUM(leaked) AS leaked,
+    SUM(leaked_bytes) AS leaked_bytes
+  FROM events GROUP BY kind
 )
 SELECT a.kind, a.count, a.bytes, a.max_size, CAST(p.peak_live_bytes AS INT) AS peak_live_bytes, pa.peak_ts,
   a.leaked, a.leaked_bytes

@@ -9,6 +9,7 @@
   libcudart.so.13, libmod12.so,     a second CUDA runtime copy (CUDA 13) and one module linked with each
   libmod13.so, two_runtimes         copy; two_runtimes DIR LOG runs both in one process
   stream_work                       hip|cuda LOG: per-thread default stream entry points and stream ids
+  heap_work                         host heap only: edges|threads|idle|fork (memq's heap wrappers)
 and returns their paths. Everything finds its neighbours through an $ORIGIN
 rpath, so nothing needs LD_LIBRARY_PATH.
 """
@@ -42,6 +43,7 @@ class FakeGpu:
     driver_work: Path
     two_runtimes: Path
     stream_work: Path  # hip|cuda LOG: per-thread-stream entry points, stream ids
+    heap_work: Path
 
     def python_argv(self, python: str, runtime: str, log: Path) -> list[str]:
         """argv running the `runtime` workload from Python through ctypes (RTLD_LOCAL)."""
@@ -58,7 +60,8 @@ def build_fakes(dest: Path) -> FakeGpu:
     """Compile the fakes and workloads into `dest` (created if needed)."""
     dest.mkdir(parents=True, exist_ok=True)
     src = {name: str(FAKES / name) for name in ("fake_hip.c", "fake_cuda.c", "fake_cudadrv.c", "hip_work.c",
-                                                "cuda_work.c", "workload.c", "driver_work.c", "stream_work.c")}
+                                                "cuda_work.c", "workload.c", "driver_work.c", "stream_work.c",
+                                                "heap_work.c")}
     hip = dest / "libamdhip64.so"
     cuda = dest / "libcudart.so.12"
     hip_work = dest / "libhipwork.so"
@@ -82,8 +85,10 @@ def build_fakes(dest: Path) -> FakeGpu:
     _gcc([inc, RPATH, *FAKE_MEM_STRUCTS_ONLY, "-o", str(stream_work), src["stream_work.c"], f"-L{dest}",
           "-l:libamdhip64.so",
           "-l:libcudart.so.12", "-l:libcuda.so.1", "-lpthread"])
+    heap_work = dest / "heap_work"
+    _gcc(["-o", str(heap_work), src["heap_work.c"], "-lpthread"])
     return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work,
-                   dest / "two_runtimes", stream_work)
+                   dest / "two_runtimes", stream_work, heap_work)
 
 
 def _build_two_runtimes(dest: Path) -> None:
