@@ -115,6 +115,7 @@ static inline void *memq_caller_fn(struct memq_sym *sym, const void *ra, int run
 /* memq_dl.c: the slot of a wrapped name; whether a function is memq's; and
  * what a lookup that found `fn` for `name` hands out: a stand-in bound to
  * `fn`, memq's exported wrapper (per-caller routing), or `fn`. */
+void *memq_real_dlsym(void *handle, const char *name);
 struct memq_sym *memq_sym_find(const char *name);
 int memq_is_ours(const void *fn);
 void *memq_wrapper_for(const char *name, void *fn);

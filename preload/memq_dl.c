@@ -109,6 +109,21 @@ void *memq_wrapper_for(const char *name, void *fn)
 	return wrapper ? wrapper : fn;  /* no stand-in left: the function itself, untraced but right */
 }
 
+/* libc's dlsym for this library's own lookups (memq_heap.c's RTLD_NEXT): a call by
+ * name from here would reach the interposed one below. RTLD_NEXT is relative to
+ * the caller's object, and the caller here is this library. */
+void *memq_real_dlsym(void *handle, const char *name)
+{
+	dlsym_fn real = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE);
+
+	if (!real) {
+		find_real_dl();
+		if (!(real = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE)))
+			return NULL;
+	}
+	return real(handle, name);
+}
+
 /* ---- the interposed lookups ---- */
 
 MEMQ_EXPORT void *dlsym(void *handle, const char *name)
