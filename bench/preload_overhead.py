@@ -218,7 +218,7 @@ ISOLATED_ENV = "MEMQ_BENCH_ISOLATED"
 
 def isolate(argv: list[str]) -> int:
     """Run this bench again in a mount namespace with its own LTTng run directories (see the docstring)."""
-    proc = isolated([sys.executable, *argv], env={**os.environ, ISOLATED_ENV: "1"}, timeout=3600)
+    proc = isolated([sys.executable, *argv], env={**os.environ, ISOLATED_ENV: "1"}, timeout=3600, system_lttng=True)
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
     return proc.returncode
