@@ -22,9 +22,10 @@ for 2 MiB-aligned pointers (device blocks) against 48-byte-spaced ones.
 Goal: aligned within 2x of unaligned.
 
     python3 bench/preload_overhead.py [--calls 5000000] [--traced-calls 500000] [--repeat 5] [--table-entries 400000]
-        [--isolated] [--instructions]
+        [--isolated] [--instructions] [--reference OTHER/libmemq_preload.so]
 
-`--instructions` also counts, with valgrind's callgrind, the instructions of
+`--reference LIB` measures another build of the library (main's, say) in the
+same run, interleaved with this checkout's. `--instructions` also counts, with valgrind's callgrind, the instructions of
 one recorded cudaMemcpyAsync and how they split between LTTng (the event
 probe), the runtime and memq's own path: a figure the machine's load does not
 change.
@@ -47,6 +48,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -172,7 +174,7 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, ...]:
 
 def recorded(exe: Path, calls: int, api: str, out: Path, env: dict[str, str]) -> tuple[float, ...]:
     proc = subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(out), "--api", api, "--",
-                           str(exe), str(calls)], env=env, capture_output=True, text=True, check=True)
+                           str(exe), str(calls)], env=env, cwd=out.parent, capture_output=True, text=True, check=True)
     if '"discarded_events": 0' not in (out / "memq-record.json").read_text():
         print(f"warning: a recorded run (--api {api}) lost events", file=sys.stderr)
     shutil.rmtree(out)
@@ -189,7 +191,7 @@ def instructions(exe: Path, calls: int, work: Path, env: dict[str, str]) -> dict
     out = work / "callgrind.out"
     subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(work / "cg"), "--api", "cuda", "--",
                     "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe), str(calls), "cuda"],
-                   env=env, capture_output=True, text=True, check=True)
+                   env=env, cwd=work, capture_output=True, text=True, check=True)
     listing = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
                              capture_output=True, text=True, check=True).stdout
     cost: dict[str, float] = {"call": 0.0, "lttng": 0.0, "runtime": 0.0}
@@ -218,7 +220,7 @@ ISOLATED_ENV = "MEMQ_BENCH_ISOLATED"
 
 def isolate(argv: list[str]) -> int:
     """Run this bench again in a mount namespace with its own LTTng run directories (see the docstring)."""
-    proc = isolated([sys.executable, *argv], env={**os.environ, ISOLATED_ENV: "1"}, timeout=3600)
+    proc = isolated([sys.executable, *argv], env={**os.environ, ISOLATED_ENV: "1"}, timeout=3600, system_lttng=True)
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
     return proc.returncode
@@ -236,6 +238,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--table-entries", type=int, default=400_000, help="live entries in the table benchmark")
     parser.add_argument("--isolated", action="store_true", help="own session daemon in a private mount namespace")
+    parser.add_argument("--reference", type=Path, help="another libmemq_preload.so measured in the same run "
+                        "(e.g. main's), interleaved with this checkout's")
     parser.add_argument("--instructions", action="store_true",
                         help="also count instructions per recorded cudaMemcpyAsync with valgrind's callgrind")
     args = parser.parse_args()
@@ -244,26 +248,28 @@ def main() -> int:
     return measure(args)
 
 
-def measure(args: argparse.Namespace) -> int:
+@dataclass
+class Library:
+    """One preload library under test: its path and the environment `memq record` preloads it from."""
 
-    with tempfile.TemporaryDirectory(prefix="memq-bench-") as tmp:
-        work = Path(tmp)
-        exe = build(work)
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        busy = active_sessions()
-        preload_env = {**env, "LD_PRELOAD": str(native_library("libmemq_preload.so"))}
-        ways: dict[str, list[tuple[float, ...]]] = {"plain": [], "idle": [], "traced": [], "hip only": []}
-        for i in range(args.repeat):
-            ways["plain"].append(run([str(exe), str(args.calls)], env))
-            ways["idle"].append(run([str(exe), str(args.calls)], preload_env))
-            busy = busy or active_sessions()
-            ways["traced"].append(recorded(exe, args.traced_calls, "hip,cuda", work / f"trace{i}", env))
-            ways["hip only"].append(recorded(exe, args.calls, "hip", work / f"hip{i}", env))
-        plain, idle, traced, hip_only = (best(ways[k]) for k in ("plain", "idle", "traced", "hip only"))
-        table = table_figures(build_table(work), args.table_entries, args.repeat)
-        counted = instructions(exe, 20_000, work, env) if args.instructions else None
+    name: str
+    path: Path
+    env: dict[str, str]
 
+
+def reference_library(path: Path, work: Path, env: dict[str, str]) -> Library:
+    """`path` as the library `memq record` preloads: a copy of the package with it in lib/, first on PYTHONPATH."""
+    package = work / "reference" / "ctf2perfetto"
+    shutil.copytree(REPO / "ctf2perfetto", package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(path, package / "lib" / "libmemq_preload.so")
+    return Library("reference", package / "lib" / "libmemq_preload.so",
+                   {**env, "PYTHONPATH": os.pathsep.join([str(package.parent), env.get("PYTHONPATH", "")])})
+
+
+def measure_library(lib: Library, plain: tuple[float, ...], runs: dict[str, list], args: argparse.Namespace,
+                    counted: dict[str, float] | None) -> None:
+    idle, traced, hip_only = (best(runs[k]) for k in ("idle", "traced", "hip only"))
+    print(f"\n{lib.name}: {lib.path}")
     print(f"ns per call (best of {args.repeat}; {args.calls:,} calls untraced, {args.traced_calls:,} recorded)")
     print(f"{'call':<24}{'unwrapped':>11}{'no session':>12}{'+ns':>8}{'recorded':>11}{'+ns':>8}{'ratio':>8}"
           f"{'--api hip':>11}{'+ns':>8}")
@@ -277,11 +283,41 @@ def measure(args: argparse.Namespace) -> int:
     print(f"goal no session <= 5 ns: {'met' if worst_idle <= 5 else 'NOT met'} ({worst_idle:.2f} ns); "
           f"goal recorded <= 300 ns: {'met' if worst_traced <= 300 else 'NOT met'} ({worst_traced:.1f} ns)")
     print(f"a runtime --api leaves out (cudaMemcpyAsync under --api hip) vs no session: {off:+.2f} ns")
-    if busy:
-        print("note: another LTTng session was active during the untraced runs")
     if counted:
         print(f"instructions per recorded cudaMemcpyAsync (callgrind): {counted['call']:.0f} = LTTng "
               f"{counted['lttng']:.0f} + fake runtime {counted['runtime']:.0f} + memq {counted['memq']:.0f}")
+
+
+def measure(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="memq-bench-") as tmp:
+        work = Path(tmp)
+        exe = build(work)
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        busy = active_sessions()
+        # `memq record` runs from the work directory, with the package on PYTHONPATH: this checkout's, or a copy
+        # holding the reference library (python -m would otherwise import the one in the current directory).
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+        libs = [Library("this checkout", native_library("libmemq_preload.so"), env)]
+        if args.reference:
+            libs.append(reference_library(args.reference, work, env))
+        plain_runs: list[tuple[float, ...]] = []
+        runs = {lib.name: {"idle": [], "traced": [], "hip only": []} for lib in libs}
+        for i in range(args.repeat):  # interleaved, so that load drifts hit every way alike
+            plain_runs.append(run([str(exe), str(args.calls)], env))
+            for lib in libs:
+                mine = runs[lib.name]
+                mine["idle"].append(run([str(exe), str(args.calls)], {**env, "LD_PRELOAD": str(lib.path)}))
+                busy = busy or active_sessions()
+                mine["traced"].append(recorded(exe, args.traced_calls, "hip,cuda", work / f"trace{i}", lib.env))
+                mine["hip only"].append(recorded(exe, args.calls, "hip", work / f"hip{i}", lib.env))
+        table = table_figures(build_table(work), args.table_entries, args.repeat)
+        counted = {lib.name: instructions(exe, 20_000, work, lib.env) if args.instructions else None for lib in libs}
+
+    for lib in libs:
+        measure_library(lib, best(plain_runs), runs[lib.name], args, counted[lib.name])
+    if busy:
+        print("note: another LTTng session was active during the untraced runs")
     print(f"\nallocation table, {args.table_entries:,} live entries (ns, best of {args.repeat})")
     print(f"{'pointers':<16}{'insert':>10}{'put+take':>10}")
     for name, (fill, pair) in table.items():

@@ -191,7 +191,8 @@ static inline int memq_runtime_on(int runtime)
 /*
  * Start tracing a call when `enabled` (lttng_ust_tracepoint_enabled(...)),
  * the runtime is not gated off and the thread is not already inside a
- * wrapper; `ip` is the application's call site. Returns 0 when the call is
+ * wrapper; `ip` is the application's call site, `route` the runtime object
+ * answering the call (< 0: find it from `ip`). Returns 0 when the call is
  * not to be traced.
  */
 static inline int memq_begin_at(struct memq_call *c, int enabled, int runtime, int route, void *ip)

@@ -113,16 +113,24 @@ class Oracle:
     mirrors: list[Mirror] = field(default_factory=list)
 
     # -- allocations ---------------------------------------------------------------------
-    def holding(self, pid: int, byte: int, when: int) -> list[Alloc]:
-        return [a for a in self.allocs if a.holds(pid, byte, when)]
+    def holding(self, pid: int, byte: int, when: int, among: list[Alloc] | None = None) -> list[Alloc]:
+        """The allocations (of `among`, default all) holding a byte at a time."""
+        return [a for a in (self.allocs if among is None else among) if a.holds(pid, byte, when)]
 
-    def primary(self, pid: int, byte: int, when: int) -> Alloc | None:
-        held = self.holding(pid, byte, when)
+    def primary(self, pid: int, byte: int, when: int, among: list[Alloc] | None = None) -> Alloc | None:
+        held = self.holding(pid, byte, when, among)
         for cls in CLASS_PRIORITY:
             same = [a for a in held if a.cls == cls]
             if same:
                 return max(same, key=lambda a: (a.start, a.index))
         return None
+
+    def near(self, w: "Write") -> list[Alloc]:
+        """A shortlist for `holding` on a write's bytes: the allocations of its process live at its start that
+        overlap a range it writes or reads (a recorded workload has thousands of heap blocks)."""
+        spans = [(d, d + n) for d, _, n in w.rows] + [(s, s + n) for _, s, n in w.rows if s is not None]
+        return [a for a in self.allocs if a.pid == w.pid and a.start <= w.begin and (a.end is None or a.end > w.begin)
+                and any(a.addr < hi and lo < a.addr + a.size for lo, hi in spans)]
 
 
 def _free_class(kind: int, api: str) -> int:
@@ -220,8 +228,9 @@ def effect_key(ev: "Alloc | Write") -> tuple[int, int, int, int]:
 
 def _classify(o: Oracle, w: Write, active: dict[tuple[int, int], "Mirror"]) -> None:
     """Classes of a copy's bytes from the mirrors active just before it completes."""
+    near = o.near(w)
     for d, s in w.pairs():
-        held = o.holding(w.pid, d, w.begin) + o.holding(w.pid, s, w.begin)
+        held = o.holding(w.pid, d, w.begin, near) + o.holding(w.pid, s, w.begin, near)
         m = active.get((w.pid, d))
         back = active.get((w.pid, s))
         if m is not None and m.src == s:
@@ -260,9 +269,10 @@ def _mirrors(o: Oracle) -> None:
                 close(active[(pid, d)], when)
         if w.src is None:
             continue
+        near = o.near(w)
         for d, s in w.pairs():
-            held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
-            dst_a, src_a = o.primary(pid, d, w.begin), o.primary(pid, s, w.begin)
+            held = o.holding(pid, d, w.begin, near) + o.holding(pid, s, w.begin, near)
+            dst_a, src_a = o.primary(pid, d, w.begin, near), o.primary(pid, s, w.begin, near)
             m = Mirror(pid, d, s, w.index, when, w.direction, None if dst_a is None else dst_a.index,
                        None if src_a is None else src_a.index, src_a is None, frozenset(a.index for a in held))
             o.mirrors.append(m)

@@ -19,7 +19,8 @@ def test_a_runtime_left_out_by_api_pays_no_slow_path(fake_gpu, tmp_path) -> None
     hip_log, cuda_log, out = tmp_path / "hip.jsonl", tmp_path / "cuda.jsonl", tmp_path / "trace"
     script = f"{fake_gpu.workload} hip {hip_log} && {fake_gpu.workload} cuda {cuda_log}"
     proc = isolated([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(out), "--api", "hip", "--",
-                     "/bin/sh", "-c", script], env=dict(os.environ), timeout=300)
+                     "/bin/sh", "-c", script], env=dict(os.environ), timeout=300,
+                     system_lttng=True)
     assert proc.returncode == 0, proc.stderr
     calls = {r["pid"]: r["calls"] for r in json.loads((out / "memq-record.json").read_text())["reach"]}
     hip, cuda = read_worklog(hip_log), read_worklog(cuda_log)
