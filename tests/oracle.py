@@ -174,6 +174,10 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
                 start_alloc(pid, "host", ptr, r["size"], end)
         elif kind == K.FREE and ptr:
             end_alloc(pid, CLS_HOST, ptr, begin)
+        elif kind == K.HOST_ALLOC and ptr:  # memq's heap: blocks at or above the threshold (usable size)
+            start_alloc(pid, "host", ptr, r["size"], end)
+        elif kind == K.HOST_FREE and ptr:
+            end_alloc(pid, CLS_HOST, ptr, begin)
         elif kind in (K.GPU_ALLOC, K.GPU_REGISTER) and ok and ptr:
             mem = "registered" if kind == K.GPU_REGISTER else MEM_NAME[MemKind(r["mem"])]
             start_alloc(pid, mem, ptr, r["size"], end, r.get("device", 0))

@@ -215,14 +215,16 @@ def test_allocations_while_resolving_the_allocator(fake_gpu, tmp_path) -> None:
     cflags = subprocess.run(["pkg-config", "--cflags", "lttng-ust"], capture_output=True, text=True).stdout.split()
     libs = subprocess.run(["pkg-config", "--libs", "lttng-ust"], capture_output=True, text=True).stdout.split()
     preload = REPO / "preload"
-    objects = [str(preload / f"{name}.o") for name in ("memq_tp", "memq_core", "memq_dl", "memq_table", "memq_hip",
-                                                       "memq_cuda", "memq_driver", "memq_reach")]
+    objects = [str(preload / name) for name in subprocess.run(["make", "-s", "-C", str(preload), "objs"], check=True,
+                                                              capture_output=True, text=True).stdout.split()
+               if name != "memq_heap.o"]
     common = ["gcc", "-O2", "-std=gnu11", "-fPIC", "-fvisibility=hidden", f"-I{preload}", *cflags]
     subprocess.run([*common, "-DMEMQ_HEAP_LOOKUP=boot_lookup", "-c", str(preload / "memq_heap.c"), "-o",
                     str(tmp_path / "memq_heap.o")], check=True)
     subprocess.run([*common, "-c", str(tmp_path / "boot_lookup.c"), "-o", str(tmp_path / "boot_lookup.o")], check=True)
     variant = tmp_path / "libmemq_boot.so"
-    subprocess.run(["gcc", "-shared", "-Wl,--no-as-needed", "-Wl,-z,nodelete", "-o", str(variant), *objects,
+    subprocess.run(["gcc", "-shared", "-Wl,-z,defs", "-Wl,--no-as-needed", "-Wl,-z,nodelete", "-o", str(variant),
+                    *objects,
                     str(tmp_path / "memq_heap.o"), str(tmp_path / "boot_lookup.o"), *libs, "-lpthread"], check=True)
     # memq record sets up the session and the threshold; the workload alone gets the variant instead
     log = tmp_path / "edges.jsonl"
