@@ -50,12 +50,12 @@ class EmbeddedEngine(Engine):
 
     kind = "embedded"
 
-    def __init__(self, source: TraceSource, memory64: bool | None = None) -> None:
+    def __init__(self, source: TraceSource, memory64: bool | None = None, interruptible: bool = False) -> None:
         self.label = source.label
         self.memory64 = needs_memory64(source) if memory64 is None else memory64
         self._rpc = protos().TraceProcessorRpc
         self._seq = 0
-        self._tp: WasmTraceProcessor | None = WasmTraceProcessor(self.memory64)
+        self._tp: WasmTraceProcessor | None = WasmTraceProcessor(self.memory64, interruptible)
         try:
             self._register_sql_package()
             self._load(source)
@@ -131,6 +131,33 @@ class EmbeddedEngine(Engine):
         column_names = list(results[0].column_names) if results else []
         batches = [batch for result in results for batch in result.batch]
         return typed_frame(column_names, batches)
+
+    def status(self) -> Any:
+        """trace_processor's StatusResult (version, version code, RPC API version)."""
+        replies = self._call(self._rpc.TPM_GET_STATUS)
+        return next(r.status for r in replies if r.HasField("status"))
+
+    def forward(self, data: bytes, sink: Callable[[bytes], None]) -> None:
+        """Pass raw TraceProcessorRpcStream bytes from another client (memq serve) to trace_processor.
+
+        Its replies go to `sink` as they are produced; `sink` must not raise. After
+        the first forward the client owns the RPC sequence numbers, so `query()` and
+        `status()` must not be used any more. Raises WasmInterrupted after interrupt()
+        and MemqError if trace_processor died; the engine is closed then.
+        """
+        if self._tp is None:
+            raise MemqError(f"{self.label}: the trace is closed")
+        try:
+            self._tp.request(data, sink)
+        except WasmTrap:
+            self.close()
+            raise
+
+    def interrupt(self) -> None:
+        """Stop the forward() running now (from another thread); only for an interruptible engine."""
+        tp = self._tp
+        if tp is not None:
+            tp.interrupt()
 
     def wasm_heap_bytes(self) -> int:
         """Bytes of WebAssembly linear memory this trace holds (its heap's high-water mark)."""
