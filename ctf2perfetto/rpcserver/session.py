@@ -1,0 +1,155 @@
+"""One trace processor, one client at a time: the engine side of memq serve.
+
+The backend lives on one thread, which runs the client's requests in the order
+they came. One client (a UI tab's WebSocket) holds the engine; a second one is told
+who holds it. When the holder goes away (tab closed or reloaded) while its request
+runs, the request is interrupted and the trace is loaded again into a fresh backend
+(an interrupted trace_processor is dead), so the server survives a runaway query;
+what the tab had built (views, included modules) went with it anyway, and the next
+tab restores the initial tables first. Requests of a client that left are dropped.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Callable, Protocol
+
+from ..errors import MemqError
+from . import wire
+from .backend import Backend, Interrupted
+
+# Marks the UI shows as a websocket problem (a plain dialog with our text, not a crash report).
+UI_CONNECTION_ERROR = "(ERR:ws)"
+
+
+class Client(Protocol):
+    """A connected client: replies go to `send` (from the engine thread; never raises)."""
+
+    label: str
+
+    def send(self, data: bytes) -> bool: ...
+
+    def close(self, reason: str) -> None: ...
+
+
+class Session:
+    """Loads the trace (in the calling thread, so progress and Ctrl-C work), then serves it from its thread."""
+
+    def __init__(self, loader: Callable[[], Backend], trace_name: str, log: Callable[[str], None],
+                 on_failure: Callable[[MemqError], None]) -> None:
+        self._loader = loader
+        self.trace_name = trace_name
+        self._log = log
+        self._on_failure = on_failure
+        self._backend: Backend | None = loader()
+        self.engine_status = self._backend.status
+        self.kind = self._backend.kind
+        self.reloads = 0
+        self._queue: queue.SimpleQueue[tuple[Client, bytes] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # guards _client, _running and _backend
+        self._client: Client | None = None
+        self._running: Client | None = None
+        self._thread = threading.Thread(target=self._serve, name="memq-engine", daemon=True)
+
+    def start(self) -> "Session":
+        self._thread.start()
+        return self
+
+    # -- clients (HTTP threads) ------------------------------------------------------
+    def status(self) -> bytes:
+        """The /status answer; while a tab holds the engine, its name says so (the UI shows it)."""
+        with self._lock:
+            holder = self._client
+        name = self.trace_name if holder is None else f"{self.trace_name} (in use by {holder.label})"
+        return wire.status_result(name, self.engine_status)
+
+    def attach(self, client: Client) -> str | None:
+        """Make `client` the one client; or the message saying why it cannot be."""
+        with self._lock:
+            if self._client is not None:
+                return (f"memq serve: another tab ({self._client.label}) is using this trace processor; "
+                        f"close that tab, then reload this page {UI_CONNECTION_ERROR}")
+            self._client = client
+        return None
+
+    def submit(self, client: Client, message: bytes) -> None:
+        """Queue one framed request of `client`."""
+        self._queue.put((client, message))
+
+    def detach(self, client: Client) -> None:
+        """`client` went away: drop its queued requests and interrupt the one running."""
+        with self._lock:
+            if self._client is client:
+                self._client = None
+            if self._running is client and self._backend is not None:
+                self._backend.interrupt()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Interrupt whatever runs, stop the thread and free the backend."""
+        with self._lock:
+            self._client = None
+            if self._running is not None and self._backend is not None:
+                self._backend.interrupt()
+        self._queue.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+        if not self._thread.is_alive():
+            self._close_backend()
+
+    # -- the engine thread -------------------------------------------------------------
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            client, message = item
+            with self._lock:
+                backend = self._backend
+                if client is not self._client or backend is None:
+                    continue  # its tab is gone
+                self._running = client
+            started = time.monotonic()
+            failure: MemqError | None = None
+            try:
+                backend.forward(message, client.send)
+            except MemqError as exc:
+                failure = exc
+            with self._lock:
+                self._running = None
+            if isinstance(failure, Interrupted):
+                self._after_interrupt(client, time.monotonic() - started)
+            elif failure is not None:
+                self._log(f"trace processor failed: {failure}; loading {self.trace_name} again")
+                client.send(wire.fatal_error(f"memq serve: the trace processor failed ({failure}); "
+                                             f"reload this page {UI_CONNECTION_ERROR}"))
+                client.close("trace processor failed")
+                self._reload()
+        self._close_backend()
+
+    def _after_interrupt(self, client: Client, seconds: float) -> None:
+        with self._lock:
+            still_attached = self._client is client
+        if still_attached:
+            # Interrupted just as its request ended and a new tab arrived: its state is gone with the backend.
+            client.send(wire.fatal_error(f"memq serve: the trace processor was restarted; "
+                                         f"reload this page {UI_CONNECTION_ERROR}"))
+            client.close("trace processor restarted")
+        self._log(f"stopped a request after {seconds:.1f} s: its tab ({client.label}) closed; "
+                  f"loading {self.trace_name} again")
+        self._reload()
+
+    def _reload(self) -> None:
+        self._close_backend()
+        try:
+            backend = self._loader()
+        except MemqError as exc:
+            self._on_failure(exc)
+            return
+        with self._lock:
+            self._backend = backend
+        self.reloads += 1
+        self._log(f"{self.trace_name} loaded again; ready")
+
+    def _close_backend(self) -> None:
+        with self._lock:
+            backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
