@@ -1,4 +1,4 @@
-"""The real thing: `memq open --no-browser` on the annotated fake-HIP trace, loaded by headless Chromium
+"""The real thing: `memq open --engine browser --no-browser` on the annotated fake-HIP trace, loaded by headless Chromium
 (system /usr/bin/chromium driven by playwright-core) with no internet access.
 
 Screenshots are written to test-artifacts/ui/ for a person to look at.
@@ -37,7 +37,8 @@ def _assert_loaded_cleanly(report: dict, origin: str, may_abort: tuple[str, ...]
 
 
 def test_annotated_trace_in_the_offline_ui(hip_annotated: Path) -> None:
-    server = start_memq_open(hip_annotated, "--startup-commands", str(REPO / "ui_plugins" / "startup_commands.json"))
+    server = start_memq_open(hip_annotated, "--engine", "browser",
+                             "--startup-commands", str(REPO / "ui_plugins" / "startup_commands.json"))
     try:
         screenshot = ARTIFACTS / "ui" / "memq_open_annotated_hip.png"
         expected = [
@@ -58,7 +59,7 @@ def test_annotated_trace_in_the_offline_ui(hip_annotated: Path) -> None:
 
 
 def test_bare_page_opens_the_trace_like_vizviewer(hip_annotated: Path) -> None:
-    server = start_memq_open(hip_annotated)
+    server = start_memq_open(hip_annotated, "--engine", "browser")
     try:
         report = load_in_chromium(server.origin + "/", ARTIFACTS / "ui" / "memq_open_bare_page.png",
                                   ["GPU 0", "GPU 1", "workload", "memq analyses"])

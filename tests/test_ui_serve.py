@@ -75,14 +75,8 @@ def test_listens_on_loopback_only(trace_file: Path) -> None:
         assert server._httpd.socket.getsockname()[0] == "127.0.0.1"
 
 
-def test_trace_processor_route_does_not_autoload(trace_file: Path) -> None:
-    with UiServer(trace_file, port=0, autoload=False) as server:
-        assert _get(server.origin + "/vizviewer_info")[0] == 404
-        assert server.viewer_url() == server.origin + "/#!/viewer"
-
-
 def test_memq_open_prints_url_and_tunnel_and_stops_on_ctrl_c(trace_file: Path) -> None:
-    server = start_memq_open(trace_file)
+    server = start_memq_open(trace_file, "--engine", "browser")
     try:
         port = server.origin.rsplit(":", 1)[1]
         assert _route_args(server.url)["url"] == f"{server.origin}/traces/run%201.pftrace"
@@ -129,18 +123,11 @@ def test_bad_input_is_one_line(tmp_path: Path, trace_file: Path) -> None:
 
 def test_trace_processor_that_dies_is_reported_in_one_line(trace_file: Path) -> None:
     # A real executable that exits at once stands where trace_processor_shell would: the spawn, the wait for
-    # its port and the report of its exit are what is checked (no native trace_processor can be fetched here).
+    # its first answer and the report of its exit are what is checked (no native trace_processor can be
+    # fetched here).
     died = _memq("open", str(trace_file), "--no-browser", "--port", "0", "--trace-processor", "/bin/false")
     assert died.returncode == 1 and died.stderr.count("\n") == 2, died.stderr  # progress line + error line
     assert "false exited with status 1" in died.stderr and "Traceback" not in died.stderr
 
-
-def test_trace_processor_command_line(trace_file: Path) -> None:
-    from ctf2perfetto.paths import sql_package_dir
-    from ctf2perfetto.serve import TraceProcessorServer
-
-    default = TraceProcessorServer(Path("/opt/tp"), trace_file, "http://127.0.0.1:10000").command
-    assert default == ["/opt/tp", "-D", "--http-port", "9001", "--add-sql-package", str(sql_package_dir()),
-                       str(trace_file)]
-    other = TraceProcessorServer(Path("/opt/tp"), trace_file, "http://127.0.0.1:8123").command
-    assert other[-3:] == ["--http-additional-cors-origins", "http://127.0.0.1:8123", str(trace_file)]
+    browser = _memq("open", str(trace_file), "--no-browser", "--engine", "browser", "--trace-processor", "/bin/false")
+    assert browser.returncode == 2 and browser.stderr.count("\n") == 1 and "need --engine memq" in browser.stderr

