@@ -74,7 +74,7 @@ def main() -> int:
 
             track = "Duplicated bytes" if len(notes.duplicated) else "Leaked bytes"  # one memq open pins
             start = time.perf_counter()
-            server = start_memq_open(out)
+            server = start_memq_open(out, "--engine", "browser")  # the UI's own engine, as documented
             try:
                 report = load_in_chromium(server.url, Path(tmp) / "shot.png", [track])
             finally:

@@ -128,7 +128,8 @@ def cache_file(path: Path, data: bytes, interruptible: bool = False) -> Path:
     """Where the compiled form of the wasm `data` (read from `path`) is cached."""
     settings = _settings(interruptible)
     key = hashlib.sha256(data + repr((_wasmtime_version(), settings)).encode()).hexdigest()[:_CACHE_KEY_DIGITS]
-    flavour = "-interruptible" if interruptible else ""
+    # "_interruptible", not "-...": memq versions before it delete every "<module>-*.cwasm" but their own.
+    flavour = "_interruptible" if interruptible else ""
     return cache_dir() / f"{path.stem}{flavour}-{key}.cwasm"
 
 

@@ -11,6 +11,7 @@ and each distinct reason is printed once on the terminal.
 """
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import urllib.parse
@@ -128,6 +129,8 @@ class _Handler(StaticHandler):
         self.send_header("Sec-WebSocket-Accept", websocket.accept_token(self.headers["Sec-WebSocket-Key"]))
         self.end_headers()
         self.close_connection = True  # the connection is the WebSocket's from now on
+        # Replies are many small writes; Nagle's algorithm would hold each one back for the client's delayed ACK.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         ws = websocket.WebSocket(self.rfile, self.connection)
         client = _WsClient(ws, self.headers.get("Origin", "?"))
         session = self.server.session

@@ -1,7 +1,8 @@
 // Opens a Perfetto UI URL in the system Chromium (headless), waits until the trace is
 // on screen, and reports what a person would see, as one JSON object on stdout:
-//   {trackTitles, missing, modals, pageErrors, consoleErrors, failedRequests, httpErrors, externalRequests,
-//    elapsedMs}
+//   {trackTitles, missing, modals, firstSeenMs: {name: ms}, firstTrackMs, pageErrors, consoleErrors,
+//    failedRequests, httpErrors, externalRequests, elapsedMs, startedAt}   (times in ms from startedAt, the
+//    script's start, a Unix time in ms)
 // usage: node load_trace.mjs URL SCREENSHOT.png '["track name", ...]' [timeout_ms]
 import {launch, newReport, pageState} from './chromium.mjs';
 
@@ -9,8 +10,9 @@ const [url, screenshot, expectedJson, timeoutArg] = process.argv.slice(2);
 const expected = JSON.parse(expectedJson);
 const timeoutMs = Number(timeoutArg ?? 60000);
 
-const report = {...newReport(), trackTitles: [], missing: expected, modals: [], firstSeenMs: {}};
+const report = {...newReport(), trackTitles: [], missing: expected, modals: [], firstSeenMs: {}, firstTrackMs: null};
 const started = Date.now();
+report.startedAt = started;
 // No internet, as on an HPC login node: everything but the UI's own origin fails.
 const browser = await launch({allowed: [new URL(url).origin], report});
 try {
@@ -18,6 +20,7 @@ try {
   await page.goto(url);
   // Done when every expected track title is shown, or an error dialog opens, or time runs out.
   const seen = (st) => {
+    if (st.titles.length > 0 && report.firstTrackMs === null) report.firstTrackMs = Date.now() - started;
     for (const n of expected) {
       if (!st.missing.includes(n) && !(n in report.firstSeenMs)) report.firstSeenMs[n] = Date.now() - started;
     }

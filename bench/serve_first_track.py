@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Time to first track in the Perfetto UI: memq's engine behind the UI (memq serve) against the UI's own.
+
+Reference, in the same run: `memq open --engine browser`, where the UI's built-in WebAssembly engine
+loads the trace in Chromium. Measured: `memq open --engine memq` (memq serve's embedded engine loads
+the trace, the UI queries it over the RPC). Each is timed from the command's start to the first track
+title on screen in headless Chromium (Chromium's start included in both), and to the memory track
+`memq open` pins ("Host heap live bytes"). Both engines are WebAssembly builds of trace_processor v52.
+
+    python3 bench/serve_first_track.py                 # the 245 MB demo trace, generated
+    python3 bench/serve_first_track.py --trace X.pftrace --repeat 3
+
+The generated trace is bench/analyses_speed.py's workload (heap malloc/free pairs, copies between
+1,000 host and 1,000 device buffers) at 3.85M heap events and 38.5k copies: 245 MB.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+PINNED_TRACK = "Host heap live bytes"  # pinned by memq open's startup command, on both engines
+
+
+def make_trace(path: Path, heap: int, copies: int) -> None:
+    from analyses_speed import _batches
+
+    from ctf2perfetto.events import TraceInfo
+    from ctf2perfetto.write import write_trace
+
+    write_trace(_batches(heap, copies), TraceInfo(), path)
+
+
+def first_track(trace: Path, engine: str, shot: Path) -> tuple[float, float]:
+    """Seconds from `memq open --engine ENGINE` to the first track, and to the pinned memory track."""
+    from ui.browser import load_in_chromium, start_memq_open
+
+    started = time.time()
+    server = start_memq_open(trace, "--engine", engine)
+    try:
+        report = load_in_chromium(server.url, shot, [PINNED_TRACK], timeout_ms=600_000)
+    finally:
+        code, err = server.stop()
+    assert code == 0, err
+    assert report["modals"] == [] and not report["missing"], report
+    base = report["startedAt"] / 1000 - started
+    return base + report["firstTrackMs"] / 1000, base + report["firstSeenMs"][PINNED_TRACK] / 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", type=Path, default=None, help="a .pftrace (default: generate the demo trace)")
+    parser.add_argument("--heap", type=int, default=3_850_000, help="heap events of the generated trace")
+    parser.add_argument("--copies", type=int, default=38_500, help="copies of the generated trace")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each (the best is kept)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="memq-bench-") as tmp:
+        trace = args.trace
+        if trace is None:
+            trace = Path(tmp) / "demo.pftrace"
+            make_trace(trace, args.heap, args.copies)
+        print(f"trace {trace.name}: {trace.stat().st_size / 1e6:.0f} MB", flush=True)
+        results: dict[str, tuple[float, float]] = {}
+        for _ in range(args.repeat):
+            for engine in ("browser", "memq"):  # alternated, so machine load hits both alike
+                got = first_track(trace, engine, Path(tmp) / f"{engine}.png")
+                print(f"  {engine:8s} first track {got[0]:7.1f} s, {PINNED_TRACK} {got[1]:7.1f} s", flush=True)
+                best = results.get(engine)
+                results[engine] = got if best is None or got[0] < best[0] else best
+        browser, memq = results["browser"], results["memq"]
+        print(f"UI's own engine (reference)   first track {browser[0]:7.1f} s   pinned track {browser[1]:7.1f} s")
+        print(f"memq serve (memq open)        first track {memq[0]:7.1f} s   pinned track {memq[1]:7.1f} s")
+        print(f"ratio memq / UI's own          first track {memq[0] / browser[0]:7.2f}     pinned track "
+              f"{memq[1] / browser[1]:7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
