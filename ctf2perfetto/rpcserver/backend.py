@@ -13,10 +13,11 @@ import abc
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.embedded import EmbeddedEngine
+from ..engine.embedded import EmbeddedEngine, needs_memory64, protos
 from ..engine.source import trace_source
-from ..engine.wasm import WasmInterrupted
+from ..engine.wasm import WasmInterrupted, WasmTraceProcessor
 from ..errors import MemqError
+from . import wire
 
 Sink = Callable[[bytes], None]
 
@@ -86,6 +87,16 @@ class EmbeddedBackend(Backend):
     @property
     def alive(self) -> bool:
         return self._engine is not None
+
+
+def embedded_status(trace: Path) -> Any:
+    """The StatusResult the embedded engine will give for `trace`, at once (a fresh instance answers it)."""
+    tp = WasmTraceProcessor(needs_memory64(trace_source(trace)), interruptible=True)
+    try:
+        reply = tp.request(wire.request(protos().TraceProcessorRpc.TPM_GET_STATUS))
+    finally:
+        tp.close()
+    return wire.parse(reply).status
 
 
 def open_backend(trace: Path, binary: Path | None = None) -> Backend:

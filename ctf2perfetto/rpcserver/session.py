@@ -14,7 +14,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import MemqError
 from . import wire
@@ -38,17 +38,23 @@ class Client(Protocol):
 
 
 class Session:
-    """Loads the trace (in the calling thread, so progress and Ctrl-C work), then serves it from its thread."""
+    """Serves one trace from its engine thread.
+
+    `backend` is the trace loaded already; without it the engine thread loads it first (`loader`), with the
+    engine's `status` and `kind` known beforehand, so that a UI can connect while a big trace loads: its
+    requests wait in the queue. A failed load ends the session through `on_failure`.
+    """
 
     def __init__(self, loader: Callable[[], Backend], trace_name: str, log: Callable[[str], None],
-                 on_failure: Callable[[MemqError], None]) -> None:
+                 on_failure: Callable[[MemqError], None], backend: Backend | None = None,
+                 status: Any = None, kind: str = "") -> None:
         self._loader = loader
         self.trace_name = trace_name
         self._log = log
         self._on_failure = on_failure
-        self._backend: Backend | None = loader()
-        self.engine_status = self._backend.status
-        self.kind = self._backend.kind
+        self._backend: Backend | None = backend
+        self.engine_status = backend.status if backend is not None else status
+        self.kind = backend.kind if backend is not None else kind
         self.reloads = 0
         self._queue: queue.SimpleQueue[tuple[Client, bytes] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()  # guards _client, _running and _backend
@@ -115,6 +121,8 @@ class Session:
 
     # -- the engine thread -------------------------------------------------------------
     def _serve(self) -> None:
+        if self._backend is None:
+            self._load(again=False)
         while (item := self._queue.get()) is not None:
             client, message = item
             with self._lock:
@@ -156,17 +164,23 @@ class Session:
 
     def _reload(self) -> None:
         self._close_backend()
-        if self._stopping:
-            return
+        if not self._stopping:
+            self._load(again=True)
+            self.reloads += 1
+
+    def _load(self, again: bool) -> None:
+        started = time.monotonic()
         try:
             backend = self._loader()
         except MemqError as exc:
             self._on_failure(exc)
             return
+        except Exception as exc:  # noqa: BLE001 - the server must stop with a line, not hang without its engine
+            self._on_failure(MemqError(f"internal error while loading: {type(exc).__name__}: {exc}"))
+            return
         with self._lock:
             self._backend = backend
-        self.reloads += 1
-        self._log(f"{self.trace_name} loaded again; ready")
+        self._log(f"{self.trace_name} loaded{' again' if again else ''} in {time.monotonic() - started:.1f} s; ready")
 
     def _close_backend(self) -> None:
         with self._lock:
