@@ -10,7 +10,7 @@ Also printed: the CPU time memq and Chromium (every process) used, which a share
 distorts less than the wall time (Chromium runs on several threads, memq's engine on one).
 
     python3 bench/serve_first_track.py                 # the 245 MB demo trace, generated
-    python3 bench/serve_first_track.py --trace X.pftrace --repeat 3
+    python3 bench/serve_first_track.py --trace X.pftrace --repeat 3 --breakdown
 
 The generated trace is bench/analyses_speed.py's workload (heap malloc/free pairs, copies between
 1,000 host and 1,000 device buffers) at 3.85M heap events and 38.5k copies: 245 MB.
@@ -108,12 +108,69 @@ def first_track(trace: Path, engine: str, shot: Path) -> tuple[float, float, flo
     return base + report["firstTrackMs"] / 1000, base + report["firstSeenMs"][PINNED_TRACK] / 1000, cpu.seconds
 
 
+def _worker_cpu_s() -> float:
+    """CPU seconds of this process's memq serve engine workers (children running rpcserver.worker)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == os.getpid() and b"ctf2perfetto.rpcserver.worker" in cmdline:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def breakdown(trace: Path) -> None:
+    """Where memq serve's time goes: the load (in this process, the work its engine worker does) and the
+    requests the UI sends until its first track (wall time in memq serve; the worker's CPU)."""
+    from ctf2perfetto.cli.open import PIN_MEMORY_TRACKS
+    from ctf2perfetto.engine.embedded import EmbeddedEngine, needs_memory64
+    from ctf2perfetto.engine.source import trace_source
+    from ctf2perfetto.engine.wasm import load_module, wasm_file
+    from ctf2perfetto.rpcserver import MemqServer, pipe
+    from ui.browser import run_rpc_session
+
+    load_module(wasm_file(needs_memory64(trace_source(trace))))  # compiled (or from the cache) outside the timing
+    load_cpu = []
+    for _ in range(2):
+        wall, cpu = time.perf_counter(), time.process_time()
+        EmbeddedEngine(trace_source(trace)).close()
+        load_cpu.append(time.process_time() - cpu)
+        print(f"  load: {time.perf_counter() - wall:6.1f} s, CPU {load_cpu[-1]:5.1f} s", flush=True)
+    requests: list[float] = []
+    forward = pipe.PipeBackend.forward
+
+    def timed(self: pipe.PipeBackend, message: bytes, sink) -> None:
+        wall = time.perf_counter()
+        try:
+            forward(self, message, sink)
+        finally:
+            requests.append(time.perf_counter() - wall)
+
+    pipe.PipeBackend.forward = timed
+    server = MemqServer.start(trace, 0)
+    try:
+        report = run_rpc_session({"allowed": [server.origin], "timeoutMs": 900_000, "steps": [
+            {"open": "a", "url": server.ui_url([PIN_MEMORY_TRACKS], use_loaded_trace=True)},
+            {"tracks": "a", "expect": [PINNED_TRACK]}]})
+        worker_cpu = _worker_cpu_s()
+    finally:
+        server.close()
+        pipe.PipeBackend.forward = forward
+    assert all(step["ok"] for step in report["steps"]), report["steps"]
+    print(f"  UI requests until the first track: {len(requests) - 1}, {sum(requests[1:]):.1f} s in the engine; "
+          f"the worker's CPU {worker_cpu:.1f} s in all (load included)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", type=Path, default=None, help="a .pftrace (default: generate the demo trace)")
     parser.add_argument("--heap", type=int, default=3_850_000, help="heap events of the generated trace")
     parser.add_argument("--copies", type=int, default=38_500, help="copies of the generated trace")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each (the best is kept)")
+    parser.add_argument("--breakdown", action="store_true", help="also: where memq serve's time goes")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="memq-bench-") as tmp:
@@ -135,6 +192,9 @@ def main() -> int:
             print(f"{name:30s} first track {first:7.1f} s   pinned track {pinned:7.1f} s   CPU {cpu:6.1f} s")
         print(f"{'ratio memq / UI own engine':30s} first track {memq[0] / browser[0]:7.2f}     pinned track "
               f"{memq[1] / browser[1]:7.2f}     CPU {memq[2] / browser[2]:6.2f}")
+        if args.breakdown:
+            print("memq serve, where the time goes:")
+            breakdown(trace)
     return 0
 
 

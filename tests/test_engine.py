@@ -464,47 +464,6 @@ def test_compiled_module_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
                                                                                           str(path)).exports]
 
 
-
-def test_interruptible_cache_entry_is_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # The plain and the interruptible (epoch-checked) builds of one module keep one entry each; neither
-    # drops the other, and the interruptible name is outside what older memq versions drop ("<module>-*").
-    monkeypatch.setenv("MEMQ_CACHE_DIR", str(tmp_path))
-    path = wasm.wasm_dir() / "trace_config_utils.wasm"
-    wasm.load_module.__wrapped__(path, True)
-    wasm.load_module.__wrapped__(path, False)
-    wasm.load_module.__wrapped__(path, True)
-    names = sorted(f.name for f in tmp_path.glob("*.cwasm"))
-    assert len(names) == 2 and names[1].startswith("trace_config_utils_interruptible-")
-    assert [n for n in names if Path(n).match("trace_config_utils-*.cwasm")] == [names[0]]
-
-
-def test_interrupt_stops_a_runaway_query_only_on_an_interruptible_engine(trace_bytes: bytes) -> None:
-    import threading
-
-    runaway = embedded.protos().TraceProcessorRpcStream()
-    request = runaway.msg.add()
-    request.request = embedded.protos().TraceProcessorRpc.TPM_QUERY_STREAMING
-    request.query_args.sql_query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
-    engine = EmbeddedEngine(trace_source(trace_bytes), interruptible=True)
-    timer = threading.Timer(0.5, engine.interrupt)
-    timer.start()
-    with pytest.raises(wasm.WasmInterrupted):
-        engine.forward(runaway.SerializeToString(), lambda _: None)
-    timer.join()
-    with pytest.raises(MemqError, match="closed"):  # the instance died with the interrupt
-        engine.query("SELECT 1")
-    with EmbeddedEngine(trace_source(trace_bytes)) as plain:
-        plain.interrupt()  # not interruptible: nothing happens
-        assert plain.query("SELECT 1 AS x")["x"].tolist() == [1]
-    with EmbeddedEngine(trace_source(trace_bytes), interruptible=True) as idle:
-        idle.interrupt()  # idle when interrupted: the next request runs
-        replies: list[bytes] = []
-        ask = embedded.protos().TraceProcessorRpcStream()
-        ask.msg.add().request = embedded.protos().TraceProcessorRpc.TPM_GET_STATUS
-        idle.forward(ask.SerializeToString(), replies.append)
-        assert b"v52.0" in b"".join(replies)
-
-
 def _rss_mib() -> float:
     return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 

@@ -3,6 +3,8 @@ one client at a time, interrupting a runaway query, and bad input. The UI itself
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -235,6 +237,57 @@ def test_websocket_protocol_errors_close_the_connection(served) -> None:
     finally:
         after.close()
 
+
+
+def _engine_processes(server_pid: int) -> list[int]:
+    """The worker processes (memq's embedded engine) memq serve `server_pid` started."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if ppid == server_pid and b"ctf2perfetto.rpcserver.worker" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_an_engine_that_dies_is_reported_to_its_tab_and_replaced(served, hip_trace: Path) -> None:
+    ws = RpcSocket(served.port, origin=served.origin)
+    try:
+        assert ws.query("SELECT 8 AS x")["x"].tolist() == [8]
+        [worker] = _engine_processes(served.process.pid)
+        os.kill(worker, signal.SIGKILL)  # as the kernel's OOM killer would
+        ws.send_frame(ws.request_bytes("TPM_QUERY_STREAMING", "SELECT 9 AS x"))
+        opcode, payload = ws.recv_frame()
+        fatal = protos().TraceProcessorRpcStream.FromString(payload).msg[0].fatal_error
+        assert "the trace processor failed" in fatal and "exited with status -9" in fatal, fatal
+        assert ws.recv_frame()[0] == 8
+    finally:
+        ws.close()
+    served.wait_for_err(r"trace processor failed: .* exited with status -9", timeout_s=30)
+    served.wait_for_err(r"hip\.pftrace loaded again in", timeout_s=120)
+    again = RpcSocket(served.port, origin=served.origin)
+    try:
+        assert _rows(again.query(REDUNDANT_SQL)) == redundant_rows(hip_trace)
+    finally:
+        again.close()
+    assert len(_engine_processes(served.process.pid)) == 1
+
+
+def test_ctrl_c_during_a_runaway_query_stops_everything(hip_trace: Path) -> None:
+    server = start_memq_serve(hip_trace)
+    ws = RpcSocket(server.port, origin=server.origin)
+    ws.send_frame(ws.request_bytes("TPM_QUERY_STREAMING", RUNAWAY_SQL))
+    time.sleep(2)
+    [worker] = _engine_processes(server.process.pid)
+    start = time.monotonic()
+    code, err = server.stop()
+    ws.close()
+    assert code == 0 and "stopped" in err and "Traceback" not in err, err
+    assert time.monotonic() - start < 15
+    assert not Path(f"/proc/{worker}").exists(), "the engine process outlived memq serve"
 
 def _serve(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ctf2perfetto.cli.memq", "serve", *args], capture_output=True,

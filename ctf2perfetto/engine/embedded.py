@@ -50,12 +50,12 @@ class EmbeddedEngine(Engine):
 
     kind = "embedded"
 
-    def __init__(self, source: TraceSource, memory64: bool | None = None, interruptible: bool = False) -> None:
+    def __init__(self, source: TraceSource, memory64: bool | None = None) -> None:
         self.label = source.label
         self.memory64 = needs_memory64(source) if memory64 is None else memory64
         self._rpc = protos().TraceProcessorRpc
         self._seq = 0
-        self._tp: WasmTraceProcessor | None = WasmTraceProcessor(self.memory64, interruptible)
+        self._tp: WasmTraceProcessor | None = WasmTraceProcessor(self.memory64)
         try:
             self._register_sql_package()
             self._load(source)
@@ -138,12 +138,12 @@ class EmbeddedEngine(Engine):
         return next(r.status for r in replies if r.HasField("status"))
 
     def forward(self, data: bytes, sink: Callable[[bytes], None]) -> None:
-        """Pass raw TraceProcessorRpcStream bytes from another client (memq serve) to trace_processor.
+        """Pass raw TraceProcessorRpcStream bytes from another client (memq serve's worker) to trace_processor.
 
         Its replies go to `sink` as they are produced; `sink` must not raise. After
         the first forward the client owns the RPC sequence numbers, so `query()` and
-        `status()` must not be used any more. Raises WasmInterrupted after interrupt()
-        and MemqError if trace_processor died; the engine is closed then.
+        `status()` must not be used any more. Raises MemqError if trace_processor
+        died; the engine is closed then.
         """
         if self._tp is None:
             raise MemqError(f"{self.label}: the trace is closed")
@@ -152,12 +152,6 @@ class EmbeddedEngine(Engine):
         except WasmTrap:
             self.close()
             raise
-
-    def interrupt(self) -> None:
-        """Stop the forward() running now (from another thread); only for an interruptible engine."""
-        tp = self._tp
-        if tp is not None:
-            tp.interrupt()
 
     def wasm_heap_bytes(self) -> int:
         """Bytes of WebAssembly linear memory this trace holds (its heap's high-water mark)."""

@@ -16,12 +16,6 @@ Compiling 11 MB of wasm takes seconds, so the compiled module is serialized to a
 cache directory (`$MEMQ_CACHE_DIR`, else `$XDG_CACHE_HOME/memq`, else
 `~/.cache/memq`) keyed by the wasm's hash, the wasmtime version and this
 module's engine settings, and memory-mapped back on later runs.
-
-An *interruptible* instance (for `memq serve`) is compiled with wasmtime's epoch
-checks: `interrupt()`, from any thread, makes the running call trap at its next
-loop or function entry. The instance is dead after that (trace_processor stopped
-mid-statement), so the caller loads the trace again into a new one. The epoch
-checks cost a little speed, so other users get the plain build.
 """
 from __future__ import annotations
 
@@ -60,18 +54,10 @@ HEAP_MAX_MEMORY64 = 16 << 30
 
 # Engine settings; part of the cache key because they change the machine code.
 _ENGINE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True))
-# Added for interruptible instances (epoch checks compiled in).
-_INTERRUPTIBLE_SETTINGS = (("epoch_interruption", True),)
-# Compiled-module cache entries end in "-<key>.cwasm", the key this many hex digits.
-_CACHE_KEY_DIGITS = 24
 
 
 class WasmTrap(MemqError):
     """trace_processor aborted inside the WebAssembly module (the instance is dead)."""
-
-
-class WasmInterrupted(WasmTrap):
-    """The running call was stopped by `WasmTraceProcessor.interrupt()` (the instance is dead)."""
 
 
 def wasm_dir() -> Path:
@@ -106,14 +92,10 @@ def cache_dir() -> Path:
     return Path(base) / "memq"
 
 
-def _settings(interruptible: bool) -> tuple[tuple[str, bool | str], ...]:
-    return _ENGINE_SETTINGS + (_INTERRUPTIBLE_SETTINGS if interruptible else ())
-
-
 @functools.cache
-def _engine(interruptible: bool = False) -> wasmtime.Engine:
+def _engine() -> wasmtime.Engine:
     config = wasmtime.Config()
-    for name, value in _settings(interruptible):
+    for name, value in _ENGINE_SETTINGS:
         setattr(config, name, value)
     return wasmtime.Engine(config)
 
@@ -124,29 +106,25 @@ def _wasmtime_version() -> str:
     return version("wasmtime")
 
 
-def cache_file(path: Path, data: bytes, interruptible: bool = False) -> Path:
+def cache_file(path: Path, data: bytes) -> Path:
     """Where the compiled form of the wasm `data` (read from `path`) is cached."""
-    settings = _settings(interruptible)
-    key = hashlib.sha256(data + repr((_wasmtime_version(), settings)).encode()).hexdigest()[:_CACHE_KEY_DIGITS]
-    # "_interruptible", not "-...": memq versions before it delete every "<module>-*.cwasm" but their own.
-    flavour = "_interruptible" if interruptible else ""
-    return cache_dir() / f"{path.stem}{flavour}-{key}.cwasm"
+    key = hashlib.sha256(data + repr((_wasmtime_version(), _ENGINE_SETTINGS)).encode()).hexdigest()[:24]
+    return cache_dir() / f"{path.stem}-{key}.cwasm"
 
 
 @functools.cache
-def load_module(path: Path, interruptible: bool = False) -> wasmtime.Module:
+def load_module(path: Path) -> wasmtime.Module:
     """The compiled module for `path`, from the cache when it is there (compiled and cached otherwise)."""
     data = path.read_bytes()
-    cached = cache_file(path, data, interruptible)
+    cached = cache_file(path, data)
     _drop_stale(cached)
-    engine = _engine(interruptible)
     if cached.is_file():
         try:
-            return wasmtime.Module.deserialize_file(engine, str(cached))
+            return wasmtime.Module.deserialize_file(_engine(), str(cached))
         except wasmtime.WasmtimeError:
             pass  # stale or damaged cache entry: recompile and overwrite it below
     try:
-        module = wasmtime.Module(engine, data)
+        module = wasmtime.Module(_engine(), data)
     except wasmtime.WasmtimeError as exc:
         raise MemqError(f"{path}: not a usable trace_processor WebAssembly module: {exc}".splitlines()[0]) from exc
     _store_compiled(module, cached)
@@ -170,14 +148,9 @@ def _store_compiled(module: wasmtime.Module, cached: Path) -> None:
 
 
 def _drop_stale(cached: Path) -> None:
-    """Remove entries of the same module for another wasm, wasmtime or settings: 20 MB each, never read again.
-
-    The pattern matches exactly one key after the module's name, so the plain and
-    the interruptible flavour of a module never delete each other's entry.
-    """
+    """Remove entries of the same module for another wasm, wasmtime or settings: 20 MB each, never read again."""
     try:
-        prefix = cached.stem.rsplit("-", 1)[0]
-        for stale in cached.parent.glob(f"{prefix}-{'?' * _CACHE_KEY_DIGITS}.cwasm"):
+        for stale in cached.parent.glob(f"{cached.stem.rsplit('-', 1)[0]}-*.cwasm"):
             if stale != cached:
                 stale.unlink(missing_ok=True)
     except OSError:
@@ -376,23 +349,15 @@ def _heap_max(memory_type: wasmtime.MemoryType, memory64: bool) -> int:
 
 
 class WasmTraceProcessor:
-    """One trace_processor instance: a wasmtime Store with its own linear memory.
+    """One trace_processor instance: a wasmtime Store with its own linear memory."""
 
-    With `interruptible=True`, `interrupt()` stops the running call (see the module
-    docstring); it stops every interruptible instance running at that moment, of
-    which memq serve has one.
-    """
-
-    def __init__(self, memory64: bool, interruptible: bool = False) -> None:
+    def __init__(self, memory64: bool) -> None:
         path = wasm_file(memory64)
-        module = load_module(path, interruptible)
+        module = load_module(path)
         memory_type = next(e.type for e in module.exports if e.name == "memory")
         self.memory64 = memory64
-        self.interruptible = interruptible
-        self._interrupted = False
         self._host = _Host(memory64, _heap_max(memory_type, memory64))
-        self._store: wasmtime.Store | None = wasmtime.Store(_engine(interruptible))
-        self._arm()
+        self._store: wasmtime.Store | None = wasmtime.Store(_engine())
         implementations = self._host.imports()
         imports = [self._import(imp, implementations) for imp in module.imports]
         try:
@@ -420,18 +385,6 @@ class WasmTraceProcessor:
         stub = _wasi_unsupported if imp.module == "wasi_snapshot_preview1" else _unsupported(list(ty.results))
         return wasmtime.Func(self._store, ty, stub)
 
-    def _arm(self) -> None:
-        """Let the next call run until the next interrupt() (an epoch deadline of one tick)."""
-        if self.interruptible and self._store is not None:
-            self._interrupted = False
-            self._store.set_epoch_deadline(1)
-
-    def interrupt(self) -> None:
-        """Stop the call running now (any thread); it raises WasmInterrupted. No effect on an idle instance."""
-        if self.interruptible:
-            self._interrupted = True
-            _engine(True).increment_epoch()
-
     def _guard(self, call: Callable[[], Any]) -> Any:
         """Run a call into wasm; a trap kills the instance and becomes one MemqError line."""
         if self._store is None:
@@ -442,9 +395,6 @@ class WasmTraceProcessor:
             self.close()
             raise
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
-            if self._interrupted and isinstance(exc, wasmtime.Trap) and exc.trap_code == wasmtime.TrapCode.INTERRUPT:
-                self.close()
-                raise WasmInterrupted("trace_processor was interrupted") from exc
             # A PERFETTO_CHECK failure ends in an `unreachable` trap; its reason is in the log.
             message = self._host.failure()
             self.close()
@@ -473,7 +423,6 @@ class WasmTraceProcessor:
         assert memory is not None
         self._host.replies = []
         self._host.sink = sink
-        self._arm()
         try:
             view = memoryview(data)
             for start in range(0, len(view), REQUEST_BUFFER_BYTES):

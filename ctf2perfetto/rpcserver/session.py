@@ -55,7 +55,6 @@ class Session:
         self._backend: Backend | None = backend
         self.engine_status = backend.status if backend is not None else status
         self.kind = backend.kind if backend is not None else kind
-        self.reloads = 0
         self._queue: queue.SimpleQueue[tuple[Client, bytes] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()  # guards _client, _running and _backend
         self._client: Client | None = None
@@ -137,6 +136,8 @@ class Session:
                 backend.forward(message, client.send)
             except MemqError as exc:
                 failure = exc
+            except Exception as exc:  # noqa: BLE001 - a bug must not leave the server without its engine thread
+                failure = MemqError(f"internal error: {type(exc).__name__}: {exc}")
             with self._lock:
                 self._running = None
             if isinstance(failure, Interrupted):
@@ -147,26 +148,25 @@ class Session:
                                              f"reload this page {UI_CONNECTION_ERROR}"))
                 client.close("trace processor failed")
                 self._reload()
+            elif not backend.alive:
+                # It answered with its last words (a fatal_error the client has now) and ended.
+                self._log(f"trace processor ended; loading {self.trace_name} again")
+                client.close("trace processor ended")
+                self._reload()
         self._close_backend()
 
     def _after_interrupt(self, client: Client, seconds: float) -> None:
-        with self._lock:
-            still_attached = self._client is client
-        if still_attached:
-            # Interrupted just as its request ended and a new tab arrived: its state is gone with the backend.
-            client.send(wire.fatal_error(f"memq serve: the trace processor was restarted; "
-                                         f"reload this page {UI_CONNECTION_ERROR}"))
-            client.close("trace processor restarted")
-        if not self._stopping:
-            self._log(f"stopped a request after {seconds:.1f} s: its tab ({client.label}) closed; "
-                      f"loading {self.trace_name} again")
+        if self._stopping:
+            self._close_backend()
+            return
+        self._log(f"stopped a request after {seconds:.1f} s: its tab ({client.label}) closed; "
+                  f"loading {self.trace_name} again")
         self._reload()
 
     def _reload(self) -> None:
         self._close_backend()
         if not self._stopping:
             self._load(again=True)
-            self.reloads += 1
 
     def _load(self, again: bool) -> None:
         started = time.monotonic()
