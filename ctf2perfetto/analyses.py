@@ -34,6 +34,9 @@ NO_ADDRESSES = ("not applicable: the trace's copies carry no addresses (PyTorch-
                 "only address-free figures (counts, bytes, time, bandwidth, staged, unified) apply.")
 NO_EVENTS = "the trace holds no memory events (no allocations, copies or memsets)."
 UNIFIED_MODES = ("auto", "yes", "no")
+# memq.meta counts trace_warnings reports (docs/TRACE_FORMAT.md, "memq trace info").
+META_COUNTS = ("lost_events", "lost_packets", "unmatched_frees", "skipped_events", "missing_events",
+               "missing_packets", "missing_streams", "dropped_packets", "dropped_bytes")
 CLASSES = ("repeat", "round_trip", "managed", "unified", "redundant", "staged")
 ADDRESS_CLASSES = ("repeat", "round_trip", "managed")
 DUP_GROUPINGS = ("total", "direction", "allocation", "untracked_source")
@@ -84,11 +87,8 @@ def trace_warnings(trace: Any) -> list[str]:
     """What the converter counted as lost or unusable (memq.meta) and what trace_processor could not
     import (its error / data-loss stats): one line each, empty when clean."""
     with load(trace) as engine:
-        meta = engine.query("""
-            SELECT EXTRACT_ARG(arg_set_id, 'debug.lost_events') AS lost_events,
-                   EXTRACT_ARG(arg_set_id, 'debug.lost_packets') AS lost_packets,
-                   EXTRACT_ARG(arg_set_id, 'debug.unmatched_frees') AS unmatched_frees,
-                   EXTRACT_ARG(arg_set_id, 'debug.skipped_events') AS skipped_events
+        meta = engine.query(f"""
+            SELECT {", ".join(f"EXTRACT_ARG(arg_set_id, 'debug.{k}') AS {k}" for k in META_COUNTS)}
             FROM slice WHERE category = 'memq.meta'""")
         orphans = engine.query("""
             INCLUDE PERFETTO MODULE memq.copies;
@@ -97,9 +97,17 @@ def trace_warnings(trace: Any) -> list[str]:
         problems = engine.import_problems()
     lines = []
     for row in meta.to_dict("records"):
+        row = {k: 0 if pd.isna(v) else int(v) for k, v in row.items()}
         if row["lost_events"] or row["lost_packets"]:
-            lines.append(f"the trace lost {int(row['lost_events'] or 0):,} events and {int(row['lost_packets'] or 0):,}"
+            lines.append(f"the trace lost {row['lost_events']:,} events and {row['lost_packets']:,}"
                          " packets: allocations, frees or copies may be missing from every figure")
+        if row["missing_events"] or row["missing_packets"] or row["missing_streams"]:
+            lines.append(f"the trace files lacked {row['missing_events']:,} of the events memq record counted "
+                         f"({row['missing_packets']:,} packets, {row['missing_streams']:,} stream files gone): "
+                         "allocations, frees or copies may be missing from every figure")
+        if row["dropped_packets"]:
+            lines.append(f"--salvage dropped {row['dropped_packets']:,} damaged packets "
+                         f"({row['dropped_bytes']:,} bytes): their events are missing from every figure")
         if row["unmatched_frees"]:
             lines.append(f"{int(row['unmatched_frees']):,} frees matched no traced allocation")
         if row["skipped_events"]:

@@ -21,9 +21,7 @@ Overlapping slices of one class go on extra tracks of the same name, which the U
 from __future__ import annotations
 
 import functools
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +29,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from .errors import MemqError, UsageError
+from .outfiles import AtomicOutput
 
 ANNOTATION_SEQUENCE_ID = 0x6D656D71  # "memq": far above the writer's small sequence ids
 _UUID_BASE = 0x6D656D7100000000  # track uuids of annotation tracks: "memq" in the high bits
@@ -252,16 +251,13 @@ def require_protobuf_trace(trace: Path) -> None:
 
 
 def write_annotated(trace: Path, out: Path, packets: bytes) -> None:
-    """Write `out` = the trace's bytes followed by `packets`, atomically (never a half-written file)."""
-    if out.exists() and out.resolve() == trace.resolve():
-        raise UsageError(f"-o {out}: is the input trace; write the annotated trace to a new file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    """Write `out` = the trace's bytes followed by `packets`, atomically (never a half-written file;
+    `out` follows ctf2perfetto.outfiles: never the input, a link, a device, ...)."""
     try:
-        with os.fdopen(fd, "wb") as dst, trace.open("rb") as src:
-            shutil.copyfileobj(src, dst, 1 << 22)
-            dst.write(packets)
-        os.replace(tmp, out)
+        with AtomicOutput(out, inputs=[trace]) as target:
+            with open(target.path, "wb") as dst, trace.open("rb") as src:
+                shutil.copyfileobj(src, dst, 1 << 22)
+                dst.write(packets)
+            target.commit()
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise MemqError(f"{out}: cannot write the annotated trace: {exc.strerror or exc}") from exc

@@ -203,3 +203,14 @@ class TraceInfo:
     # CTF stream files in the order the decoder met them; a LOST row's `stream` is an
     # index into this list (the file that lost the events / packets).
     stream_files: list[str] = field(default_factory=list)
+    # Loss the trace files show beyond LTTng's own counters (ctf2perfetto.preflight, docs/TRACE_FORMAT.md
+    # "Loss"): one dict per file and kind with what, file, packets, bytes, begin/end (ns on the rows'
+    # clock; None when unknown).
+    losses: list[dict] = field(default_factory=list)
+    missing_packets: int = 0  # packets index/ lists that the stream files no longer hold
+    missing_streams: int = 0  # stream files index/ lists (or dangling links to them) that are gone
+    missing_events: int = 0  # memq-record.json's event count minus the events the files hold
+    dropped_packets: int = 0  # packets --salvage cut away (damaged ones and what followed them)
+    dropped_bytes: int = 0
+    events_read: int = 0  # every event babeltrace2 delivered (rows or not)
+    recorded_events: int | None = None  # memq-record.json's count, when the trace has one

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import MemqError
+from .outfiles import AtomicOutput
 
 # Counter tracks of docs/TRACE_FORMAT.md, summed over processes into one line per kind.
 LIVE_BYTES_SQL = """
@@ -128,7 +129,9 @@ def render(data: PlotData, out: Path, title: str) -> None:
         ax_red.set_xlabel(f"copy time ({unit})")
     ax_red.set_ylabel("class")
     try:
-        fig.savefig(out, dpi=100)
+        with AtomicOutput(out) as target:
+            fig.savefig(target.path, dpi=100, format="png")
+            target.commit()
     except OSError as exc:
         raise MemqError(f"{out}: cannot write the figure: {exc.strerror or exc}") from exc
     finally:

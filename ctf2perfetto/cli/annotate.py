@@ -26,7 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("trace", type=Path, metavar="TRACE", help="memq trace (.pftrace from ctf2perfetto)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
-                        help="annotated trace to write (must differ from TRACE)")
+                        help="annotated trace to write (a new file or one of yours, not TRACE; replaced "
+                             "atomically)")
     add_unified_arg(parser)
     add_engine_args(parser)
     parser.set_defaults(func=run)
@@ -36,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from ..annotate import annotation_packets, collect, require_protobuf_trace, write_annotated
     from ..engine import open_trace
     from . import stderr_is_terminal
+    from ..outfiles import check_output
     from .open import require_trace_file
 
     require_trace_file(args.trace)
+    check_output(args.output, inputs=[args.trace])
     require_protobuf_trace(args.trace)
     started = time.monotonic()
     if stderr_is_terminal():

@@ -28,7 +28,9 @@ exit status: 0 converted, 1 the trace could not be read or the output written, 2
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", type=Path, metavar="TRACE_DIR", help="LTTng output directory (searched recursively)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.pftrace",
-                        help="Perfetto trace to write (replaced atomically; nothing is left there on failure)")
+                        help="Perfetto trace to write (replaced atomically; nothing is left there on failure; "
+                             "never a link, device, directory, another user's file or a file inside a CTF "
+                             "trace directory)")
     parser.add_argument("--salvage", action="store_true",
                         help="convert what can be read from a damaged trace (stream files cut back to their last "
                              "complete packet, on a temporary copy) and report exactly what was dropped")
@@ -81,16 +83,6 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _check_output(out: Path) -> None:
-    from ..errors import UsageError
-
-    if out.is_dir():
-        raise UsageError(f"{out}: is a directory, expected the output trace file")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{out}: cannot write: directory {parent} does not exist")
-
-
 def _print_summary(summary, prog: str) -> None:
     mib = summary.output_bytes / (1 << 20)
     kinds = ", ".join(f"{name} {count:,}" for name, count in sorted(summary.events.items(), key=lambda kv: -kv[1]))
@@ -105,9 +97,22 @@ def _print_summary(summary, prog: str) -> None:
            f"{summary.small_frees:,} freed" if summary.small_allocations or summary.small_frees else ""),
         f"  lost: {summary.lost_events:,} events, {summary.lost_packets:,} packets",
     ]
+    if summary.missing_events or summary.missing_packets or summary.missing_streams:
+        recorded = (f" of the {summary.recorded_events:,} memq-record.json counted"
+                    if summary.recorded_events is not None else "")
+        lines.append(f"  missing from the files: {_count(summary.missing_events, 'event')}{recorded}; "
+                     f"{_count(summary.missing_packets, 'packet')} index/ lists, "
+                     f"{_count(summary.missing_streams, 'stream file')} gone")
+    if summary.dropped_packets:
+        lines.append(f"  dropped by salvage: {_count(summary.dropped_packets, 'packet')} "
+                     f"({summary.dropped_bytes:,} bytes)")
     if summary.skipped:
         lines.append("  skipped: " + ", ".join(f"{n:,} {reason}" for reason, n in sorted(summary.skipped.items())))
     print("\n".join(lines), file=sys.stderr)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 class _Later:
@@ -156,8 +161,10 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     keep_freed_memory()
     from ..decode import decode
+    from ..outfiles import check_output
 
-    _check_output(args.output)
+    inputs = [args.trace] + ([args.kineto] if args.kineto is not None else [])
+    check_output(args.output, inputs=inputs)
     extra_packets: Iterable[bytes] = []
     kineto_packets = None
     lttng_events = None
@@ -191,7 +198,7 @@ def convert(args: argparse.Namespace, prog: str) -> int:
                 batches, lambda: decoding.info, args.output, progress=progress.written,
                 extra_packets=extra_packets,
                 extra_processes=kineto_packets.processes if kineto_packets else {},
-                extra_threads=kineto_packets.threads if kineto_packets else {})
+                extra_threads=kineto_packets.threads if kineto_packets else {}, inputs=inputs)
     finally:
         progress.close()
     if not args.quiet:

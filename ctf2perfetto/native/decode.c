@@ -1210,6 +1210,17 @@ const char *memq_failed_stream(memq_decoder *d, uint64_t *packets_begun, uint64_
 	return d->streams[d->failed_stream].name;
 }
 
+/* Stream i (in the order met) and its packets delivered so far, for every stream: a muxer error
+ * names no stream, so salvage looks at where each one stood (NULL past the last stream). */
+const char *memq_stream_progress(memq_decoder *d, uint64_t i, uint64_t *packets_begun, uint64_t *packets_ended)
+{
+	if (i >= d->nstreams)
+		return NULL;
+	*packets_begun = d->streams[i].packets_begun;
+	*packets_ended = d->streams[i].packets_ended;
+	return d->streams[i].name;
+}
+
 uint64_t memq_events_seen(memq_decoder *d) { return d->events_seen; }
 /* Progress: nanoseconds read so far and in all (0, 0 when unknown). */
 void memq_progress(memq_decoder *d, int64_t *done, int64_t *total)
