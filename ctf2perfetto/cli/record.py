@@ -19,10 +19,12 @@ totals written every 10 ms), every HIP and CUDA runtime memory call
 (allocations, frees with the size they free, copies, sets, prefetch/advise,
 synchronisations, device selection), loaded libraries and process names, with
 vpid/vtid/ip contexts. A session daemon is started if none is running.
-Ctrl-C reaches COMMAND; the session is stopped and destroyed
-whatever happens to COMMAND, and DIR/memq-record.json records the command,
-its exit code, clocks, versions, what was enabled and how many events were
-lost. memq record exits with COMMAND's exit code (127: not found).
+Ctrl-C reaches COMMAND (SIGINT, SIGTERM and SIGHUP sent to memq are forwarded
+to it); the session is stopped and destroyed whatever happens to COMMAND or to
+memq (a guardian process does it if memq is killed), and DIR/memq-record.json
+records the command, its exit code, clocks, versions, what was enabled and how
+many events were lost. memq record exits with COMMAND's exit code (127: not
+found, 126: not executable).
 """
 EPILOG = """\
 notes:
@@ -88,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
                                   mode=args.mode, force=args.force, subbuf_size=args.subbuf_size,
                                   num_subbuf=args.num_subbuf, host_source=args.host_source,
                                   host_min_size=parse_host_min_size(args.host_min_size)), announce)
-    print(summary(result), file=sys.stderr)
+    try:
+        print(summary(result), file=sys.stderr)
+    except OSError:
+        pass  # the terminal is gone (SIGHUP): memq-record.json says it all
     return result.exit_code
 
 
