@@ -50,6 +50,11 @@ def require_trace_file(path: Path) -> Path:
         raise UsageError(f"{path}: no such trace file")
     if path.stat().st_size == 0:
         raise UsageError(f"{path}: the trace file is empty")
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return path
 
 
