@@ -4,7 +4,7 @@
 -- * `lttng`: memq.copy / memq.set slices written by ctf2perfetto (one per
 --   successful call, on its stream track, same start and duration as the API call);
 --   they have addresses and the allocations holding their first bytes.
--- * `kineto`: PyTorch-profiler JSON loaded directly (`gpu_memcpy` / `gpu_memset`
+-- * `kineto`: PyTorch-profiler JSON, read by memq's importer (`gpu_memcpy` / `gpu_memset`
 --   slices). Kineto records no addresses: src, dst and the allocation columns are
 --   NULL, and only address-free figures (counts, bytes, time, bandwidth, staged)
 --   apply to them.
@@ -117,9 +117,9 @@ kineto AS (
     t.upid,
     tt.utid,
     SUBSTR(s.name, 8, 4) AS direction,
-    EXTRACT_ARG(s.arg_set_id, 'args.bytes') AS bytes,
-    EXTRACT_ARG(s.arg_set_id, 'args.stream') AS stream,
-    EXTRACT_ARG(s.arg_set_id, 'args.device') AS device
+    COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.bytes'), EXTRACT_ARG(s.arg_set_id, 'args.bytes')) AS bytes,
+    COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.stream'), EXTRACT_ARG(s.arg_set_id, 'args.stream')) AS stream,
+    COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.device'), EXTRACT_ARG(s.arg_set_id, 'args.device')) AS device
   FROM slice s
   LEFT JOIN thread_track tt ON tt.id = s.track_id
   LEFT JOIN thread t USING (utid)
@@ -186,9 +186,9 @@ WHERE s.category = 'memq.set'
 UNION ALL
 SELECT
   s.id, s.ts, s.dur, s.ts + s.dur, 'kineto', t.upid, NULL,
-  EXTRACT_ARG(s.arg_set_id, 'args.bytes'), NULL,
-  EXTRACT_ARG(s.arg_set_id, 'args.stream'),
-  EXTRACT_ARG(s.arg_set_id, 'args.device')
+  COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.bytes'), EXTRACT_ARG(s.arg_set_id, 'args.bytes')), NULL,
+  COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.stream'), EXTRACT_ARG(s.arg_set_id, 'args.stream')),
+  COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.device'), EXTRACT_ARG(s.arg_set_id, 'args.device'))
 FROM slice s
 LEFT JOIN thread_track tt ON tt.id = s.track_id
 LEFT JOIN thread t USING (utid)
@@ -212,7 +212,8 @@ WITH src AS (
   SELECT source, 0, COUNT(*) FROM memq_set GROUP BY source
   UNION ALL
   SELECT 'lttng', 0, 0
-  WHERE EXISTS (SELECT 1 FROM slice WHERE category IN ('memq.meta', 'memq.heap', 'memq.api'))
+  WHERE EXISTS (SELECT 1 FROM slice WHERE category IN ('memq.heap', 'memq.api')
+                OR (category = 'memq.meta' AND EXTRACT_ARG(arg_set_id, 'debug.source') = 'lttng'))
 )
 SELECT source, source = 'lttng' AS has_addresses, SUM(copies) AS copies, SUM(sets) AS sets
 FROM src GROUP BY source;
