@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import mmap
 import os
 import queue
 import re
@@ -26,14 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import MemqError, UsageError
+from .errors import MemqError, UsageError, error_text
 from .events import COLUMNS, EventBatch, EventKind, TraceInfo
-from .guard import bound_seconds, guarded
+from .guard import MemoryBound, bound_seconds, guarded
 from .paths import native_library
 from .preflight import SALVAGE_HINT, Preflight
 from .salvage import SalvagedCopy
 
 RECORD_FILE = "memq-record.json"
+SALVAGE_STEP_ROWS = 1024  # salvage's reads note where each stream stands after this many rows
+PROGRESS_BYTES = 1 << 20
 JOIN_SECONDS = 10.0  # a worker asked to stop finishes its batch well within this
 STALL_SECONDS = 120.0  # no batch from the library for this long: it loops ($MEMQ_GUARD_SECONDS overrides)
 READ_FAILURE = "cannot read the trace"  # decode.c take_error() text while running the graph
@@ -76,6 +79,8 @@ def _native() -> ctypes.CDLL:
         lib.memq_reference_offset_ns.argtypes = [ctypes.c_void_p]
         lib.memq_close.restype = None
         lib.memq_close.argtypes = [ctypes.c_void_p]
+        lib.memq_crash_guard.restype = None
+        lib.memq_crash_guard.argtypes = [ctypes.c_char_p]
         _lib = lib
     return _lib
 
@@ -249,7 +254,11 @@ class Decoding:
             self._ahead = None
         if getattr(self, "_native", None) is not None:
             self._native.close()
+            self._native.lib.memq_crash_guard(None)
             self._native = None
+        if getattr(self, "_memory", None) is not None:
+            self._memory.release()
+            self._memory = None
         if self.salvaged is not None:
             self.salvaged.cleanup()
 
@@ -261,6 +270,13 @@ class Decoding:
         native = self._native
         if native is None or self._ahead is not None:
             raise MemqError(f"{self.path}: a decode can be iterated only once")
+        # Event data is not checked beforehand: if the library dies on it, one line says so
+        # (crash.c), and a bound on memory makes an unbounded allocation fail instead of
+        # taking the machine's memory.
+        native.lib.memq_crash_guard((error_text(
+            f"{self.path}: babeltrace2 crashed reading the trace (corrupt event data memq does not check "
+            f"yet){self._hint}") + "\n").encode())
+        self._memory = MemoryBound()
         self._ahead = _DecodeAhead(native, self.batch_size)
         return self._batches(native, self._ahead)
 
@@ -425,16 +441,20 @@ def _read_record(path: Path) -> dict | None:
 
 def _check_readable(traces: list[Path]) -> dict | None:
     """Reads `traces` to the end in a guarded child (salvage.Checker): None when readable, else
-    the failure (message, the stream file that failed and where every stream stood)."""
+    the failure (message, the stream file that failed and where every stream stood). Where each
+    stream stood is also kept in shared memory after every few messages, so that a read that
+    brings the library down (MemqError from the guard) still says where it was."""
+    shared = mmap.mmap(-1, PROGRESS_BYTES)  # MAP_SHARED: written by the child, read here
 
     def read(beat) -> dict | None:
         native = _Native(traces, want_range=False)
         try:
             err = native.error()
             if err is None:
-                cols = _uninitialised(65536, []).columns
-                while (n := native.next(cols, 65536)) > 0:
+                cols = _uninitialised(SALVAGE_STEP_ROWS, []).columns
+                while (n := native.next(cols, SALVAGE_STEP_ROWS)) > 0:
                     native.side()
+                    _put_progress(shared, native.stream_progress())
                     beat()
                 if n == 0:
                     return None
@@ -447,7 +467,27 @@ def _check_readable(traces: list[Path]) -> dict | None:
         finally:
             native.close()
 
-    return guarded(read, f"{traces[0]}: reading the salvage copy")
+    try:
+        return guarded(read, f"{traces[0]}: reading the salvage copy")
+    except MemqError as exc:
+        return {"message": str(exc), "raw": "", "stream": "", "begun": 0, "ended": 0,
+                "streams": _get_progress(shared), "crashed": True}
+    finally:
+        shared.close()
+
+
+def _put_progress(shared: mmap.mmap, progress: list) -> None:
+    data = json.dumps(progress).encode()[:PROGRESS_BYTES - 4]
+    shared[4:4 + len(data)] = data
+    shared[:4] = len(data).to_bytes(4, "little")  # the length last: a torn write reads as the older one
+
+
+def _get_progress(shared: mmap.mmap) -> list:
+    size = int.from_bytes(shared[:4], "little")
+    try:
+        return json.loads(shared[4:4 + size]) if size else []
+    except ValueError:
+        return []
 
 
 def decode(path: str | Path, *, salvage: bool = False, batch_size: int = 262144,

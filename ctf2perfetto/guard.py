@@ -12,8 +12,10 @@ child would need (the child runs only `func`, then `os._exit`).
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import resource
 import select
 import signal
 import time
@@ -60,6 +62,7 @@ def _child(func, result_r: int, result_w: int, err_r: int, err_w: int) -> None:
         os.close(result_r)
         os.close(err_r)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills us on Ctrl-C
+        faulthandler.disable()  # a crash's words are the library's, on the pipe below
         os.dup2(err_w, 2)  # the library's last words (assert, precondition) come back to the parent
 
         def beat() -> None:
@@ -155,3 +158,50 @@ def _after_location(line: str) -> str:
     parts = line.split("@", 1)
     tail = parts[1].split(" ", 1)[1] if len(parts) == 2 and " " in parts[1] else line
     return tail.strip().rstrip(":")
+
+
+MEMORY_HEADROOM = 8 << 30  # what a decode may add to its address space (at most half the RAM)
+
+
+class MemoryBound:
+    """Caps this process's address space at what it uses now plus MEMORY_HEADROOM, until release().
+
+    A corrupt length field can make libbabeltrace2 allocate without bound (2^32 field objects for
+    one sequence); with overcommit the allocations succeed and the OOM killer later takes this
+    process (or another one) without a word. Under the cap they fail once the headroom is used
+    and the library's crash becomes one line (native/crash.c). A decode holds two batches and
+    the live allocations of the model: far less. Only ever lowers the soft limit, and puts it back.
+    """
+
+    def __init__(self) -> None:
+        self.previous = resource.getrlimit(resource.RLIMIT_AS)
+        soft, hard = self.previous
+        cap = _vm_size() + min(MEMORY_HEADROOM, _ram_bytes() // 2)
+        self.active = cap > 0 and (soft == resource.RLIM_INFINITY or cap < soft) and (
+            hard == resource.RLIM_INFINITY or cap <= hard)
+        if self.active:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+    def release(self) -> None:
+        if self.active:
+            resource.setrlimit(resource.RLIMIT_AS, self.previous)
+            self.active = False
+
+
+def _ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 0
+
+
+def _vm_size() -> int:
+    """This process's current address-space size (VmSize), in bytes; 0 when unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0

@@ -10,7 +10,9 @@ decoder (in a guarded child process: whatever the library does, this process
 lives on and removes the copy) and, while a stream file still fails, cuts that
 file back before the packet being read when it failed; a muxer error (a time
 going backwards) names a time, and the stream whose packet holds the odd time is
-cut. What was dropped is recorded exactly (files, offsets, bytes, packets, times).
+cut; a read that brings the library down names nothing, so each stream file is
+read alone and the first packets that do not crash it are found by bisection.
+What was dropped is recorded exactly (files, offsets, bytes, packets, times).
 """
 from __future__ import annotations
 
@@ -183,7 +185,8 @@ class SalvagedCopy:
             if failure is None:
                 return
             message = failure["message"]
-            target = self._failed_packet(failure)
+            crashed = bool(failure.get("crashed"))
+            target = self._crashed_in(check) if crashed else self._failed_packet(failure)
             if target is None:
                 raise MemqError(self.original(message) + " (salvage cannot cut this away)")
             copy, bad = target
@@ -192,8 +195,46 @@ class SalvagedCopy:
             if bad < 0:
                 raise MemqError(self.original(message) + " (salvage cannot cut this away)")
             cuts[copy] = bad
-            self._cut(copy, bad, "undecodable data in packet %d" % bad)
+            self._cut(copy, bad, f"babeltrace2 crashed reading packet {bad}" if crashed
+                      else f"undecodable data in packet {bad}")
         raise MemqError(f"{self.originals[0]}: salvage gave up after {MAX_ATTEMPTS} attempts")
+
+    def _crashed_in(self, check: Checker) -> tuple[Path, int] | None:
+        """The library died reading (no error names the stream): read each stream file alone (with the
+        metadata) to find one that brings it down, then the longest run of its first packets that does
+        not (a binary search), and cut there."""
+        for copy in sorted(self._streams):
+            if not copy.exists():
+                continue
+            kept = len(self._kept_packets(copy))
+            if not self._crashes(check, copy, kept):
+                continue
+            good, bad = 0, kept  # packets [0, good) read; [0, bad) crash
+            while bad - good > 1:
+                middle = (good + bad) // 2
+                good, bad = (good, middle) if self._crashes(check, copy, middle) else (middle, bad)
+            return copy, good
+        return None
+
+    def _kept_packets(self, copy: Path) -> list:
+        size = copy.stat().st_size
+        return [p for p in self._streams[copy].scan.packets if p.offset + p.size <= size]
+
+    def _crashes(self, check: Checker, copy: Path, packets: int) -> bool:
+        """Whether reading the first `packets` packets of `copy` alone brings the library down."""
+        solo = self.root / "solo"
+        shutil.rmtree(solo, ignore_errors=True)
+        solo.mkdir()
+        try:
+            os.symlink(os.readlink(copy.parent / METADATA), solo / METADATA)
+            head = self._streams[copy].scan.packets[:packets]
+            end = head[-1].offset + head[-1].size if head else 0
+            with copy.open("rb") as src, (solo / copy.name).open("wb") as dst:
+                dst.write(src.read(end))
+            failure = check([solo]) if end else None
+            return bool(failure and failure.get("crashed"))
+        finally:
+            shutil.rmtree(solo, ignore_errors=True)
 
     def _failed_packet(self, failure: dict) -> tuple[Path, int] | None:
         """(stream file of the copy, packet number) to cut at, from a failed read."""
@@ -209,8 +250,10 @@ class SalvagedCopy:
 
     def _out_of_order(self, ts: int, progress: list) -> tuple[Path, int] | None:
         """The packet holding the message at `ts` (ns from the Epoch) that came too late for the muxer:
-        a packet beginning exactly then, else an open packet whose own time range does not hold it."""
-        candidates = []
+        a packet beginning or ending exactly then (its context is off), else an open packet whose own
+        time range does not hold it (an event's time is off), else the first open packet (each cut
+        makes progress; the report says what was dropped)."""
+        exact, outside, open_ = [], [], []
         for name, begun, ended in progress:
             stream = self._streams.get(Path(name))
             if stream is None:
@@ -222,11 +265,13 @@ class SalvagedCopy:
             packet = packets[current]
             at = ts - stream.offset_ns
             begin, end = stream.to_ns(packet.ts_begin), stream.to_ns(packet.ts_end)
-            if begin == at:
-                return Path(name), current
-            if begun > ended and not begin <= at <= end:
-                candidates.append((Path(name), current))
-        return candidates[0] if candidates else None
+            where = (Path(name), current)
+            if at in (begin, end):
+                exact.append(where)
+            elif begun > ended:
+                (open_ if begin <= at <= end else outside).append(where)
+        found = exact + outside + open_
+        return found[0] if found else None
 
 
 def sweep_stale_copies() -> None:

@@ -11,17 +11,17 @@ import os
 import sys
 from typing import Callable
 
-from ..errors import MemqError
+from ..errors import MemqError, error_text, set_program
 
 
 def error_line(prog: str, message: str) -> None:
     """Print `prog: error: message` on stderr, on one line."""
-    text = " ".join(str(message).split())
-    print(f"{prog}: error: {text}", file=sys.stderr)
+    print(error_text(message, prog), file=sys.stderr)
 
 
 def run_command(prog: str, func: Callable[[], int | None]) -> int:
     """Run a command body, mapping failures to one line and an exit code."""
+    set_program(prog)
     try:
         return int(func() or 0)
     except MemqError as exc:
