@@ -63,7 +63,7 @@ def check_output(out: Path | str, *, inputs: Iterable[Path | str] = (), flag: st
     target = Path(os.path.realpath(parent)) / out.name
     for item in inputs:
         if target == Path(os.path.realpath(item)) or (st is not None and _same_file(st, item)):
-            raise UsageError(f"{label}: is an input of this command; write to a new file")
+            raise UsageError(f"{label}: is an input trace of this command; write to a new file")
     if _inside_trace_directory(target):
         raise UsageError(f"{label}: is inside a CTF trace directory ({target.parent}); "
                          "write it elsewhere (an extra file there breaks the trace)")
