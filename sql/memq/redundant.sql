@@ -199,7 +199,8 @@ iv AS (
   SELECT upid, 'staged', ts, bytes, dur FROM rc WHERE staged
 ),
 scoped AS (
-  SELECT upid, class, ts, n, d FROM iv
+  -- Per process: copies without one (Kineto device work) count only in the whole-trace row.
+  SELECT upid, class, ts, n, d FROM iv WHERE upid IS NOT NULL
   UNION ALL
   SELECT NULL, class, ts, n, d FROM iv
 ),
