@@ -15,14 +15,16 @@ DESCRIPTION = (
     "the libc wrapper and memq GPU events) into a Perfetto protobuf trace: heap calls as instants, HIP/CUDA "
     "memory calls as slices, live-bytes counters per process and device, copies on per-stream tracks, flows "
     "from allocations to their frees and copies. The layout is docs/TRACE_FORMAT.md. Prints a summary on "
-    "stderr; lost events, unmatched frees and anything dropped are reported there."
+    "stderr; lost events, unmatched frees, what the files lack (against index/ and memq-record.json) and anything "
+    "--salvage dropped are reported there and in the trace (docs/TRACE_FORMAT.md, \"Loss\")."
 )
 EPILOG = """examples:
   ctf2perfetto trace/ -o out.pftrace
   ctf2perfetto damaged-trace/ -o out.pftrace --salvage
   ctf2perfetto trace/ --kineto profile.json -o out.pftrace
 
-exit status: 0 converted, 1 the trace could not be read or the output written, 2 bad usage."""
+exit status: 0 converted, 1 the trace could not be read (one line naming the file and packet) or the output
+written, 2 bad usage (an -o that is not a new file or a regular file of yours, a missing input), 130 Ctrl-C."""
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,12 +99,16 @@ def _print_summary(summary, prog: str) -> None:
            f"{summary.small_frees:,} freed" if summary.small_allocations or summary.small_frees else ""),
         f"  lost: {summary.lost_events:,} events, {summary.lost_packets:,} packets",
     ]
-    if summary.missing_events or summary.missing_packets or summary.missing_streams:
-        recorded = (f" of the {summary.recorded_events:,} memq-record.json counted"
-                    if summary.recorded_events is not None else "")
-        lines.append(f"  missing from the files: {_count(summary.missing_events, 'event')}{recorded}; "
-                     f"{_count(summary.missing_packets, 'packet')} index/ lists, "
-                     f"{_count(summary.missing_streams, 'stream file')} gone")
+    missing = []
+    if summary.missing_events:
+        missing.append(f"{_count(summary.missing_events, 'event')}" + (
+            f" of the {summary.recorded_events:,} memq-record.json counted" if summary.recorded_events else ""))
+    if summary.missing_packets:
+        missing.append(f"{_count(summary.missing_packets, 'packet')} index/ lists")
+    if summary.missing_streams:
+        missing.append(f"{_count(summary.missing_streams, 'stream file')} gone")
+    if missing:
+        lines.append("  missing from the files: " + "; ".join(missing))
     if summary.dropped_packets:
         lines.append(f"  dropped by salvage: {_count(summary.dropped_packets, 'packet')} "
                      f"({summary.dropped_bytes:,} bytes)")
