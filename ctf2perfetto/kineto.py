@@ -131,6 +131,8 @@ def load(path: str | Path) -> KinetoTrace:
         raise UsageError(f"{path}: is a directory, expected a Kineto JSON file")
     if not path.exists():
         raise UsageError(f"{path}: Kineto trace not found")
+    if not path.is_file():  # a fifo would block for ever, /dev/zero never end
+        raise UsageError(f"{path}: not a regular file, expected a Kineto JSON file")
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":

@@ -566,6 +566,21 @@ def test_unreadable_trace_file_is_one_line(converted, tmp_path):
         one_line(run_cli("memq", *argv, unprivileged=True), 2, f"{unreadable}", "ermission denied")
 
 
+@pytest.mark.parametrize("source", ["/dev/zero", "fifo"])
+def test_inputs_that_never_end_are_refused(source, recorded, converted, tmp_path):
+    """A device or a fifo given as a trace or profile would be read for ever (or block): one line, at once."""
+    path = Path(source)
+    if source == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+    one_line(run_cli("ctf2perfetto", recorded, "-o", tmp_path / "x.pftrace", "--kineto", path), 2, str(path),
+             "not a regular file")
+    one_line(run_cli("memq", "summary", path), 2, str(path), "not a regular file")
+    if source == "/dev/zero":
+        one_line(run_cli("memq", "sql", converted, "--file", path), 2, str(path), "not a query file")
+    assert not (tmp_path / "x.pftrace").exists()
+
+
 def test_memq_open_answers_only_its_own_host_and_sane_paths(converted, capfd):
     from ctf2perfetto.serve import UiServer
 

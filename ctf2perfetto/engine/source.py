@@ -130,6 +130,8 @@ def trace_source(source: str | os.PathLike[str] | bytes | bytearray | memoryview
         raise UsageError(f"{path}: no such file")
     if path.is_dir():
         raise UsageError(f"{path}: is a directory, not a trace file (convert an LTTng trace with ctf2perfetto first)")
+    if not path.is_file():  # a fifo would block for ever, a device never end
+        raise UsageError(f"{path}: not a regular file, not a trace")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path}: permission denied")
     size = path.stat().st_size
