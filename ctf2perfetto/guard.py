@@ -7,8 +7,9 @@ may call `beat()` (passed as `func`'s argument) to say it is making progress,
 which pushes the deadline back. A child that aborts, is killed by a signal or
 does not finish in time becomes one MemqError line saying what it was doing; a
 MemqError raised in the child is raised again here. Ctrl-C kills the child and
-raises KeyboardInterrupt. The caller must not hold other threads that the
-child would need (the child runs only `func`, then `os._exit`).
+raises KeyboardInterrupt. The child's memory is bounded too (MemoryBound). The
+caller must not hold other threads that the child would need (the child runs
+only `func`, then `os._exit`).
 """
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ def _child(func, result_r: int, result_w: int, err_r: int, err_w: int) -> None:
         os.close(err_r)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills us on Ctrl-C
         faulthandler.disable()  # a crash's words are the library's, on the pipe below
+        MemoryBound()  # an unbounded allocation fails here instead of taking the machine's memory
         os.dup2(err_w, 2)  # the library's last words (assert, precondition) come back to the parent
 
         def beat() -> None:
