@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -579,6 +580,24 @@ def test_inputs_that_never_end_are_refused(source, recorded, converted, tmp_path
     if source == "/dev/zero":
         one_line(run_cli("memq", "sql", converted, "--file", path), 2, str(path), "not a query file")
     assert not (tmp_path / "x.pftrace").exists()
+
+
+def test_memq_open_serves_json_through_memqs_importer(tmp_path):
+    """The UI's own JSON importer would drop the overlapping copy: memq open serves memq's conversion."""
+    path = _kineto(tmp_path / "k.json.gz", [(10.0, 5.0, 100), (95.0, 20.0, 200)], (50.0, 60.0))
+    proc = subprocess.Popen([sys.executable, "-m", "ctf2perfetto.cli.memq", "open", str(path), "--no-browser",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first, url = proc.stdout.readline(), proc.stdout.readline()
+        assert f"serving {path} (JSON, read by memq's importer)" in first
+        trace_url = url.split("url=", 1)[1].split("&", 1)[0]
+        with urllib.request.urlopen(trace_url, timeout=TIMEOUT_S) as reply:
+            served = reply.read()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=TIMEOUT_S)
+    with open_trace(served) as tp:
+        assert tp.query("SELECT count(*) AS n FROM slice WHERE category = 'gpu_memcpy'")["n"].tolist() == [2]
 
 
 def test_memq_open_answers_only_its_own_host_and_sane_paths(converted, capfd):
