@@ -24,9 +24,11 @@
  *
  * Unloading: routes and cached call sites refer to objects by address. After
  * a dlclose that unloaded anything (memq_dl.c calls memq_routes_unloaded),
- * the call-site cache is cleared and routes whose object is gone are retired,
- * so a new object mapped at the same address is never served the old one's
- * functions.
+ * the call-site cache is cleared and routes whose object is gone are
+ * retired, their functions forgotten and their slots reused, so a new object
+ * mapped at the same address is never served the old one's functions. (More
+ * than MEMQ_ROUTES - 1 runtime objects loaded at once: the extra ones' calls
+ * return MEMQ_ERR_NO_RUNTIME.)
  */
 #define _GNU_SOURCE
 #include <stddef.h>
@@ -185,21 +187,21 @@ int memq_route(const void *code, int runtime)
 		return 0;
 	for (size_t i = 0; i < CACHE_PROBES; i++) {
 		entry = __atomic_load_n(&memq_route_cache[(home + i) & mask], __ATOMIC_ACQUIRE);
-		if (entry >> 3 == key)
-			return (int) (entry & 7);
+		if (entry >> MEMQ_ROUTE_BITS == key)
+			return (int) (entry & (MEMQ_ROUTES - 1));
 		if (!entry)
 			break;
 	}
 	route = resolve(code, runtime);
-	if (!route || key >> 61)
+	if (!route || key >> (64 - MEMQ_ROUTE_BITS))
 		return route;            /* nothing loaded yet (ask again next time), or an address too high to key */
-	entry = key << 3 | (uint64_t) route;
+	entry = key << MEMQ_ROUTE_BITS | (uint64_t) route;
 	for (size_t i = 0; i < CACHE_PROBES; i++) {
 		uint64_t old = 0;
 		uint64_t *slot = &memq_route_cache[(home + i) & mask];
 
 		if (__atomic_compare_exchange_n(slot, &old, entry, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-		    || old >> 3 == key)
+		    || old >> MEMQ_ROUTE_BITS == key)
 			break;
 	}
 	return route;
@@ -271,8 +273,14 @@ void memq_routes_unloaded(void)
 			continue;
 		for (int k = 0; k < snap.n && !alive; k++)
 			alive = snap.obj[k].base == routes[r].base && snap.obj[k].name == routes[r].name;
-		if (!alive)
-			__atomic_store_n(&routes[r].state, ROUTE_RETIRED, __ATOMIC_RELEASE);
+		if (alive)
+			continue;
+		/* Retired, then free for another object once no name holds its functions. */
+		__atomic_store_n(&routes[r].state, ROUTE_RETIRED, __ATOMIC_RELEASE);
+		memq_syms_forget(r);
+		memset(&routes[r].elf, 0, sizeof(routes[r].elf));
+		routes[r].cuda_major = 0;
+		__atomic_store_n(&routes[r].state, ROUTE_FREE, __ATOMIC_RELEASE);
 	}
 	memq_objects_release(&snap);
 }
