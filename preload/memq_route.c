@@ -57,6 +57,7 @@ struct route {
 	int runtime;
 	uintptr_t base;
 	const char *name;             /* the loader's string: lives as long as the object */
+	char path[256];               /* a copy of it (truncated), compared when a route is reused */
 	struct memq_elf elf;
 	int cuda_major;               /* atomic; 0 until asked */
 };
@@ -116,8 +117,9 @@ static int route_of_object(const struct memq_object *obj, const struct memq_elf 
 	for (int r = 1; r < MEMQ_ROUTES; r++) {
 		struct route *rt = &routes[r];
 
+		/* (the path too: a route made by a resolution that raced with a dlclose may outlive its object) */
 		if (__atomic_load_n(&rt->state, __ATOMIC_ACQUIRE) == ROUTE_READY && rt->base == obj->base
-		    && rt->runtime == runtime)
+		    && rt->runtime == runtime && obj->name && strncmp(rt->path, obj->name, sizeof(rt->path) - 1) == 0)
 			return r;
 	}
 	for (int r = 1; r < MEMQ_ROUTES; r++) {
@@ -129,6 +131,7 @@ static int route_of_object(const struct memq_object *obj, const struct memq_elf 
 			routes[r].runtime = runtime;
 			routes[r].base = obj->base;
 			routes[r].name = obj->name;
+			strncpy(routes[r].path, obj->name ? obj->name : "", sizeof(routes[r].path) - 1);
 			routes[r].elf = *elf;
 			__atomic_store_n(&routes[r].state, ROUTE_READY, __ATOMIC_RELEASE);
 			return r;
