@@ -27,7 +27,8 @@
  * the loaded runtime object that answers a caller), and the functions
  * entry-point lookups handed out for it.
  */
-#define MEMQ_ROUTES 8            /* route 0 = none; 1..7: runtime objects */
+#define MEMQ_ROUTE_BITS 4
+#define MEMQ_ROUTES (1 << MEMQ_ROUTE_BITS)   /* route 0 = none; 1..15: runtime objects */
 #define MEMQ_BOUND 2             /* functions lookups may hand out per name */
 struct memq_sym {
 	const char *name;
@@ -42,7 +43,7 @@ struct memq_sym {
 #define MEMQ_ROUTE_CACHE_BITS 14
 extern uint64_t memq_route_cache[];
 
-/* Cache entry of a call site: (code << 2 | runtime) << 3 | route. */
+/* Cache entry of a call site: (code << 2 | runtime) << MEMQ_ROUTE_BITS | route. */
 static inline uint64_t memq_route_key(const void *code, int runtime)
 {
 	return (uint64_t) (uintptr_t) code << 2 | (uint64_t) runtime;
@@ -61,7 +62,8 @@ static inline size_t memq_route_slot(const void *code, int runtime)
 static inline int memq_route_cached(const void *code, int runtime)
 {
 	uint64_t key = memq_route_key(code, runtime);
-	uint64_t other = __atomic_load_n(&memq_route_cache[memq_route_slot(code, runtime)], __ATOMIC_RELAXED) ^ key << 3;
+	uint64_t other = __atomic_load_n(&memq_route_cache[memq_route_slot(code, runtime)], __ATOMIC_RELAXED)
+		^ key << MEMQ_ROUTE_BITS;
 
 	return other < MEMQ_ROUTES ? (int) other : 0;   /* the same key leaves only the route */
 }
@@ -75,6 +77,8 @@ void *memq_sym_at(struct memq_sym *sym, int route);
 int memq_route_cuda_major(int route);
 /* After a dlclose: forget routes to objects no longer loaded. */
 void memq_routes_unloaded(void);
+/* memq_dl.c: every name's function cached for `route` dropped (the route is reused). */
+void memq_syms_forget(int route);
 
 /* The exported wrapper's fast path: the function for its caller, when cached. */
 static inline void *memq_fast(struct memq_sym *sym, const void *ra, int runtime)
