@@ -68,6 +68,12 @@ static inline uint64_t row_addr(const struct memq_span *s, uint64_t row)
 	return s->addr + (row / s->height) * s->slice + (row % s->height) * s->pitch;
 }
 
+/* Where logical byte `off` of the span lies. */
+static inline const void *byte_at(const struct memq_span *s, uint64_t off)
+{
+	return (const void *) (uintptr_t) (row_addr(s, off / s->width) + off % s->width);
+}
+
 /* Logical bytes [off, off + n) of the span into buf. */
 static void gather(struct reader *rd, const struct memq_span *s, uint64_t off, uint64_t n, unsigned char *buf)
 {
@@ -88,25 +94,45 @@ static int hash_sampled(const struct memq_span *s, uint64_t len, int safe, uint6
 {
 	unsigned char buf[MEMQ_SAMPLE_BLOCKS * MEMQ_SAMPLE_BLOCK];
 	struct reader rd = { .safe = safe };
-	uint64_t n = len;
+	uint64_t off[MEMQ_SAMPLE_BLOCKS], span = len - MEMQ_SAMPLE_BLOCK, step, rest;
+	const unsigned last = MEMQ_SAMPLE_BLOCKS - 1;
+	int linear = s->height == 1 && s->depth == 1;
 
 	if (len <= sizeof(buf)) {
 		gather(&rd, s, 0, len, buf);
-	} else {
-		/* block i at (len - B) * i / (N - 1): 0 for the first, len - B for the last */
-		for (unsigned i = 0; i < MEMQ_SAMPLE_BLOCKS; i++) {
-			uint64_t off = (uint64_t) ((unsigned __int128) (len - MEMQ_SAMPLE_BLOCK) * i
-				/ (MEMQ_SAMPLE_BLOCKS - 1));
-
-			gather(&rd, s, off, MEMQ_SAMPLE_BLOCK, buf + i * MEMQ_SAMPLE_BLOCK);
+		if (safe)
+			reader_flush(&rd);
+		if (rd.failed)
+			return -1;
+		*out = XXH3_64bits_withSeed(buf, len, len);
+		return 0;
+	}
+	/* Block i at floor(span * i / last), span = len - B (without a 128-bit division: span =
+	 * step * last + rest), rounded down to a multiple of B but for the last one, which ends
+	 * at len: an aligned span then reads one cache line per block. */
+	step = span / last;
+	rest = span % last;
+	for (unsigned i = 0; i < MEMQ_SAMPLE_BLOCKS; i++) {
+		off[i] = step * i + rest * i / last;
+		if (i < last)
+			off[i] &= ~(uint64_t) (MEMQ_SAMPLE_BLOCK - 1);
+		if (!safe) {   /* far apart and often not cached: wait for them all at once */
+			__builtin_prefetch(linear ? (const void *) (uintptr_t) (s->addr + off[i]) : byte_at(s, off[i]));
+			__builtin_prefetch(linear ? (const void *) (uintptr_t) (s->addr + off[i] + MEMQ_SAMPLE_BLOCK - 1)
+					   : byte_at(s, off[i] + MEMQ_SAMPLE_BLOCK - 1));
 		}
-		n = sizeof(buf);
+	}
+	for (unsigned i = 0; i < MEMQ_SAMPLE_BLOCKS; i++) {
+		if (linear && !safe)
+			memcpy(buf + i * MEMQ_SAMPLE_BLOCK, (const void *) (uintptr_t) (s->addr + off[i]), MEMQ_SAMPLE_BLOCK);
+		else
+			gather(&rd, s, off[i], MEMQ_SAMPLE_BLOCK, buf + i * MEMQ_SAMPLE_BLOCK);
 	}
 	if (safe)
 		reader_flush(&rd);
 	if (rd.failed)
 		return -1;
-	*out = XXH3_64bits_withSeed(buf, n, len);
+	*out = XXH3_64bits_withSeed(buf, sizeof(buf), len);
 	return 0;
 }
 

@@ -13,9 +13,11 @@
  * dependency), seeded with the length.
  *  - full:    every byte (streamed row by row);
  *  - sampled: MEMQ_SAMPLE_BLOCKS blocks of MEMQ_SAMPLE_BLOCK bytes at
- *             offsets spread evenly over the sequence, the first at 0, the
- *             last ending at its end; spans up to that many bytes are hashed
- *             whole (then sampled == full).
+ *             offsets spread evenly over the sequence (block i at
+ *             (len - B) * i / (N - 1), rounded down to a multiple of B so
+ *             that an aligned span reads one cache line per block), the
+ *             first at 0, the last ending at its end; spans up to N * B
+ *             bytes are hashed whole (then sampled == full).
  */
 #ifndef MEMQ_HASH_H
 #define MEMQ_HASH_H

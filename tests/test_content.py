@@ -20,82 +20,98 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ctf2perfetto import analyses
 from support.lttng import read_events, record
-from support.memq_hash import FULL, SAMPLED, HashLib
+from support.memq_hash import FULL, SAMPLED, HashLib, block_offsets
 
 MiB = 1 << 20
 CONTENT_BITS = {"src": 1, "before": 2, "after": 4, "pending": 8}
 
 
-def run_workload(fake_gpu, tmp_path: Path, *args: str, content: str = "sampled", env: dict | None = None):
-    """Record `content_work ARGS` (CUDA and HIP); returns (trace dir, memq:* events of the workload)."""
+@dataclass
+class Run:
+    """One recording of content_work: its trace, the workload's memq:* events and its pid."""
+
+    dir: Path
+    events: list[dict]
+    pid: int
+
+
+def run_workload(fake_gpu, tmp_path: Path, *args: str, content: str = "sampled", env: dict | None = None) -> Run:
+    """Record `content_work ARGS` (CUDA and HIP)."""
     out = tmp_path / f"{args[0]}-{content}"
     rec = record(out, [str(fake_gpu.content_work), *args], api="hip,cuda", extra=("--content", content),
                  env={**os.environ, **(env or {})})
     assert rec.meta["enabled"]["content"] == content
-    events = read_events(out, prefix="memq:")
-    pids = {e["vpid"] for e in events if e["event"] == "memq:copy"}
+    # The workload's own process: the one that wrote an exit report (LTTng sessions also record other
+    # instrumented processes of the user that run meanwhile).
+    pids = {r["pid"] for r in rec.meta["reach"]}
     assert len(pids) == 1, "one workload process"
-    return out, [e for e in events if e["vpid"] in pids]
+    return Run(out, read_events(out, pids=pids, prefix="memq:"), pids.pop())
 
 
-def totals(trace: Path) -> dict[str, dict]:
-    df = analyses.redundant(trace)
-    return {r["class"]: r for r in df[df["pid"].isna()].to_dict("records")}
+def totals(run: Run) -> dict[str, dict]:
+    """The workload process's redundant totals per class (zeros for a class it has none of)."""
+    df = analyses.redundant(run.dir)
+    zero = {c: 0 for c in df.columns if c not in ("pid", "class", "applies")}
+    return {cls: zero for cls in analyses.CLASSES} | {r["class"]: r for r in df[df["pid"] == run.pid].to_dict("records")}
+
+
+def copies(run: Run):
+    df = analyses.redundant_copies(run.dir)
+    return df[df["pid"] == run.pid]
 
 
 # -- the goals --------------------------------------------------------------------------------
 def test_staging_loop_with_new_data_is_not_redundant(fake_gpu, tmp_path) -> None:
-    trace, events = run_workload(fake_gpu, tmp_path, "staging", "4", str(MiB))
-    copies = [e for e in events if e["event"] == "memq:copy"]
-    assert len(copies) == 4 and all(c["content"] & CONTENT_BITS["src"] for c in copies)
-    assert len({c["src_hash"] for c in copies}) == 4, "every batch is new data"
-    red = totals(trace)
+    run = run_workload(fake_gpu, tmp_path, "staging", "4", str(MiB))
+    uploads = [e for e in run.events if e["event"] == "memq:copy"]
+    assert len(uploads) == 4 and all(c["content"] & CONTENT_BITS["src"] for c in uploads)
+    assert len({c["src_hash"] for c in uploads}) == 4, "every batch is new data"
+    red = totals(run)
     assert (red["repeat"]["count"], red["round_trip"]["count"], red["redundant"]["count"]) == (0, 0, 0)
     # What the address rules alone say of the same loop: three repeats of 1 MiB.
-    trace_off, events_off = run_workload(fake_gpu, tmp_path, "staging", "4", str(MiB), content="off")
-    assert all(e["content"] == 0 and e["content_mode"] == 0 for e in events_off if e["event"] == "memq:copy")
-    assert not [e for e in events_off if e["event"] == "memq:copy_done"]
-    red_off = totals(trace_off)
+    off = run_workload(fake_gpu, tmp_path, "staging", "4", str(MiB), content="off")
+    assert all(e["content"] == 0 and e["content_mode"] == 0 for e in off.events if e["event"] == "memq:copy")
+    assert not [e for e in off.events if e["event"] == "memq:copy_done"]
+    red_off = totals(off)
     assert (red_off["repeat"]["count"], red_off["repeat"]["bytes"], red_off["repeat"]["address_count"]) == \
         (3, 3 * MiB, 3)
 
 
 def test_identical_reupload_is_one_repeat_with_content_evidence(fake_gpu, tmp_path) -> None:
-    trace, _ = run_workload(fake_gpu, tmp_path, "reupload", "2", str(MiB))
-    red = totals(trace)
+    run = run_workload(fake_gpu, tmp_path, "reupload", "2", str(MiB))
+    red = totals(run)
     assert (red["repeat"]["count"], red["repeat"]["bytes"]) == (1, MiB)
     assert (red["repeat"]["content_count"], red["repeat"]["content_bytes"], red["repeat"]["address_count"]) == \
         (1, MiB, 0)
-    per_copy = analyses.redundant_copies(trace)
-    assert per_copy["evidence"].fillna("").tolist() == ["", "content"]
+    assert copies(run)["evidence"].fillna("").tolist() == ["", "content"]
 
 
 def test_readbacks_of_new_results_are_not_redundant(fake_gpu, tmp_path) -> None:
-    trace, events = run_workload(fake_gpu, tmp_path, "readback", "4", str(MiB))
-    copies = {e["seq"]: e for e in events if e["event"] == "memq:copy"}
-    done = {e["seq"]: e for e in events if e["event"] == "memq:copy_done"}
+    run = run_workload(fake_gpu, tmp_path, "readback", "4", str(MiB))
+    reads = {e["seq"]: e for e in run.events if e["event"] == "memq:copy"}
+    done = {e["seq"]: e for e in run.events if e["event"] == "memq:copy_done"}
     # a pinned destination: hashed before the call, after it at the stream synchronisation
-    assert all(c["content"] == CONTENT_BITS["before"] | CONTENT_BITS["pending"] for c in copies.values())
-    assert sorted(done) == sorted(copies) and {d["api_label"] for d in done.values()} == {"cudaStreamSynchronize"}
-    assert all(done[s]["dst_hash_after"] != copies[s]["dst_hash_before"] for s in copies)
-    assert totals(trace)["redundant"]["count"] == 0
-    trace_off, _ = run_workload(fake_gpu, tmp_path, "readback", "4", str(MiB), content="off")
-    assert totals(trace_off)["repeat"]["count"] == 3, "the address rules alone: every read-back repeats"
+    assert all(c["content"] == CONTENT_BITS["before"] | CONTENT_BITS["pending"] for c in reads.values())
+    assert sorted(done) == sorted(reads) and {d["api_label"] for d in done.values()} == {"cudaStreamSynchronize"}
+    assert all(done[s]["dst_hash_after"] != reads[s]["dst_hash_before"] for s in reads)
+    assert totals(run)["redundant"]["count"] == 0
+    off = run_workload(fake_gpu, tmp_path, "readback", "4", str(MiB), content="off")
+    assert totals(off)["repeat"]["count"] == 3, "the address rules alone: every read-back repeats"
 
 
 def test_unchanged_readback_is_one_no_op_copy(fake_gpu, tmp_path) -> None:
-    trace, events = run_workload(fake_gpu, tmp_path, "unchanged", "2", str(MiB))
-    red = totals(trace)
+    run = run_workload(fake_gpu, tmp_path, "unchanged", "2", str(MiB))
+    red = totals(run)
     assert (red["no_op"]["count"], red["no_op"]["bytes"], red["no_op"]["content_count"]) == (1, MiB, 1)
     assert (red["repeat"]["count"], red["redundant"]["count"]) == (0, 1)
-    per_copy = analyses.redundant_copies(trace)
-    assert per_copy["class"].fillna("").tolist() == ["", "no_op"]
+    assert copies(run)["class"].fillna("").tolist() == ["", "no_op"]
 
 
 # -- when the after-fingerprint is taken ------------------------------------------------------
@@ -103,8 +119,8 @@ def test_async_copies_are_hashed_at_the_first_completion_point(fake_gpu, tmp_pat
     """On a fake device that finishes work only at completion points, every read-back of new data is
     hashed after it landed: hashing at the call (or at a 'not ready' query) would find the old
     content and make it a no-op copy."""
-    trace, events = run_workload(fake_gpu, tmp_path, "deferred", "1", "4096", env={"FAKE_GPU_DEFER": "1"})
-    calls = [e for e in events if e["event"] in ("memq:copy", "memq:sync", "memq:copy_done")]
+    run = run_workload(fake_gpu, tmp_path, "deferred", "1", "4096", env={"FAKE_GPU_DEFER": "1"})
+    calls = [e for e in run.events if e["event"] in ("memq:copy", "memq:sync", "memq:copy_done")]
     names = [(e["event"].split(":")[1], e["api_label"], e.get("result")) for e in calls]
     assert names == [
         ("copy", "cudaMemcpyAsync", 0), ("sync", "cudaStreamQuery", 600), ("sync", "cudaStreamQuery", 0),
@@ -114,37 +130,37 @@ def test_async_copies_are_hashed_at_the_first_completion_point(fake_gpu, tmp_pat
         ("copy", "cudaMemcpyAsync", 0), ("sync", "cudaDeviceSynchronize", 0),
         ("copy_done", "cudaDeviceSynchronize", None),
     ]
-    copies = [e for e in calls if e["event"] == "memq:copy"]
+    reads = [e for e in calls if e["event"] == "memq:copy"]
     done = [e for e in calls if e["event"] == "memq:copy_done"]
-    assert [d["seq"] for d in done] == [c["seq"] for c in copies]
-    assert all(d["dst_hash_after"] != c["dst_hash_before"] for c, d in zip(copies, done))
+    assert [d["seq"] for d in done] == [c["seq"] for c in reads]
+    assert all(d["dst_hash_after"] != c["dst_hash_before"] for c, d in zip(reads, done))
     event_sync = next(e for e in calls if e["api_label"] == "cudaEventSynchronize")
-    assert event_sync["stream"] == copies[1]["stream"], "an event wait names the stream the event was recorded on"
-    assert totals(trace)["redundant"]["count"] == 0
+    assert event_sync["stream"] == reads[1]["stream"], "an event wait names the stream the event was recorded on"
+    assert totals(run)["redundant"]["count"] == 0
 
 
 def test_hip_event_completes_a_read_back(fake_gpu, tmp_path) -> None:
-    _, events = run_workload(fake_gpu, tmp_path, "hip", "1", "4096", env={"FAKE_GPU_DEFER": "1"})
-    copy = next(e for e in events if e["event"] == "memq:copy")
-    done = [e for e in events if e["event"] == "memq:copy_done"]
+    run = run_workload(fake_gpu, tmp_path, "hip", "1", "4096", env={"FAKE_GPU_DEFER": "1"})
+    copy = next(e for e in run.events if e["event"] == "memq:copy")
+    done = [e for e in run.events if e["event"] == "memq:copy_done"]
     assert [(d["api_label"], d["seq"]) for d in done] == [("hipEventSynchronize", copy["seq"])]
     assert done[0]["dst_hash_after"] != copy["dst_hash_before"]
 
 
 def test_nothing_is_fingerprinted_during_stream_capture(fake_gpu, tmp_path) -> None:
-    _, events = run_workload(fake_gpu, tmp_path, "capture", "1", "4096")
-    captured, executed = [e for e in events if e["event"] == "memq:copy"]
+    run = run_workload(fake_gpu, tmp_path, "capture", "1", "4096")
+    captured, executed = [e for e in run.events if e["event"] == "memq:copy"]
     assert captured["content"] == 0 and captured["src_hash"] == 0
     assert executed["content"] == CONTENT_BITS["src"] and executed["src_hash"] != 0
 
 
 def test_a_one_page_change_in_64_mib_is_caught_by_full(fake_gpu, tmp_path) -> None:
-    # Offset 32 MiB + 8 KiB: in no block `sampled` reads (16 x 64 B at (64 MiB - 64) * i / 15).
-    args = ("page", "1", str(64 * MiB), str(32 * MiB + 8192))
-    full, _ = run_workload(fake_gpu, tmp_path, *args, content="full")
-    assert totals(full)["repeat"]["count"] == 0
-    sampled, _ = run_workload(fake_gpu, tmp_path, *args, content="sampled")
-    red = totals(sampled)
+    # Offset 32 MiB + 8 KiB: in no block `sampled` reads.
+    page = 32 * MiB + 8192
+    assert all(b + 64 <= page or b >= page + 4096 for b in block_offsets(64 * MiB))
+    args = ("page", "1", str(64 * MiB), str(page))
+    assert totals(run_workload(fake_gpu, tmp_path, *args, content="full"))["repeat"]["count"] == 0
+    red = totals(run_workload(fake_gpu, tmp_path, *args, content="sampled"))
     assert (red["repeat"]["count"], red["repeat"]["content_count"]) == (1, 1), \
         "sampled reads 1 KiB of the 64 MiB: this change is its documented miss"
 
@@ -191,7 +207,8 @@ def test_sampled_reads_first_last_and_spread_blocks(hashes) -> None:
     buf = ctypes.create_string_buffer(bytes(data), n)
     base = ctypes.addressof(buf)
     before = hashes.hash(base, n, mode=SAMPLED)
-    blocks = [(n - 64) * i // 15 for i in range(16)]
+    blocks = block_offsets(n)
+    assert blocks[0] == 0 and blocks[-1] == n - 64 and all(b % 64 == 0 for b in blocks)
     for at in (0, n - 1, blocks[7] + 10):           # first byte, last byte, inside block 7
         buf[at] = (buf[at][0] ^ 0xFF).to_bytes(1, "little")
         assert hashes.hash(base, n, mode=SAMPLED) != before, at

@@ -13,6 +13,14 @@ from pathlib import Path
 
 PRELOAD = Path(__file__).resolve().parent.parent.parent / "preload"
 SAMPLED, FULL = 1, 2
+BLOCKS, BLOCK = 16, 64  # memq_hash.h MEMQ_SAMPLE_BLOCKS, MEMQ_SAMPLE_BLOCK
+
+
+def block_offsets(length: int) -> list[int]:
+    """Where `sampled` reads a span of `length` (> BLOCKS * BLOCK) bytes, as memq_hash.h defines it:
+    block i at (length - BLOCK) * i / (BLOCKS - 1), rounded down to a multiple of BLOCK but the last."""
+    raw = [(length - BLOCK) * i // (BLOCKS - 1) for i in range(BLOCKS)]
+    return [r - r % BLOCK for r in raw[:-1]] + [raw[-1]]
 
 
 class Span(ctypes.Structure):
