@@ -57,13 +57,14 @@ static double now(void)
 	return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-/* argv: span bytes, repeats. Prints: cold sampled ns, warm sampled ns, full GB/s, memcpy GB/s. */
+/* argv: span bytes, repeats. Prints: cold sampled ns, warm sampled ns, full GB/s, memcpy GB/s, full GB/s on
+ * 1 MiB already in the caches. */
 int main(int argc, char **argv)
 {
 	size_t size = strtoull(argv[1], NULL, 0), arena_size = (size_t) 1 << 30;
 	int repeat = atoi(argv[2]), samples = 2000;
 	unsigned char *arena = malloc(arena_size), *copy = malloc(size);
-	double cold = 1e30, warm = 1e30, full = 1e30, mcpy = 1e30, t0;
+	double cold = 1e30, warm = 1e30, full = 1e30, mcpy = 1e30, cached = 1e30, t0;
 	unsigned long long sum = 0, seed = 88172645463325252ull;
 	uint64_t h;
 
@@ -103,8 +104,15 @@ int main(int argc, char **argv)
 		memcpy(copy, arena, size);
 		if (now() - t0 < mcpy)
 			mcpy = now() - t0;
+		s.width = s.pitch = 1 << 20;        /* 1 MiB, hashed once before: in the caches */
+		memq_hash_span(&s, MEMQ_HASH_FULL, 0, &h);
+		t0 = now();
+		memq_hash_span(&s, MEMQ_HASH_FULL, 0, &h);
+		sum += h;
+		if (now() - t0 < cached)
+			cached = now() - t0;
 	}
-	printf("%.1f %.1f %.2f %.2f %llu\n", cold, warm, size / full, size / mcpy, sum & 1);
+	printf("%.1f %.1f %.2f %.2f %.2f %llu\n", cold, warm, size / full, size / mcpy, (1 << 20) / cached, sum & 1);
 	return 0;
 }
 """
@@ -116,13 +124,14 @@ def timings(work: Path, size: int, repeat: int) -> str:
     (work / "timing.c").write_text(TIMING)
     subprocess.run(["gcc", "-O2", "-std=gnu11", f"-I{PRELOAD}", "-o", str(exe), str(work / "timing.c"),
                     str(PRELOAD / "memq_hash.c")], check=True)
-    cold, warm, full, copy, _ = subprocess.run([str(exe), str(size), str(repeat)], capture_output=True, text=True,
-                                               check=True).stdout.split()
+    cold, warm, full, copy, cached, _ = subprocess.run([str(exe), str(size), str(repeat)], capture_output=True,
+                                                       text=True, check=True).stdout.split()
     mib = size >> 20
     return (f"sampled fingerprint of a {mib} MiB span: {float(cold):.0f} ns when its blocks are not cached (random "
             f"places of a 1 GiB arena), {float(warm):.0f} ns when they are (best of {repeat} x 2000)\n"
             f"full fingerprint of {mib} MiB: {float(full):.1f} GB/s on one core (memcpy of it: {float(copy):.1f} "
-            f"GB/s); goal >= 10 GB/s: {'met' if float(full) >= 10 else 'NOT met'} (ratio {float(full) / 10:.2f})")
+            f"GB/s; of 1 MiB in the caches: {float(cached):.1f} GB/s); goal >= 10 GB/s: "
+            f"{'met' if float(full) >= 10 else 'NOT met'} (ratio {float(full) / 10:.2f})")
 
 
 def flip(data: np.ndarray, offset: int, n: int) -> None:

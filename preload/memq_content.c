@@ -107,13 +107,22 @@ static uint64_t stream_key(int per_thread, uint64_t stream)
 static const char *const api_names[] = { MEMQ_APIS(API_NAME_AT) };
 #define API_COUNT ((int) (sizeof(api_names) / sizeof(api_names[0])))
 
+static uint8_t per_thread_api[API_COUNT];     /* filled once, by the constructor */
+
+static void find_per_thread_apis(void)
+{
+	for (int api = 0; api < API_COUNT; api++) {
+		const char *name = api_names[api];
+		size_t n = name ? strlen(name) : 0;
+
+		per_thread_api[api] = n > 5 && (!strcmp(name + n - 5, "_ptsz") || !strcmp(name + n - 5, "_ptds")
+						|| !strcmp(name + n - 4, "_spt"));
+	}
+}
+
 static int api_per_thread(int api)
 {
-	const char *name = api >= 0 && api < API_COUNT ? api_names[api] : NULL;
-	size_t n = name ? strlen(name) : 0;
-
-	return n > 5 && (!strcmp(name + n - 5, "_ptsz") || !strcmp(name + n - 5, "_ptds")
-			 || !strcmp(name + n - 4, "_spt"));
+	return api >= 0 && api < API_COUNT && per_thread_api[api];
 }
 
 /* Stream capture (CUDA graphs): nothing executes, so no fingerprint means anything. */
@@ -165,7 +174,7 @@ struct range {
 };
 
 static struct range *ranges;      /* sorted by lo; memory from mmap (never the heap) */
-static size_t nranges, cranges;
+static size_t nranges, cranges;  /* nranges: written under the lock, also read without it */
 static pthread_rwlock_t ranges_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 /* First index whose lo is > addr. */
@@ -221,7 +230,7 @@ void memq_content_alloc(const struct memq_alloc_rec *r, int registered)
 	} else if (ranges_reserve() == 0) {
 		memmove(&ranges[at + 1], &ranges[at], (nranges - at) * sizeof(*ranges));
 		ranges[at] = e;
-		nranges++;
+		__atomic_store_n(&nranges, nranges + 1, __ATOMIC_RELAXED);   /* read without the lock: classify */
 	}
 	pthread_rwlock_unlock(&ranges_lock);
 }
@@ -244,7 +253,7 @@ void memq_content_release(uint64_t ptr, int registered)
 		if (ranges[at - 1].registered == !!registered) {
 			hi = ranges[at - 1].hi;
 			memmove(&ranges[at - 1], &ranges[at], (nranges - at) * sizeof(*ranges));
-			nranges--;
+			__atomic_store_n(&nranges, nranges - 1, __ATOMIC_RELAXED);
 			break;
 		}
 	}
@@ -254,16 +263,20 @@ void memq_content_release(uint64_t ptr, int registered)
 }
 
 /*
- * Whether the CPU may read [lo, hi) now: by the traced allocation holding it
+ * Whether the CPU may read a span now: by the traced allocation holding it
  * (1 / 0), or, in none, `host_by_kind` (the copy's kind says this side is
- * host memory). A range that straddles an allocation's edge is not read.
+ * host memory). A span that straddles an allocation's edge is not read.
+ * *device_side: whether it is device (or managed) memory. Under ranges_lock.
  */
-static int readable(uint64_t lo, uint64_t hi, int host_by_kind, int *device_side)
+static int readable_locked(const struct memq_span *s, int host_by_kind, int *device_side)
 {
-	int verdict = host_by_kind;
+	int verdict = host_by_kind && s->addr;
+	uint64_t lo, hi;
 
 	*device_side = !host_by_kind;
-	pthread_rwlock_rdlock(&ranges_lock);
+	if (!s->addr)
+		return 0;
+	memq_span_extent(s, &lo, &hi);
 	/* overlapping ranges are rare (a registration over heap blocks): look a few back */
 	for (size_t at = ranges_upper(hi - 1), k = 0; at > 0 && k < 8; at--, k++) {
 		const struct range *e = &ranges[at - 1];
@@ -278,8 +291,21 @@ static int readable(uint64_t lo, uint64_t hi, int host_by_kind, int *device_side
 		verdict = *device_side ? device_unified(e->family, e->device) : !e->unreadable_host;
 		break;
 	}
-	pthread_rwlock_unlock(&ranges_lock);
 	return verdict;
+}
+
+/* Both sides of a copy (readable_locked), one lock; none when no allocation is traced. */
+static void classify(const struct memq_copy_rec *r, const struct memq_span *src, const struct memq_span *dst,
+	int ok[2], int device_side[2])
+{
+	int traced = __atomic_load_n(&nranges, __ATOMIC_RELAXED) != 0;
+
+	if (traced)
+		pthread_rwlock_rdlock(&ranges_lock);
+	ok[0] = readable_locked(src, KIND_SRC_HOST(r->kind), &device_side[0]);
+	ok[1] = readable_locked(dst, KIND_DST_HOST(r->kind), &device_side[1]);
+	if (traced)
+		pthread_rwlock_unlock(&ranges_lock);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -508,33 +534,32 @@ static void copy_spans(const struct memq_copy_rec *r, struct memq_span *src, str
 	*dst = (struct memq_span) { r->dst, r->width, r->height, r->dpitch, r->depth ? r->depth : 1, r->dslice };
 }
 
-/* 1 and the fingerprint when the CPU may read the span now and nothing in flight writes it. */
-static int fingerprint_now(const struct memq_span *s, int host_by_kind, uint64_t *out, int *is_readable,
-	int *device_side)
+/* 1 and the fingerprint when nothing in flight writes the (readable) span. */
+static int fingerprint_now(const struct memq_span *s, uint64_t *out)
 {
 	uint64_t lo, hi;
 
 	memq_span_extent(s, &lo, &hi);
-	*is_readable = s->addr && readable(lo, hi, host_by_kind, device_side);
-	return *is_readable && !in_flight(lo, hi) && memq_hash_span(s, memq_content_mode, 0, out) == 0;
+	return !in_flight(lo, hi) && memq_hash_span(s, memq_content_mode, 0, out) == 0;
 }
 
 void memq_content_before(struct memq_call *c, struct memq_copy_rec *r, int runtime, int async)
 {
 	struct memq_span src, dst;
-	int src_ok, dst_ok, src_dev, dst_dev;
+	int ok[2], device_side[2];
 	uint8_t bits = 0;
 
 	r->seq = __atomic_add_fetch(&copy_seq, 1, __ATOMIC_RELAXED);
 	r->content_mode = (uint8_t) memq_content_mode;
 	if (memq_content_mode == MEMQ_CONTENT_OFF || !r->bytes || (r->height && !r->width))
 		return;
-	if (async && capturing(runtime, api_per_thread(r->api), r->stream))
-		return;
 	copy_spans(r, &src, &dst);
-	if (fingerprint_now(&src, KIND_SRC_HOST(r->kind), &r->src_hash, &src_ok, &src_dev))
+	classify(r, &src, &dst, ok, device_side);
+	if ((ok[0] || ok[1]) && async && capturing(runtime, api_per_thread(r->api), r->stream))
+		return;
+	if (ok[0] && fingerprint_now(&src, &r->src_hash))
 		bits |= MEMQ_CONTENT_SRC;
-	if (fingerprint_now(&dst, KIND_DST_HOST(r->kind), &r->dst_hash_before, &dst_ok, &dst_dev))
+	if (ok[1] && fingerprint_now(&dst, &r->dst_hash_before))
 		bits |= MEMQ_CONTENT_DST_BEFORE;
 	if (dst.addr) {           /* an earlier copy's after-fingerprint would show this one's write */
 		uint64_t lo, hi;
@@ -542,10 +567,10 @@ void memq_content_before(struct memq_call *c, struct memq_copy_rec *r, int runti
 		memq_span_extent(&dst, &lo, &hi);
 		pending_forget(lo, hi);
 	}
-	if (dst_ok)
+	if (ok[1])
 		bits |= X_DST_READABLE;
 	/* device to device: asynchronous to the host even from a "synchronous" call */
-	if (async || KIND_DTOD(r->kind) || r->src_device >= 0 || (src_dev && dst_dev))
+	if (async || KIND_DTOD(r->kind) || r->src_device >= 0 || (device_side[0] && device_side[1]))
 		bits |= X_LATER;
 	r->content = bits;
 	if (bits & (MEMQ_CONTENT_SRC | MEMQ_CONTENT_DST_BEFORE))
@@ -628,6 +653,7 @@ static void __attribute__((constructor)) content_init(void)
 {
 	const char *mode = getenv("MEMQ_CONTENT");
 
+	find_per_thread_apis();
 	if (mode && !strcmp(mode, "off"))
 		memq_content_mode = MEMQ_CONTENT_OFF;
 	else if (mode && !strcmp(mode, "full"))

@@ -18,7 +18,9 @@ usable bytes as an allocation and a free event, smaller blocks as per-thread
 totals written every 10 ms), every HIP and CUDA runtime memory call
 (allocations, frees with the size they free, copies, sets, prefetch/advise,
 synchronisations, device selection), loaded libraries and process names, with
-vpid/vtid/ip contexts. A session daemon is started if none is running.
+vpid/vtid/ip contexts, and content fingerprints of what copies move where the
+CPU may read it (--content), which let the analyses tell redundant copies from
+copies of new data. A session daemon is started if none is running.
 Ctrl-C reaches COMMAND; the session is stopped and destroyed
 whatever happens to COMMAND, and DIR/memq-record.json records the command,
 its exit code, clocks, versions, what was enabled and how many events were
@@ -68,8 +70,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--content", choices=("sampled", "full", "off"), default="sampled",
                         help="fingerprint what copies move, where the CPU can read it (host memory; device memory "
                              "only on unified-memory devices): sampled (default: the length and 16 blocks of 64 "
-                             "bytes spread over the range; ~100 ns a copy), full (every byte; ~10+ GB/s per core) "
-                             "or off. Redundant copies are then checked against the data, not only addresses")
+                             "bytes spread over the range; ~0.1 us a fingerprint, ~1 us when not cached), full "
+                             "(every byte; ~20 GB/s per core) or off. Redundant copies are then checked against "
+                             "the data, not only addresses")
     parser.add_argument("--force", action="store_true",
                         help="record into a non-empty DIR (replaces a previous recording's ust/ and "
                              "memq-record.json, leaves other files)")
