@@ -24,11 +24,12 @@ It follows the same written decisions as the SQL modules (sql/memq/*.sql doc com
   sequence, time, hash): the source at the copy's start (or, from the after-hash, at
   its end), the destination before (start) and after (`after_ts`: its end, or the
   copy-done row with its pid and seq). Byte sequences are compared as the exact tuple
-  of addresses. A mirror ends at the first observation at or after its copy's end of
-  exactly its source or destination sequence with another hash (not the copy's own
-  source / before observations); a repeat / round trip needs no such observation up to
-  the later copy's end, and is *checked* (evidence `content`) when the later copy
-  itself observed a side of it in [earlier end, its end] with the earlier content;
+  of addresses. An observation is *after* a time t when taken later, or at t if it is an
+  after-fingerprint. A mirror ends at the first observation after its copy's end of
+  exactly its source or destination sequence with another hash; a repeat / round trip
+  needs no such observation up to the later copy's end, and is *checked* (evidence
+  `content`) when the later copy itself observed a side of it after the earlier end, up
+  to its own end, with the earlier content;
 * a 2D copy writes `height` rows of `width` bytes at `dpitch` / `spitch` strides; a 3D
   copy `depth` slices of those at `dslice` / `sslice` strides; rows are written in order,
   so where rows of one copy overlap (pitch < width) the last row's byte is the mirror;
@@ -287,14 +288,18 @@ def _observations(o: Oracle) -> None:
             o.observations.append(Observation(w.pid, w.dst_seq, w.after_ts, w.after, w.index, "after"))
 
 
+def _after(ob: Observation, t: int) -> bool:
+    """Taken after t; at t only an after-fingerprint (a copy starting then saw the state before)."""
+    return ob.ts > t or (ob.ts == t and ob.kind == "after")
+
+
 def content_end(o: Oracle, w: Write) -> float:
     """When an observation first showed a side of w's mirror no longer holding its content (inf: never)."""
     if w.content is None:
         return NEVER
     keys = (w.src_seq, w.dst_seq)
     hits = [ob.ts for ob in o.observations
-            if ob.pid == w.pid and ob.key in keys and ob.ts >= w.end and ob.hash != w.content
-            and (ob.copy != w.index or ob.kind == "after")]
+            if ob.pid == w.pid and ob.key in keys and _after(ob, w.end) and ob.hash != w.content]
     return min(hits, default=NEVER)
 
 
@@ -303,7 +308,7 @@ def _checked(o: Oracle, later: Write, earlier: Write) -> bool:
     if earlier.content is None:
         return False
     keys = (earlier.src_seq, earlier.dst_seq)
-    return any(ob.copy == later.index and ob.key in keys and earlier.end <= ob.ts <= later.end
+    return any(ob.copy == later.index and ob.key in keys and _after(ob, earlier.end) and ob.ts <= later.end
                and ob.hash == earlier.content for ob in o.observations)
 
 

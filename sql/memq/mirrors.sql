@@ -13,11 +13,11 @@
 -- key) at a time: a copy's source at its start (its destination after completion
 -- when the source was not read: that is what it read, seen at its end), its
 -- destination before (at its start) and after (at `after_ts`). A mirror whose copy
--- has a content ends at the first observation, at or after the copy's end, of
--- exactly its source's or its destination's byte sequence with another fingerprint
--- (the copy's own source and before-observations excepted): a fingerprint covers a
--- whole side, so when it differs every byte of the mirror is taken as changed.
--- Sequences that only overlap are not compared.
+-- has a content ends at the first observation after the copy's end of exactly its
+-- source's or its destination's byte sequence with another fingerprint: a fingerprint
+-- covers a whole side, so when it differs every byte of the mirror is taken as
+-- changed. Sequences that only overlap are not compared. At the copy's end itself only
+-- after-fingerprints count (what a copy starting then saw is the state before it).
 --
 -- How: the address space of each process is cut into elementary segments at every
 -- boundary of a write range, a copy source range and an allocation that a copy
@@ -281,6 +281,10 @@ UNION ALL
 SELECT id, upid, 'after', dst_key, after_ts, dst_hash_after FROM c WHERE dst_hash_after IS NOT NULL;
 
 -- Per copy with a content: that content and the first observation that contradicts it.
+-- Observations of one sequence are put in time order with the copies' ends as query
+-- points (at equal times: observations taken at a copy's start, then the query, then
+-- after-fingerprints); the answer is the first observation after the query if it
+-- differs, else the start of the next run of a different fingerprint: O(n log n).
 CREATE PERFETTO TABLE _memq_copy_content(
   -- Slice id of the copy.
   copy_id LONG,
@@ -299,12 +303,40 @@ side AS (
   UNION
   SELECT id, upid, end_ts, content, dst_key FROM c
 ),
+merged AS (
+  SELECT upid, key, ts, IIF(kind = 'after', 2, 0) AS rank, hash, NULL AS id, NULL AS content, 1 AS is_obs
+  FROM _memq_observation
+  UNION ALL
+  SELECT upid, key, end_ts, 1, NULL, id, content, 0 FROM side
+),
+ordered AS (
+  SELECT *,
+    -- observations up to here: an observation's own index, or how many precede a query
+    SUM(is_obs) OVER (PARTITION BY upid, key ORDER BY ts, rank, hash, id ROWS UNBOUNDED PRECEDING) AS n_obs
+  FROM merged
+),
+obs AS (
+  SELECT upid, key, ts, hash, n_obs,
+    IIF(hash IS NOT LAG(hash) OVER win, 1, 0) AS new_run
+  FROM ordered WHERE is_obs
+  WINDOW win AS (PARTITION BY upid, key ORDER BY n_obs)
+),
+runs AS (
+  SELECT *, SUM(new_run) OVER (PARTITION BY upid, key ORDER BY n_obs ROWS UNBOUNDED PRECEDING) AS run
+  FROM obs
+),
+run_start AS (
+  SELECT upid, key, run, MIN(ts) AS ts FROM runs GROUP BY upid, key, run
+),
+first_after AS (
+  SELECT q.id, q.content, r.ts, r.hash, nr.ts AS next_run_ts
+  FROM ordered q
+  JOIN runs r ON r.upid = q.upid AND r.key = q.key AND r.n_obs = q.n_obs + 1
+  LEFT JOIN run_start nr ON nr.upid = r.upid AND nr.key = r.key AND nr.run = r.run + 1
+  WHERE NOT q.is_obs
+),
 ended AS (
-  SELECT s.id, MIN(o.ts) AS content_end
-  FROM side s
-  JOIN _memq_observation o ON o.upid = s.upid AND o.key = s.key
-  WHERE o.ts >= s.end_ts AND o.hash != s.content AND (o.copy_id != s.id OR o.kind = 'after')
-  GROUP BY s.id
+  SELECT id, MIN(IIF(hash != content, ts, next_run_ts)) AS content_end FROM first_after GROUP BY id
 )
 SELECT c.id AS copy_id, c.content, e.content_end
 FROM c LEFT JOIN ended e USING (id)
@@ -355,9 +387,10 @@ CREATE PERFETTO INDEX _memq_piece_idx ON _memq_piece(ord, lo);
 -- repeat: the last write of the destination bytes by an earlier call was a copy from
 -- the same source bytes, still alive; round trip: the last write of the source bytes
 -- by an earlier call was a copy from these destination bytes, still alive. Alive
--- includes content: no observation from the earlier copy's end to this copy's end
+-- includes content: no observation after the earlier copy's end up to this copy's end
 -- (this copy's own included) contradicted it. *Checked*: this copy itself observed
--- exactly a side of that mirror in that window, with the mirror's content.
+-- exactly a side of that mirror in that window (same tie rule), with the mirror's
+-- content.
 CREATE PERFETTO TABLE _memq_piece_history AS
 WITH earlier AS (
   SELECT p.piece_id, p.copy_id, p.t, 'repeat' AS how, q.copy_id AS q_copy, q.t AS q_t, q.content AS q_content
@@ -379,7 +412,7 @@ checked AS (
   FROM pair pr
   JOIN memq_copy qc ON qc.id = pr.q_copy
   JOIN _memq_observation o ON o.copy_id = pr.copy_id AND o.key IN (qc.src_key, qc.dst_key)
-  WHERE o.ts >= pr.q_t AND o.ts <= pr.t AND o.hash = pr.q_content
+  WHERE (o.ts > pr.q_t OR (o.ts = pr.q_t AND o.kind = 'after')) AND o.ts <= pr.t AND o.hash = pr.q_content
   GROUP BY pr.copy_id, pr.q_copy
 )
 SELECT
