@@ -555,8 +555,10 @@ void memq_content_before(struct memq_call *c, struct memq_copy_rec *r, int runti
 		return;
 	copy_spans(r, &src, &dst);
 	classify(r, &src, &dst, ok, device_side);
-	if ((ok[0] || ok[1]) && async && capturing(runtime, api_per_thread(r->api), r->stream))
+	if ((ok[0] || ok[1]) && async && capturing(runtime, api_per_thread(r->api), r->stream)) {
+		errno = c->saved_errno;
 		return;
+	}
 	if (ok[0] && fingerprint_now(&src, &r->src_hash))
 		bits |= MEMQ_CONTENT_SRC;
 	if (ok[1] && fingerprint_now(&dst, &r->dst_hash_before))
@@ -575,6 +577,7 @@ void memq_content_before(struct memq_call *c, struct memq_copy_rec *r, int runti
 	r->content = bits;
 	if (bits & (MEMQ_CONTENT_SRC | MEMQ_CONTENT_DST_BEFORE))
 		c->begin_ns = now_ns();   /* the call starts after the hashing */
+	errno = c->saved_errno;       /* the real call sees the caller's errno, not the capture query's */
 }
 
 int memq_content_recorded(struct memq_copy_rec *r)
