@@ -19,14 +19,15 @@
  * even when "synchronous") at the first completion point that covers it:
  * stream, device or event synchronisation, or a successful stream or event
  * query. Those later reads go through process_vm_readv: the memory may have
- * been freed meanwhile, and a failed read only loses the fingerprint.
+ * been freed meanwhile, and a failed read only loses the fingerprint; a traced
+ * free of the destination, or a later traced write into it, drops it.
  *
  * Bookkeeping is bounded: PENDING_MAX copies awaiting completion (a copy
  * beyond that gets no after-fingerprint, counted in the exit report),
  * EVENTS_MAX recorded events (direct-mapped: an event pushed out covers
  * nothing), a sorted array of the runtime's live allocations. Each has one
- * lock; none is held while hashing or emitting, and all are held across
- * fork() (pthread_atfork) so the child finds them unlocked.
+ * lock; none is held while hashing or emitting; all are taken across fork()
+ * (pthread_atfork), and the child starts afresh (no work in flight there).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
