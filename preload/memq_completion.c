@@ -41,9 +41,9 @@ SYNC_EVENT(DRV, cuEventQuery)
  * (the fronts' slow path when memq:copy_done is; per-caller routing as for
  * the other wrappers). The issue count is read before the real call: a copy
  * issued by another thread meanwhile is not taken as covered (it may be
- * behind the event).
+ * behind the event). The stream is kept as recorded (MEMQ_STREAM).
  */
-#define EVENT_RECORD(rt, name, per_thread, params, args)                     \
+#define EVENT_RECORD(rt, name, params, args)                                 \
 	MEMQ_WRAPPED_FN(rt, name, params);                                   \
 	static MEMQ_NOINLINE int traced_##name MEMQ_TRACED_PARAMS(name, params) \
 	{                                                                    \
@@ -57,7 +57,7 @@ SYNC_EVENT(DRV, cuEventQuery)
 		r = real args;                                               \
 		if (r == 0) {                                                \
 			saved_errno = errno;                                 \
-			memq_content_event_recorded(rt, per_thread, U64(event), U64(stream), issued); \
+			memq_content_event_recorded(rt, U64(event), MEMQ_STREAM(name, stream), issued); \
 			errno = saved_errno;                                 \
 		}                                                            \
 		return r;                                                    \
@@ -65,18 +65,17 @@ SYNC_EVENT(DRV, cuEventQuery)
 	MEMQ_FRONTS(rt, name, MEMQ_RECORDS(copy_done, rt) && memq_content_mode != MEMQ_CONTENT_OFF, \
 		params, args)
 
-#define RECORD(rt, name, per_thread)                                         \
-	EVENT_RECORD(rt, name, per_thread, (void *event, void *stream), (event, stream))
-#define RECORD_FLAGS(rt, name, per_thread)                                   \
-	EVENT_RECORD(rt, name, per_thread, (void *event, void *stream, unsigned int flags), (event, stream, flags))
+#define RECORD(rt, name) EVENT_RECORD(rt, name, (void *event, void *stream), (event, stream))
+#define RECORD_FLAGS(rt, name)                                               \
+	EVENT_RECORD(rt, name, (void *event, void *stream, unsigned int flags), (event, stream, flags))
 
-RECORD(HIP, hipEventRecord, 0)
-RECORD(HIP, hipEventRecord_spt, 1)
-RECORD(CUDA, cudaEventRecord, 0)
-RECORD(CUDA, cudaEventRecord_ptsz, 1)
-RECORD_FLAGS(CUDA, cudaEventRecordWithFlags, 0)
-RECORD_FLAGS(CUDA, cudaEventRecordWithFlags_ptsz, 1)
-RECORD(DRV, cuEventRecord, 0)
-RECORD(DRV, cuEventRecord_ptsz, 1)
-RECORD_FLAGS(DRV, cuEventRecordWithFlags, 0)
-RECORD_FLAGS(DRV, cuEventRecordWithFlags_ptsz, 1)
+RECORD(HIP, hipEventRecord)
+RECORD(HIP, hipEventRecord_spt)
+RECORD(CUDA, cudaEventRecord)
+RECORD(CUDA, cudaEventRecord_ptsz)
+RECORD_FLAGS(CUDA, cudaEventRecordWithFlags)
+RECORD_FLAGS(CUDA, cudaEventRecordWithFlags_ptsz)
+RECORD(DRV, cuEventRecord)
+RECORD(DRV, cuEventRecord_ptsz)
+RECORD_FLAGS(DRV, cuEventRecordWithFlags)
+RECORD_FLAGS(DRV, cuEventRecordWithFlags_ptsz)

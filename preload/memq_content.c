@@ -41,6 +41,7 @@
 
 #include "memq_content.h"
 #include "memq_hash.h"
+#include "memq_wrap.h"
 
 int memq_content_mode = MEMQ_CONTENT_SAMPLED;
 unsigned long memq_content_dropped;      /* copies that found the pending table full */
@@ -80,22 +81,37 @@ static uint64_t now_ns(void)
 	return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
+/*
+ * Signal handlers: a GPU free made by a signal handler that interrupted this
+ * thread while it held one of the locks below would wait for its own thread
+ * (memq_release_take calls memq_content_release on every release, traced or
+ * not; everything else here runs only in traced calls, which a call nested in
+ * one never is). A thread counts the locks it holds (initial-exec TLS, no
+ * allocation); a release on a thread that holds one leaves the lists alone
+ * (memq_content_release).
+ */
+static __thread int inside __attribute__((tls_model("initial-exec")));
+
+static void rd_lock(pthread_rwlock_t *l) { inside++; pthread_rwlock_rdlock(l); }
+static void wr_lock(pthread_rwlock_t *l) { inside++; pthread_rwlock_wrlock(l); }
+static void rw_unlock(pthread_rwlock_t *l) { pthread_rwlock_unlock(l); inside--; }
+static void mu_lock(pthread_mutex_t *l) { inside++; pthread_mutex_lock(l); }
+static void mu_unlock(pthread_mutex_t *l) { pthread_mutex_unlock(l); inside--; }
+
 /* ---------------------------------------------------------------------- */
 /* Streams: which handle names which queue                                 */
 /* ---------------------------------------------------------------------- */
 
 static __thread uint64_t my_tid __attribute__((tls_model("initial-exec")));
 
-/* Stream handles 0x1 (cudaStreamLegacy) and 0 are the legacy default stream;
- * 0x2 (cudaStreamPerThread, hipStreamPerThread), and 0 passed to a
- * per-thread entry point (_ptsz, _ptds, _spt), this thread's own stream. */
+/* A stream id as recorded (memq_wrap.h, MEMQ_STREAM: 0 the legacy default stream, 0x2
+ * the calling thread's per-thread default stream) to the queue it names: each
+ * thread's per-thread stream is its own queue. */
 #define KEY_PER_THREAD (1ull << 63)
 
-static uint64_t stream_key(int per_thread, uint64_t stream)
+static uint64_t stream_key(uint64_t stream)
 {
-	if (stream == 1)
-		return 0;
-	if (stream == 2 || (stream == 0 && per_thread)) {
+	if (stream == MEMQ_STREAM_PER_THREAD) {
 		if (!my_tid)
 			my_tid = (uint64_t) syscall(SYS_gettid);
 		return KEY_PER_THREAD | my_tid;
@@ -103,45 +119,25 @@ static uint64_t stream_key(int per_thread, uint64_t stream)
 	return stream;
 }
 
-/* Whether an API is a per-thread-stream entry point, from its name (memq_api.h). */
-#define API_NAME_AT(name, value) [value] = #name,
-static const char *const api_names[] = { MEMQ_APIS(API_NAME_AT) };
-#define API_COUNT ((int) (sizeof(api_names) / sizeof(api_names[0])))
-
-static uint8_t per_thread_api[API_COUNT];     /* filled once, by the constructor */
-
-static void find_per_thread_apis(void)
-{
-	for (int api = 0; api < API_COUNT; api++) {
-		const char *name = api_names[api];
-		size_t n = name ? strlen(name) : 0;
-
-		per_thread_api[api] = n > 5 && (!strcmp(name + n - 5, "_ptsz") || !strcmp(name + n - 5, "_ptds")
-						|| !strcmp(name + n - 4, "_spt"));
-	}
-}
-
-static int api_per_thread(int api)
-{
-	return api >= 0 && api < API_COUNT && per_thread_api[api];
-}
-
 /* Stream capture (CUDA graphs): nothing executes, so no fingerprint means anything. */
 MEMQ_REAL_FN(MEMQ_RT_HIP, int, hipStreamIsCapturing, (void *, int *));
 MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaStreamIsCapturing, (void *, int *));
 MEMQ_REAL_FN(MEMQ_RT_CUDRV, int, cuStreamIsCapturing, (void *, int *));
 
-static int capturing(int runtime, int per_thread, uint64_t stream)
+/* Whether the recorded `stream` is being captured, asked of the runtime object (`route`)
+ * that answers the copy: another runtime copy in the process has its own streams. */
+static int capturing(int runtime, int route, uint64_t stream)
 {
-	int (*query)(void *, int *) = runtime == MEMQ_RT_HIP ? MEMQ_REAL(hipStreamIsCapturing)
-		: runtime == MEMQ_RT_CUDA ? MEMQ_REAL(cudaStreamIsCapturing) : MEMQ_REAL(cuStreamIsCapturing);
+	int (*query)(void *, int *) = runtime == MEMQ_RT_HIP ? MEMQ_REAL_AT(hipStreamIsCapturing, route)
+		: runtime == MEMQ_RT_CUDA ? MEMQ_REAL_AT(cudaStreamIsCapturing, route)
+		: MEMQ_REAL_AT(cuStreamIsCapturing, route);
 	int status = 0;
 
 	/* The legacy stream is never captured, and asking about it during a global-mode
 	 * capture would invalidate that capture. */
-	if (!query || stream == 1 || (stream == 0 && !per_thread))
+	if (!query || stream == 0)
 		return 0;
-	if (query((void *) (uintptr_t) (stream ? stream : 2), &status) != 0)
+	if (query((void *) (uintptr_t) stream, &status) != 0)
 		return 1;                 /* cannot tell: do not read */
 	return status != 0;           /* active or invalidated capture */
 }
@@ -224,7 +220,7 @@ void memq_content_alloc(const struct memq_alloc_rec *r, int registered)
 
 	if (memq_content_mode == MEMQ_CONTENT_OFF || !r->size)
 		return;
-	pthread_rwlock_wrlock(&ranges_lock);
+	wr_lock(&ranges_lock);
 	at = ranges_upper(e.lo);
 	if (at && ranges[at - 1].lo == e.lo && ranges[at - 1].registered == e.registered) {
 		ranges[at - 1] = e;            /* a free we never saw */
@@ -233,7 +229,7 @@ void memq_content_alloc(const struct memq_alloc_rec *r, int registered)
 		ranges[at] = e;
 		__atomic_store_n(&nranges, nranges + 1, __ATOMIC_RELAXED);   /* read without the lock: classify */
 	}
-	pthread_rwlock_unlock(&ranges_lock);
+	rw_unlock(&ranges_lock);
 }
 
 static void pending_forget(uint64_t lo, uint64_t hi);
@@ -249,7 +245,12 @@ void memq_content_release(uint64_t ptr, int registered)
 {
 	uint64_t hi = 0;
 
-	pthread_rwlock_wrlock(&ranges_lock);
+	/* A signal handler's free inside our own lock: the allocation's entry stays (a later
+	 * allocation at its address replaces it), and a pending copy into it may still be
+	 * hashed, through process_vm_readv, which fails harmlessly on unmapped memory. */
+	if (inside)
+		return;
+	wr_lock(&ranges_lock);
 	for (size_t at = ranges_upper(ptr); at > 0 && ranges[at - 1].lo == ptr; at--) {
 		if (ranges[at - 1].registered == !!registered) {
 			hi = ranges[at - 1].hi;
@@ -258,7 +259,7 @@ void memq_content_release(uint64_t ptr, int registered)
 			break;
 		}
 	}
-	pthread_rwlock_unlock(&ranges_lock);
+	rw_unlock(&ranges_lock);
 	if (hi)
 		pending_forget(ptr, hi);   /* its copies' destinations are no longer theirs */
 }
@@ -302,11 +303,11 @@ static void classify(const struct memq_copy_rec *r, const struct memq_span *src,
 	int traced = __atomic_load_n(&nranges, __ATOMIC_RELAXED) != 0;
 
 	if (traced)
-		pthread_rwlock_rdlock(&ranges_lock);
+		rd_lock(&ranges_lock);
 	ok[0] = readable_locked(src, KIND_SRC_HOST(r->kind), &device_side[0]);
 	ok[1] = readable_locked(dst, KIND_DST_HOST(r->kind), &device_side[1]);
 	if (traced)
-		pthread_rwlock_unlock(&ranges_lock);
+		rw_unlock(&ranges_lock);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -335,7 +336,7 @@ static int pending_add(const struct memq_copy_rec *r, const struct memq_span *ds
 {
 	int done = -1;
 
-	pthread_mutex_lock(&pending_lock);
+	mu_lock(&pending_lock);
 	for (int i = 0; i < PENDING_MAX; i++) {
 		struct pending *p = &pending[i];
 
@@ -343,14 +344,14 @@ static int pending_add(const struct memq_copy_rec *r, const struct memq_span *ds
 			continue;
 		*p = (struct pending) {
 			.ticket = __atomic_add_fetch(&issued, 1, __ATOMIC_ACQ_REL), .seq = r->seq,
-			.key = stream_key(api_per_thread(r->api), r->stream), .stream = r->stream, .dst = *dst,
+			.key = stream_key(r->stream), .stream = r->stream, .dst = *dst,
 			.device = r->device, .family = (uint8_t) family_of_api(r->api), .used = 1 };
 		memq_span_extent(dst, &p->lo, &p->hi);
 		__atomic_add_fetch(&npending, 1, __ATOMIC_RELEASE);
 		done = 0;
 		break;
 	}
-	pthread_mutex_unlock(&pending_lock);
+	mu_unlock(&pending_lock);
 	if (done)
 		__atomic_add_fetch(&memq_content_dropped, 1, __ATOMIC_RELAXED);
 	return done;
@@ -363,10 +364,10 @@ static int in_flight(uint64_t lo, uint64_t hi)
 
 	if (!__atomic_load_n(&npending, __ATOMIC_ACQUIRE))
 		return 0;
-	pthread_mutex_lock(&pending_lock);
+	mu_lock(&pending_lock);
 	for (int i = 0; i < PENDING_MAX && !hit; i++)
 		hit = pending[i].used && pending[i].lo < hi && lo < pending[i].hi;
-	pthread_mutex_unlock(&pending_lock);
+	mu_unlock(&pending_lock);
 	return hit;
 }
 
@@ -374,14 +375,14 @@ static void pending_forget(uint64_t lo, uint64_t hi)
 {
 	if (!__atomic_load_n(&npending, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&pending_lock);
+	mu_lock(&pending_lock);
 	for (int i = 0; i < PENDING_MAX; i++) {
 		if (pending[i].used && pending[i].lo < hi && lo < pending[i].hi) {
 			pending[i].used = 0;
 			__atomic_sub_fetch(&npending, 1, __ATOMIC_RELEASE);
 		}
 	}
-	pthread_mutex_unlock(&pending_lock);
+	mu_unlock(&pending_lock);
 }
 
 /* What a completion point covers: one stream's copies up to a ticket, or a device's. */
@@ -410,7 +411,7 @@ static void complete(struct memq_call *c, int api, const struct scope *s)
 		n = 0;
 		if (!__atomic_load_n(&npending, __ATOMIC_ACQUIRE))
 			return;
-		pthread_mutex_lock(&pending_lock);
+		mu_lock(&pending_lock);
 		for (int i = 0; i < PENDING_MAX && n < COMPLETE_BATCH; i++) {
 			if (covers(s, &pending[i])) {
 				batch[n++] = pending[i];
@@ -418,7 +419,7 @@ static void complete(struct memq_call *c, int api, const struct scope *s)
 				__atomic_sub_fetch(&npending, 1, __ATOMIC_RELEASE);
 			}
 		}
-		pthread_mutex_unlock(&pending_lock);
+		mu_unlock(&pending_lock);
 		for (int i = 0; i < n; i++) {
 			struct memq_copy_done_rec rec = {
 				.api = (uint16_t) api, .device = batch[i].device, .seq = batch[i].seq,
@@ -449,14 +450,14 @@ static struct recorded_event *event_slot(uint64_t handle)
 	return &events[((handle >> 4) * 0x9E3779B97F4A7C15ull) >> 52];   /* top 12 bits: 4096 slots */
 }
 
-void memq_content_event_recorded(int runtime, int per_thread, uint64_t event, uint64_t stream, uint64_t bound)
+void memq_content_event_recorded(int runtime, uint64_t event, uint64_t stream, uint64_t bound)
 {
 	struct recorded_event *e = event_slot(event);
 
-	pthread_mutex_lock(&events_lock);
-	*e = (struct recorded_event) { event, stream_key(per_thread, stream), stream, bound,
+	mu_lock(&events_lock);
+	*e = (struct recorded_event) { event, stream_key(stream), stream, bound,
 		(uint8_t) family_of_runtime(runtime) };
-	pthread_mutex_unlock(&events_lock);
+	mu_unlock(&events_lock);
 }
 
 /* The event's record, 0 when it was not traced (or pushed out of the table). */
@@ -465,11 +466,11 @@ static int event_lookup(uint64_t handle, struct recorded_event *out)
 	struct recorded_event *e = event_slot(handle);
 	int found;
 
-	pthread_mutex_lock(&events_lock);
+	mu_lock(&events_lock);
 	found = handle && e->handle == handle;
 	if (found)
 		*out = *e;
-	pthread_mutex_unlock(&events_lock);
+	mu_unlock(&events_lock);
 	return found;
 }
 
@@ -514,7 +515,7 @@ void memq_content_synced(struct memq_call *c, const struct memq_sync_rec *r, uin
 	} else if (is_device_sync(r->api)) {
 		s.device_wide = 1;
 	} else {
-		s.key = stream_key(api_per_thread(r->api), r->stream);
+		s.key = stream_key(r->stream);
 	}
 	complete(c, r->api, &s);
 }
@@ -556,7 +557,7 @@ void memq_content_before(struct memq_call *c, struct memq_copy_rec *r, int runti
 		return;
 	copy_spans(r, &src, &dst);
 	classify(r, &src, &dst, ok, device_side);
-	if ((ok[0] || ok[1]) && async && capturing(runtime, api_per_thread(r->api), r->stream)) {
+	if ((ok[0] || ok[1]) && async && capturing(runtime, c->route, r->stream)) {
 		errno = c->saved_errno;
 		return;
 	}
@@ -657,7 +658,6 @@ static void __attribute__((constructor)) content_init(void)
 {
 	const char *mode = getenv("MEMQ_CONTENT");
 
-	find_per_thread_apis();
 	if (mode && !strcmp(mode, "off"))
 		memq_content_mode = MEMQ_CONTENT_OFF;
 	else if (mode && !strcmp(mode, "full"))

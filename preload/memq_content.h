@@ -34,9 +34,10 @@ void memq_content_emitted(struct memq_call *c, const struct memq_copy_rec *r);
  */
 uint64_t memq_content_issued(void);
 
-/* Events (completion points): an event recorded on a stream covers what was issued on it
- * before (`bound` = memq_content_issued() before the record); its stream, 0 if unknown. */
-void memq_content_event_recorded(int runtime, int per_thread, uint64_t event, uint64_t stream, uint64_t bound);
+/* Events (completion points): an event recorded on a stream (its recorded id, MEMQ_STREAM)
+ * covers what was issued on it before (`bound` = memq_content_issued() before the record);
+ * its stream, 0 if unknown. */
+void memq_content_event_recorded(int runtime, uint64_t event, uint64_t stream, uint64_t bound);
 uint64_t memq_content_event_stream(uint64_t event);
 
 /* The memq:copy record of a linear or 2D copy (3D, peer and driver copies fill their own). */
