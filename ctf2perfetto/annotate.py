@@ -11,7 +11,7 @@ Tracks, all children of one global track `memq analyses` (the UI shows it as a t
 |---|---|---|
 | `Duplicated bytes` | counter, bytes | destination bytes in an active mirror (upper bound: CPU/kernel writes are not traced) |
 | `Duplicated bytes <direction>` | counter, bytes | the same, for mirrors created by copies of that direction |
-| `Redundant copies: <class>` | slices | one per copy with redundant bytes of that class (repeat, round trip, unified, managed) |
+| `Redundant copies: <class>` | slices | one per copy with redundant bytes of that class (no op, repeat, round trip, managed, unified), named with its evidence (`content`: proven by a fingerprint, `address`: the address rules alone) and with its content_bytes |
 | `Staged copies` | slices | host<->device copies from pageable memory (not redundant, slower than needed) |
 | `Leaked allocations` | instants at the trace's end | per memory kind: a summary (count, bytes), then its largest leaked allocations |
 | `Leaked bytes` | counter, bytes | bytes allocated by then that are never freed (reaches the total leaked at the end) |
@@ -47,6 +47,7 @@ UPPER_BOUND_NOTE = "upper bound: writes by CPU code and GPU kernels are not trac
 
 # The analyses' classes (ctf2perfetto.analyses / sql/memq/redundant.sql), in their order of precedence.
 REDUNDANT_REASONS = {
+    "no_op": "the destination's content fingerprint is the same before and after: the copy changed nothing",
     "repeat": "source and destination were already a mirror from an earlier copy in the same direction",
     "round_trip": "copies data back to where it came from: the destination already mirrors the source",
     "managed": "an endpoint is managed memory, which the runtime migrates on demand",
@@ -59,7 +60,8 @@ class Annotations:
     """The analysis results to bake in, as plain tables in trace time (ns).
 
     duplicated: ts, direction ('' = total), value — counter samples, one per change.
-    redundant: ts, dur, cls, bytes, redundant_bytes (of that class), redundant_dur (the copy's prorated time,
+    redundant: ts, dur, cls, bytes, redundant_bytes (of that class), content_bytes (of those, proven by a
+        fingerprint), evidence (content when all are, else address), redundant_dur (the copy's prorated time,
         all classes), direction, api, call_id — one row per copy and class it has bytes in.
     staged: ts, dur, bytes, direction, api, call_id.
     leaks: ts (allocated), bytes, mem_kind, ptr, alloc_id, pid, api.
@@ -160,9 +162,11 @@ def annotation_packets(notes: Annotations) -> bytes:
         reason = REDUNDANT_REASONS[cls]
         slices(REDUNDANT_TRACK_PREFIX + label, f"Copies with {label} redundant bytes: {reason}; {UPPER_BOUND_NOTE}.",
                red[red["cls"] == cls],
-               lambda r: f"{r['cls'].replace('_', ' ')} {_size(r['redundant_bytes'])} {r['direction']}",
-               lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]],
-                          "redundant_bytes": r["redundant_bytes"], "redundant_dur": r["redundant_dur"],
+               lambda r: f"{r['cls'].replace('_', ' ')} {_size(r['redundant_bytes'])} {r['direction']} "
+                         f"({r['evidence']})",
+               lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]], "evidence": r["evidence"],
+                          "redundant_bytes": r["redundant_bytes"], "content_bytes": r["content_bytes"],
+                          "redundant_dur": r["redundant_dur"],
                           "bytes": r["bytes"], "direction": r["direction"], "api": r["api"],
                           "call_id": r["call_id"]})
     slices(STAGED_TRACK, "Host<->device copies from pageable host memory: not redundant, but staged through a "
@@ -218,8 +222,14 @@ def collect(engine: Any, unified: str = "auto") -> Annotations:
     per_class = []
     for cls in REDUNDANT_REASONS:
         has = copies[copies[f"{cls}_bytes"].fillna(0) > 0]
-        per_class.append(has.assign(cls=cls, redundant_bytes=has[f"{cls}_bytes"].astype("int64")))
-    columns = ["ts", "dur", "cls", "bytes", "redundant_bytes", "redundant_dur", "direction", "api", "call_id"]
+        class_bytes = has[f"{cls}_bytes"].astype("int64")
+        proven = class_bytes if cls == "no_op" else has.get(f"{cls}_content_bytes", pd.Series(0, index=has.index))
+        proven = proven.fillna(0).astype("int64")
+        per_class.append(has.assign(cls=cls, redundant_bytes=class_bytes, content_bytes=proven,
+                                    evidence=["content" if p == n else "address"
+                                              for p, n in zip(proven.tolist(), class_bytes.tolist())]))
+    columns = ["ts", "dur", "cls", "bytes", "redundant_bytes", "content_bytes", "evidence", "redundant_dur",
+               "direction", "api", "call_id"]
     redundant = pd.concat(per_class, ignore_index=True)[columns] if per_class else pd.DataFrame(columns=columns)
     staged = copies[copies["staged"].fillna(0).astype(bool)][["ts", "dur", "bytes", "direction", "api", "call_id"]]
 

@@ -52,6 +52,9 @@ HOST_SOURCES = ("memq", "lttng")
 HOST_MIN_SIZE = 4096
 HOST_MIN_SIZE_RE = re.compile(r"^(\d+)([kKmMgG]?)$")
 HOST_MIN_SIZE_MAX = 1 << 48  # beyond any heap block: no block would be an event
+# Content fingerprints of copies (docs/EVENTS.md "Content fingerprints"), passed to the preload library.
+CONTENT_MODES = ("sampled", "full", "off")
+CONTENT_ENV = "MEMQ_CONTENT"
 RECORD_FILE = "memq-record.json"
 CHANNEL = "memq"
 # Finite, so a stuck consumer daemon delays the program (at most this long per
@@ -79,7 +82,7 @@ INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run
 # session of the same user (sessions see all of a user's processes) turns
 # the other gate on.
 MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "prefetch", "advise", "sync",
-                    "set_device")
+                    "set_device", "copy_done")
 # memq's host heap events (docs/EVENTS.md, "Capture layout"); they carry no runtime.
 MEMQ_HOST_EVENTS = ("host_alloc", "host_free", "host_small")
 API_FILTER = {"hip": "api < 100 || (api > 400 && api < 450)",
@@ -108,6 +111,7 @@ class RecordOptions:
     num_subbuf: int = NUM_SUBBUF
     host_source: str = "memq"  # HOST_SOURCES
     host_min_size: int = HOST_MIN_SIZE  # bytes (usable size); 0 = every block an event
+    content: str = "sampled"  # content fingerprints of copies: sampled, full or off
 
 
 @dataclass
@@ -568,15 +572,17 @@ def configure_session(lttng: Lttng, session: str, options: RecordOptions,
 
 
 def child_environment(env: dict[str, str], preload: list[str], mode: str, reach_dir: Path,
-                      host: dict | None = None) -> dict[str, str]:
+                      host: dict | None = None, content: str = "sampled") -> dict[str, str]:
     """The command's environment: our preloads first, then the user's own; the preload
-    library's settings (a threshold only when memq records the heap: unset, it forwards)."""
+    library's settings (a threshold only when memq records the heap: unset, it forwards;
+    the content fingerprint mode)."""
     child = dict(env)
     child["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
     child[REACH_ENV] = str(reach_dir)
     child.pop(HOST_MIN_SIZE_ENV, None)
     if host and host["source"] == "memq":
         child[HOST_MIN_SIZE_ENV] = str(host["min_size"])
+    child[CONTENT_ENV] = content
     if mode == "blocking":
         child["LTTNG_UST_ALLOW_BLOCKING"] = "1"  # without it the channel's blocking timeout is ignored
     return child
@@ -604,10 +610,16 @@ HOST_MIN_SIZE_ENV = "MEMQ_HOST_MIN_SIZE"
 
 
 def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
-    """One line per process that loaded a GPU runtime or driver memq records but made none of its calls, and
-    one per process whose allocation table dropped updates."""
+    """One line per process that loaded a GPU runtime or driver memq records but made none of its calls,
+    one per process whose allocation table dropped updates, and one per process whose asynchronous copies
+    outnumbered what content fingerprints keep track of."""
     warnings = []
     for report in reports:
+        dropped = report.get("content_dropped", 0)
+        if dropped:
+            warnings.append(f"pid {report.get('pid')}: {dropped:,} asynchronous copies got no fingerprint after "
+                            "completion (more than 1,024 awaited a synchronisation at once): their content "
+                            "evidence is partial")
         calls = report["calls"]
         for library in report.get("libraries", []):
             runtime = library.get("runtime")
@@ -645,6 +657,8 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
         raise UsageError(f"--host-source {options.host_source!r}: choose memq or lttng")
     if not 0 <= options.host_min_size <= HOST_MIN_SIZE_MAX:
         raise UsageError(f"--host-min-size {options.host_min_size}: between 0 and {HOST_MIN_SIZE_MAX:,} bytes")
+    if options.content not in CONTENT_MODES:
+        raise UsageError(f"--content {options.content!r}: choose sampled, full or off")
     env = lttng_environment()
     lttng = Lttng(env)
     executable = resolve_command(options.command[0], env)
@@ -669,13 +683,13 @@ def _record(options: RecordOptions, announce: Callable[[str], None] | None, env:
     session = f"memq-{os.getpid()}-{int(time.time())}"
     rules = event_rules(options.apis, options.host_source)
     host = host_settings(options)
-    enabled = {"apis": list(options.apis), "mode": options.mode, "host": host,
+    enabled = {"apis": list(options.apis), "mode": options.mode, "host": host, "content": options.content,
                "channel": {"name": CHANNEL, "buffers": "per-uid", "subbuf_size": subbuf_size(options),
                            "num_subbuf": options.num_subbuf,
                            "blocking_timeout_us": BLOCKING_TIMEOUT_US if options.mode == "blocking" else 0},
                "events": [{"events": e, "filter": f} for e, f in rules], "contexts": list(CONTEXTS)}
     reach_dir = Path(tempfile.mkdtemp(prefix="memq-reach-"))
-    child_env = child_environment(env, preload, options.mode, reach_dir, host)
+    child_env = child_environment(env, preload, options.mode, reach_dir, host, options.content)
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     readings: list[dict] = []
     exit_code: int | None = None

@@ -54,6 +54,7 @@ _MEM_NAMES = {MemKind.UNKNOWN: "untracked", MemKind.HOST: "host", MemKind.PINNED
 LOSS_MISSING, LOSS_DROPPED = 2, 3
 LOSS_NAMES = {0: "lost events", 1: "lost packets", LOSS_MISSING: "missing packets", LOSS_DROPPED: "dropped packets"}
 _COPY_DIRECTIONS = {0: "HtoH", 1: "HtoD", 2: "DtoH", 3: "DtoD", 1024: "DtoD"}
+CONTENT_MODES = {0: "off", 1: "sampled", 2: "full"}  # memq:copy content_mode (docs/EVENTS.md)
 _GPU_OPS = {EventKind.GPU_ALLOC: "alloc", EventKind.GPU_FREE: "free", EventKind.GPU_REGISTER: "register",
             EventKind.GPU_UNREGISTER: "unregister", EventKind.GPU_COPY: "copy", EventKind.GPU_SET: "set",
             EventKind.GPU_PREFETCH: "prefetch", EventKind.GPU_ADVISE: "advise", EventKind.GPU_SYNC: "sync",
@@ -313,7 +314,11 @@ class _TraceWriter:
             # A libc-only batch (the bulk of most traces) is used in place, not gathered row by row.
             rows = slice(None) if len(heap) == n else heap
             row_offsets[rows] = self._emit_heap(batch, mb, rows, thread_uuid, sample_done)
-        gpu = np.flatnonzero((batch["kind"] >= EventKind.GPU_ALLOC) & (batch["kind"] < EventKind.LOST))
+        kind = batch["kind"]
+        gpu = np.flatnonzero((kind >= EventKind.GPU_ALLOC) & (kind < EventKind.LOST) & (kind != EventKind.GPU_COPY_DONE))
+        done = np.flatnonzero(kind == EventKind.GPU_COPY_DONE)
+        if len(done):
+            self._emit_copy_done(batch, done, thread_uuid)
         if len(gpu):
             call_ids = np.arange(self.next_call_id, self.next_call_id + len(gpu), dtype=np.uint64)
             self.next_call_id += len(gpu)
@@ -614,6 +619,7 @@ class _TraceWriter:
             (a("dst_mem"), ARG_STRING, mem_str["dst"], ones),
             (a("src_mem"), ARG_STRING, mem_str["src"], copy),
             (a("direction"), ARG_STRING, np.array([self._str(d) for d in direction], np.uint64), copy),
+            *self._content_args(batch, rows, copy),
         ]
         none = np.zeros(c, bool)
         zero = np.zeros(c, np.uint64)
@@ -627,6 +633,41 @@ class _TraceWriter:
             args=[(nm, t, np.concatenate([np.asarray(v).astype(np.uint64), zero]), np.concatenate([p, none]))
                   for nm, t, v, p in args])
         self._emit(table, slices=True)
+
+    def _content_args(self, batch, rows, copy) -> list[tuple]:
+        """A copy's content fingerprints (docs/TRACE_FORMAT.md): each hash only where its `content` bit says so."""
+        a = self._arg
+        content = batch["content"][rows]
+        recorded = copy & (batch["content_mode"][rows] > 0)
+        return [
+            (a("seq"), ARG_UINT, batch["seq"][rows], copy & (batch["seq"][rows] > 0)),
+            (a("content"), ARG_UINT, content, recorded),
+            (a("content_mode"), ARG_STRING, np.array([self._str(CONTENT_MODES.get(int(m), str(m)))
+                                                      for m in batch["content_mode"][rows].tolist()], np.uint64),
+             recorded),
+            (a("src_hash"), ARG_POINTER, batch["src_hash"][rows], copy & ((content & 1) != 0)),
+            (a("dst_hash_before"), ARG_POINTER, batch["dst_hash_before"][rows], copy & ((content & 2) != 0)),
+            (a("dst_hash_after"), ARG_POINTER, batch["dst_hash_after"][rows], copy & ((content & 4) != 0)),
+        ]
+
+    def _emit_copy_done(self, batch, rows, thread_uuid) -> None:
+        """memq.copy_done instants on the completing thread: a copy's destination fingerprint after completion."""
+        g = len(rows)
+        names, _ = self._api_strings(batch["api"][rows])
+        ones = np.ones(g, bool)
+        a = self._arg
+        args = [
+            (a("seq"), ARG_UINT, batch["seq"][rows]),
+            (a("dst_hash_after"), ARG_POINTER, batch["dst_hash_after"][rows]),
+            (a("api"), ARG_STRING, np.array([self._str(nm) for nm in names], np.uint64)),
+            (a("stream"), ARG_UINT, batch["stream"][rows]),
+            (a("device"), ARG_INT, arg_values(batch["device"][rows])),
+        ]
+        self._emit(Table(
+            ts=batch["ts"][rows], track=thread_uuid[rows], type=np.full(g, TYPE_INSTANT, np.uint8),
+            name_iid=np.full(g, self.interner.iid("event_names", "copy done"), np.uint32),
+            cat_iid=np.full(g, self.interner.iid("event_categories", "memq.copy_done"), np.uint32),
+            args=[(nm, t, np.asarray(v).astype(np.uint64), ones) for nm, t, v in args]))
 
     def _emit_counters(self, ts, keys, values) -> None:
         if len(ts) == 0:

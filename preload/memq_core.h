@@ -247,6 +247,13 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out);
 extern unsigned long memq_table_live;     /* non-zero while the table holds entries */
 extern unsigned long memq_table_dropped;  /* puts/takes the table could not make */
 
+/* ---- content fingerprints (memq_content.c): what they need to know ---- */
+void memq_content_alloc(const struct memq_alloc_rec *r, int registered);
+void memq_content_release(uint64_t ptr, int registered);
+void memq_content_written(uint64_t dst, uint64_t bytes);
+void memq_content_device(int runtime, int device, int unified);
+void memq_content_synced(struct memq_call *c, const struct memq_sync_rec *r, uint64_t scope);
+
 /*
  * Release bracket for frees/unregisters, traced or not: the entry leaves the
  * table BEFORE the real free (so a concurrent allocation that gets the same
@@ -254,11 +261,16 @@ extern unsigned long memq_table_dropped;  /* puts/takes the table could not make
  */
 static inline int memq_release_take(uint64_t ptr, int registered, struct memq_alloc_info *info)
 {
+	int taken;
+
 	info->size = 0;
 	info->kind = MEMQ_MEM_UNKNOWN;
 	if (!__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED) || !ptr)
 		return 0;
-	return memq_table_take(ptr, registered, info);
+	taken = memq_table_take(ptr, registered, info);
+	if (taken)
+		memq_content_release(ptr, registered);
+	return taken;
 }
 
 static inline void memq_release_done(uint64_t ptr, int registered, int taken,
@@ -279,7 +291,9 @@ void memq_emit_copy(struct memq_call *c, struct memq_copy_rec *r);
 void memq_emit_set(struct memq_call *c, struct memq_set_rec *r);
 void memq_emit_prefetch(struct memq_call *c, struct memq_prefetch_rec *r);
 void memq_emit_advise(struct memq_call *c, struct memq_advise_rec *r);
-void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r);
+/* `scope`: what a successful call completes (memq_content_synced): the issue count read
+ * before the call for stream/device synchronisations, the event handle for event ones. */
+void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r, uint64_t scope);
 void memq_emit_set_device(struct memq_call *c, struct memq_set_device_rec *r);
 
 #endif /* MEMQ_CORE_H */

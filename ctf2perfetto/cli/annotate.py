@@ -18,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "the stock Perfetto UI (ui.perfetto.dev, memq open) shows them with no plugin, in a 'memq analyses' "
             "track group: counters "
             "'Duplicated bytes' (total) and 'Duplicated bytes HtoD|DtoH|DtoD|HtoH', slice tracks "
-            "'Redundant copies: <class>' (one slice per copy, with its redundant bytes and the reason), "
+            "'Redundant copies: <class>' (one slice per copy, with its redundant bytes, the reason and the evidence), "
             "'Staged copies', 'Leaked allocations' at the trace's end and the 'Leaked bytes' counter. Nothing in "
             "TRACE is changed. "
             "Duplicated and redundant figures are upper bounds: writes by CPU code and GPU kernels are not traced."
