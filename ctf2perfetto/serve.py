@@ -96,6 +96,19 @@ class StaticHandler(BaseHTTPRequestHandler):
         """Headers added to every response (CORS, for a subclass)."""
         return {}
 
+    def _url_path(self, send_body: bool) -> str | None:
+        """The request's URL path, decoded; None once a path that can name no file (undecodable, a NUL,
+        a backslash) has been answered with 400."""
+        try:
+            path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path, errors="strict")
+        except (UnicodeDecodeError, ValueError):
+            path = "\0"
+        if "\0" in path or "\\" in path:
+            self.close_connection = True
+            self._send_bytes(b"bad path\n", "text/plain", send_body, HTTPStatus.BAD_REQUEST)
+            return None
+        return path
+
     def _static_file(self, root: Path, path: str) -> Path | None:
         """The file of the UI build under `root` that URL path `path` names; None outside it or missing."""
         relative = path.lstrip("/") or "index.html"
@@ -162,7 +175,13 @@ class _Handler(StaticHandler):
         self._respond(send_body=True)
 
     def _respond(self, send_body: bool) -> None:
-        path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        if not host_allowed(self.headers.get("Host")):
+            self.close_connection = True
+            self._send_bytes(b"forbidden host\n", "text/plain", send_body, HTTPStatus.FORBIDDEN)
+            return
+        path = self._url_path(send_body)
+        if path is None:
+            return
         site = self.server.site
         if path in (urllib.parse.unquote(site.trace_path), "/localtrace"):
             self._send_file(site.trace, "application/octet-stream", send_body)
@@ -185,10 +204,39 @@ class _Site:
     trace_path: str
 
 
-class _Server(ThreadingHTTPServer):
+class QuietHTTPServer(ThreadingHTTPServer):
+    """memq's HTTP servers' base: threads that never hold the process up, no tracebacks on the terminal."""
+
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001 - socketserver signature
+        # A request that breaks a handler must not print a traceback over the command's lines;
+        # the client already got its answer or a closed connection.
+        if os.environ.get("MEMQ_DEBUG"):
+            super().handle_error(request, client_address)
+
+
+class _Server(QuietHTTPServer):
     site: _Site
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def host_name(host_header: str) -> str:
+    """The name part of a Host header ('[::1]:9001' -> '[::1]', 'localhost' -> 'localhost')."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[:host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if ":" in host else host
+
+
+def host_allowed(header: str | None) -> bool:
+    """Whether a request's Host header names this machine's loopback (any port: `ssh -L` may map
+    another one). A page whose own domain was re-pointed at 127.0.0.1 (DNS rebinding) sends its own
+    name and is refused; so is a request with no Host (HTTP/1.1 requires it, browsers always send it)."""
+    return header is not None and host_name(header) in LOOPBACK_HOSTS
 
 
 ServerT = TypeVar("ServerT", bound=ThreadingHTTPServer)

