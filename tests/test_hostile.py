@@ -609,8 +609,7 @@ def test_memq_open_serves_json_through_memqs_importer(tmp_path):
 
 
 def test_memq_serve_reads_json_through_memqs_importer(tmp_path):
-    """memq serve (and memq open's default engine) holds memq's conversion of a JSON trace: both copies;
-    a native shell is handed the conversion too, never the JSON (its importer would drop a copy)."""
+    """memq serve (and memq open's default engine) holds memq's conversion of a JSON trace: both copies."""
     from support.rpc_client import RpcSocket
     from ui.browser import start_memq_serve
 
@@ -625,15 +624,6 @@ def test_memq_serve_reads_json_through_memqs_importer(tmp_path):
     finally:
         code, err = server.stop()
     assert code == 0 and "Traceback" not in err, err
-    # What a native trace_processor_shell is given: a stand-in that keeps its trace argument and fails.
-    kept = tmp_path / "given.pftrace"
-    shell = tmp_path / "trace_processor_shell"
-    shell.write_text(f'#!/bin/sh\nfor a; do last="$a"; done\ncp "$last" {kept}\nexit 1\n')
-    shell.chmod(0o755)
-    proc = run_cli("memq", "serve", path, "--port", "0", "--trace-processor", shell)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    with open_trace(kept) as tp:
-        assert tp.query("SELECT count(*) AS n FROM slice WHERE category = 'gpu_memcpy'")["n"].tolist() == [2]
 
 
 def test_memq_open_answers_only_its_own_host_and_sane_paths(converted, capfd):
