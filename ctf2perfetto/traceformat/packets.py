@@ -1,0 +1,240 @@
+"""The one TracePacket builder: protobuf wire bytes written directly.
+
+A protobuf object per event is several times slower than this, and the converter's bulk
+packets come from columns through native/encode.c, which writes the same fields. Field
+numbers are perfetto_trace.proto's (tests/test_traceformat.py parses what this builds with
+the perfetto package's generated protos).
+
+Building blocks: `varint`, `record` (a `Trace.packet` field), `annotation`, and the three
+payloads a packet carries here: `track_event`, `descriptor`, `interned`/`defaults`;
+`packet` wraps one of them with its sequence, timestamp and clock.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+# Field numbers, perfetto_trace.proto.
+_P_TIMESTAMP, _P_SEQ, _P_FLAGS, _P_INTERNED, _P_EVENT = 8, 10, 13, 12, 11
+_P_DESCRIPTOR, _P_CLOCK, _P_DEFAULTS = 60, 58, 59
+_E_TYPE, _E_TRACK, _E_NAME, _E_NAME_IID, _E_CATEGORY, _E_CATEGORY_IID = 9, 11, 23, 10, 22, 3
+_E_ANNOTATION, _E_FLOW, _E_TERMINATING_FLOW, _E_COUNTER, _E_DOUBLE_COUNTER = 4, 47, 48, 30, 44
+_A_NAME, _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING, _A_POINTER, _A_DICT = \
+    10, 1, 2, 3, 4, 5, 6, 7, 11
+_D_UUID, _D_NAME, _D_PROCESS, _D_THREAD, _D_PARENT, _D_COUNTER, _D_CHILD_ORDERING, _D_RANK = \
+    1, 2, 3, 4, 5, 8, 11, 12
+_D_DESCRIPTION, _D_MERGE = 14, 15
+_PROCESS_PID, _PROCESS_NAME, _THREAD_PID, _THREAD_TID, _THREAD_NAME = 1, 6, 1, 2, 5
+_COUNTER_UNIT = 3
+_DEFAULTS_CLOCK, _DEFAULTS_EVENT, _EVENT_DEFAULTS_TRACK, _EVENT_DEFAULTS_EXTRA_COUNTERS = 58, 11, 11, 31
+# InternedData: (field number, whether the text is `str` bytes rather than `name`).
+INTERNED_KINDS = {"event_categories": (1, False), "event_names": (2, False), "debug_annotation_names": (3, False),
+                  "debug_annotation_string_values": (29, True)}
+
+# Enum values used by writers.
+TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
+SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE = 1, 2
+UNIT_SIZE_BYTES = 3
+MERGE_NONE = 2  # SIBLING_MERGE_BEHAVIOR_NONE: lane tracks of one name stay apart
+ORDER_EXPLICIT = 3  # child_ordering EXPLICIT: children ordered by sibling_order_rank
+
+
+class Pointer(int):
+    """An integer written as a DebugAnnotation `pointer_value` (the UI shows it in hex)."""
+
+
+def _encode_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative int64 -> two's complement, as protobuf does
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL = [_encode_varint(v) for v in range(1 << 14)]  # lengths, tags, small values
+
+
+def varint(value: int) -> bytes:
+    return _SMALL[value] if 0 <= value < 1 << 14 else _encode_varint(value)
+
+
+def fixed_varint(value: int, width: int) -> bytes:
+    """`value` as a varint of exactly `width` bytes (redundant continuation bytes are valid protobuf), for
+    fields written before their value is known."""
+    if value < 0 or value >> (7 * width):
+        raise ValueError(f"{value} does not fit a {width}-byte varint")
+    return bytes(((value >> (7 * i)) & 0x7F) | (0x80 if i < width - 1 else 0) for i in range(width))
+
+
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """(value, position after it)."""
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def uint_field(number: int, value: int) -> bytes:
+    return varint(number << 3) + varint(value)
+
+
+def fixed64_field(number: int, value: int) -> bytes:
+    return varint(number << 3 | 1) + struct.pack("<Q", value)
+
+
+def bytes_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (string, bytes, message)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+@lru_cache(maxsize=8192)
+def _text_field(number: int, text: str) -> bytes:
+    return bytes_field(number, text.encode())
+
+
+def record(packet: bytes) -> bytes:
+    """One `Trace.packet` record: what a trace file is a concatenation of."""
+    return bytes_field(1, packet)
+
+
+# -- TrackEvent ------------------------------------------------------------------------------------------
+def annotation(key: str | int, value: Any) -> bytes:
+    """A TrackEvent debug annotation field (`key` a name, or an interned name's iid): bools, ints (uint
+    beyond int64), floats, strings, `Pointer`s, dicts (nested entries); anything else (Kineto's lists) as
+    compact JSON."""
+    return bytes_field(_E_ANNOTATION, _annotation_body(key, value))
+
+
+def _annotation_body(key: str | int, value: Any) -> bytes:
+    """A DebugAnnotation message."""
+    name = uint_field(_A_NAME_IID, key) if isinstance(key, int) else _text_field(_A_NAME, key)
+    if isinstance(value, bool):
+        body = uint_field(_A_BOOL, int(value))
+    elif isinstance(value, Pointer):
+        body = uint_field(_A_POINTER, value)
+    elif isinstance(value, int) and -(1 << 63) <= value < (1 << 64):
+        body = uint_field(_A_UINT if value >= 1 << 63 else _A_INT, value)
+    elif isinstance(value, (Decimal, float)):
+        body = varint(_A_DOUBLE << 3 | 1) + struct.pack("<d", float(value))
+    elif isinstance(value, str):
+        body = bytes_field(_A_STRING, value.encode())
+    elif isinstance(value, Mapping):
+        body = b"".join(bytes_field(_A_DICT, _annotation_body(str(k), v)) for k, v in value.items() if v is not None)
+    else:
+        body = bytes_field(_A_STRING, json.dumps(value, default=str, separators=(",", ":")).encode())
+    return name + body
+
+
+def track_event(type_: int, track: int | None = None, *, name: str | int | None = None,
+                category: str | int | None = None, args: Mapping[str | int, Any] | None = None,
+                flows: Iterable[int] = (), terminating: Iterable[int] = (), counter: int | float | None = None
+                ) -> bytes:
+    """A TrackEvent payload. `name` / `category` as text, or as interned iids (ints)."""
+    body = [uint_field(_E_TYPE, type_)]
+    if track is not None:
+        body.append(uint_field(_E_TRACK, track))
+    if name is not None:
+        body.append(uint_field(_E_NAME_IID, name) if isinstance(name, int) else _text_field(_E_NAME, name))
+    if category is not None:
+        body.append(uint_field(_E_CATEGORY_IID, category) if isinstance(category, int)
+                    else _text_field(_E_CATEGORY, category))
+    for key, value in (args or {}).items():
+        if value is not None:
+            body.append(annotation(key, value))
+    body += [fixed64_field(_E_FLOW, f) for f in flows]
+    body += [fixed64_field(_E_TERMINATING_FLOW, f) for f in terminating]
+    if isinstance(counter, float):
+        body.append(varint(_E_DOUBLE_COUNTER << 3 | 1) + struct.pack("<d", counter))
+    elif counter is not None:
+        body.append(uint_field(_E_COUNTER, counter))
+    return b"".join(body)
+
+
+# -- structural payloads --------------------------------------------------------------------------------
+def descriptor(uuid: int, name: str | None = None, *, parent: int | None = None, description: str | None = None,
+               pid: int | None = None, process_name: str | None = None, tid: int | None = None,
+               thread_name: str | None = None, counter_unit: int | None = None, merge: int | None = None,
+               child_ordering: int | None = None, rank: int | None = None) -> bytes:
+    """A TrackDescriptor payload: a plain track, or with `pid` a process track, with `pid` and `tid` a
+    thread track, with `counter_unit` a counter track."""
+    body = [uint_field(_D_UUID, uuid)]
+    if name is not None:
+        body.append(_text_field(_D_NAME, name))
+    if tid is not None:
+        thread = uint_field(_THREAD_PID, pid or 0) + uint_field(_THREAD_TID, tid)
+        body.append(bytes_field(_D_THREAD, thread + (_text_field(_THREAD_NAME, thread_name) if thread_name else b"")))
+    elif pid is not None:
+        process = uint_field(_PROCESS_PID, pid) + (_text_field(_PROCESS_NAME, process_name) if process_name else b"")
+        body.append(bytes_field(_D_PROCESS, process))
+    if parent is not None:
+        body.append(uint_field(_D_PARENT, parent))
+    if counter_unit is not None:
+        body.append(bytes_field(_D_COUNTER, uint_field(_COUNTER_UNIT, counter_unit) if counter_unit else b""))
+    if child_ordering is not None:
+        body.append(uint_field(_D_CHILD_ORDERING, child_ordering))
+    if rank is not None:
+        body.append(uint_field(_D_RANK, rank))
+    if description is not None:
+        body.append(_text_field(_D_DESCRIPTION, description))
+    if merge is not None:
+        body.append(uint_field(_D_MERGE, merge))
+    return b"".join(body)
+
+
+def interned(entries: Iterable[tuple[str, int, str]]) -> bytes:
+    """An InternedData payload from (kind, iid, text) entries, kind one of INTERNED_KINDS."""
+    out = []
+    for kind, iid, text in entries:
+        number, is_str = INTERNED_KINDS[kind]
+        out.append(bytes_field(number, uint_field(1, iid) + _text_field(2, text)))
+    return b"".join(out)
+
+
+def defaults(clock: int, track: int | None = None, extra_counter_tracks: Iterable[int] = ()) -> bytes:
+    """A TracePacketDefaults payload: the sequence's clock, default track and extra counter tracks."""
+    event = b"".join([uint_field(_EVENT_DEFAULTS_TRACK, track)] if track is not None else []) + \
+        b"".join(uint_field(_EVENT_DEFAULTS_EXTRA_COUNTERS, t) for t in extra_counter_tracks)
+    return uint_field(_DEFAULTS_CLOCK, clock) + (bytes_field(_DEFAULTS_EVENT, event) if event else b"")
+
+
+def packet(seq: int, *, ts: int | None = None, clock: int | None = None, flags: int = 0,
+           event: bytes | None = None, descriptor: bytes | None = None, interned: bytes | None = None,
+           defaults: bytes | None = None) -> bytes:
+    """A TracePacket payload on sequence `seq` carrying the given payloads (wrap with `record` for a file)."""
+    body = []
+    if ts is not None:
+        body.append(uint_field(_P_TIMESTAMP, ts))
+    body.append(uint_field(_P_SEQ, seq))
+    if clock is not None:
+        body.append(uint_field(_P_CLOCK, clock))
+    if flags:
+        body.append(uint_field(_P_FLAGS, flags))
+    if defaults is not None:
+        body.append(bytes_field(_P_DEFAULTS, defaults))
+    if interned is not None:
+        body.append(bytes_field(_P_INTERNED, interned))
+    if descriptor is not None:
+        body.append(bytes_field(_P_DESCRIPTOR, descriptor))
+    if event is not None:
+        body.append(bytes_field(_P_EVENT, event))
+    return b"".join(body)
+
+
+def sequence_start(seq: int, clock: int | None = None, *, track: int | None = None,
+                   extra_counter_tracks: Iterable[int] = (), interned_entries: Iterable[tuple[str, int, str]] = ()
+                   ) -> bytes:
+    """The first packet of a sequence: incremental state cleared, default clock (and track), interned names."""
+    entries = list(interned_entries)
+    flags = SEQ_INCREMENTAL_STATE_CLEARED | (SEQ_NEEDS_INCREMENTAL_STATE if clock is not None or entries else 0)
+    return packet(seq, flags=flags,
+                  defaults=None if clock is None else defaults(clock, track, extra_counter_tracks),
+                  interned=interned(entries) if entries else None)
