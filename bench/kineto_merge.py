@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ctf2perfetto import kineto
 from ctf2perfetto.engine import open_trace
-from ctf2perfetto.write import device_track_uuid, process_track_uuid, thread_track_uuid
+from ctf2perfetto.traceformat.tracks import gpu_uuid as device_track_uuid, process_uuid as process_track_uuid, thread_uuid as thread_track_uuid
 
 DEFAULT = (Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "kineto"
            / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")

@@ -13,7 +13,8 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
-from ctf2perfetto.write import process_track_uuid, thread_track_uuid, write_trace
+from ctf2perfetto.traceformat.tracks import process_uuid, thread_uuid
+from ctf2perfetto.write import write_trace
 
 # The full check of perfetto.md section 6: errors, data losses and the info/notice stats they miss.
 IMPORT_PROBLEMS = """
@@ -282,12 +283,12 @@ def test_extra_packets_join_the_same_tracks(tmp_path):
                             trusted_packet_sequence_id=777)
     packet.track_event.type = pb.TrackEvent.TYPE_INSTANT
     packet.track_event.name = "op"
-    packet.track_event.track_uuid = thread_track_uuid(A, A)
+    packet.track_event.track_uuid = thread_uuid(A, A)
     other = pb.TracePacket(timestamp=rt(T0 + 6), timestamp_clock_id=pb.BUILTIN_CLOCK_REALTIME,
                            trusted_packet_sequence_id=777)
     other.track_event.type = pb.TrackEvent.TYPE_INSTANT
     other.track_event.name = "elsewhere"
-    other.track_event.track_uuid = thread_track_uuid(99, 98)
+    other.track_event.track_uuid = thread_uuid(99, 98)
     proc = pb.TracePacket(trusted_packet_sequence_id=777)
     proc.track_event.type = pb.TrackEvent.TYPE_INSTANT
     out = tmp_path / "x.pftrace"
@@ -301,7 +302,7 @@ def test_extra_packets_join_the_same_tracks(tmp_path):
                               JOIN process p USING (upid) ORDER BY s.ts""")
     assert got == [("malloc", A, "python3", A, "python3"), ("op", A, "python3", A, "python3"),
                    ("elsewhere", 98, "ghost", 99, "kineto-only")]
-    assert process_track_uuid(A) != thread_track_uuid(A, A)
+    assert process_uuid(A) != thread_uuid(A, A)
 
 
 def test_failure_leaves_nothing(tmp_path):

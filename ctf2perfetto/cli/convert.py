@@ -163,16 +163,21 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     lttng_events = None
     if args.kineto is not None:
         from .. import kineto
-        from ..write import device_track_packet, device_track_uuid, process_track_uuid, thread_track_uuid
+        from ..traceformat import names as N
+        from ..traceformat import packets as P
+        from ..traceformat import tracks as T
 
         devices: set[int] = set()
 
         def device_uuid(device: int) -> int:
             devices.add(int(device))
-            return device_track_uuid(device)
+            return T.gpu_uuid(device)
 
-        kineto_packets = kineto.KinetoMerge(kineto.load(args.kineto), thread_track_uuid=thread_track_uuid,
-                                            process_track_uuid=process_track_uuid, device_track_uuid=device_uuid)
+        def device_track_packet(device: int) -> bytes:
+            return P.packet(N.SEQ_DESCRIPTORS, descriptor=T.gpu_track(device))
+
+        kineto_packets = kineto.KinetoMerge(kineto.load(args.kineto), thread_track_uuid=T.thread_uuid,
+                                            process_track_uuid=T.process_uuid, device_track_uuid=device_uuid)
         lttng_events = kineto.LttngEvents(kineto_packets.anchor_addresses())
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:

@@ -45,6 +45,16 @@ EVENT_TRACE_INFO = "memq trace info"
 EVENT_LOST_EVENTS = "lost events"
 EVENT_LOST_PACKETS = "lost packets"
 EVENT_MEMSET = "memset"
+EVENT_HOST_SMALL = "host_small"  # memq.heap: one thread's totals of blocks below the recording's threshold
+# memq.heap instant names: LTTng's libc events are named by their kind; memq's host_alloc / host_free by the
+# function that made the call (`api`, one of HEAP_FUNCTIONS; another api gets the kind's generic name).
+HEAP_EVENT_NAMES = {EventKind.MALLOC: "malloc", EventKind.CALLOC: "calloc", EventKind.REALLOC: "realloc",
+                    EventKind.MEMALIGN: "memalign", EventKind.POSIX_MEMALIGN: "posix_memalign",
+                    EventKind.FREE: "free", EventKind.HOST_ALLOC: "malloc", EventKind.HOST_FREE: "free",
+                    EventKind.HOST_SMALL: EVENT_HOST_SMALL}
+HEAP_FUNCTIONS = ("malloc", "calloc", "realloc", "memalign", "posix_memalign", "aligned_alloc", "valloc", "pvalloc",
+                  "free")
+HEAP_NAMES = tuple(dict.fromkeys([*HEAP_EVENT_NAMES.values(), *HEAP_FUNCTIONS]))  # every memq.heap name
 COPY_DIRECTIONS = {0: "HtoH", 1: "HtoD", 2: "DtoH", 3: "DtoD", 1024: "DtoD"}  # copy_kind -> direction
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "HtoH")
 # hipMemcpyKind / cudaMemcpyKind value -> name after the runtime prefix (`copy_kind_name`).
@@ -124,6 +134,7 @@ ARGS: dict[str, str | None] = {
     # heap instants and API slices
     "ptr": None, "size": BYTES, "in_ptr": None, "nmemb": None, "alignment": BYTES, "result": None,
     "alloc_id": None, "freed_alloc_id": None, "unmatched": None, "replaced_alloc_id": None, "ip": None,
+    "requested": BYTES, "alloc_count": None, "alloc_bytes": BYTES, "free_count": None, "free_bytes": BYTES,
     "runtime": None, "op": None, "device": None, "stream": None, "call_id": None, "mem_kind": None,
     "flags": None, "width": BYTES, "height": None, "dst": None, "src": None, "bytes": BYTES,
     "copy_kind": None, "copy_kind_name": None, "dpitch": BYTES, "spitch": BYTES, "depth": None,
@@ -134,7 +145,8 @@ ARGS: dict[str, str | None] = {
     "src_mem": None, "direction": None,
     # memq track: trace info, devices, binaries, losses
     "source": None, "converter_version": None, "hostname": None, "lost_events": None, "lost_packets": None,
-    "unmatched_frees": None, "skipped_events": None, "events": None, "name": None, "integrated": None,
+    "unmatched_frees": None, "skipped_events": None, "events": None, "host_source": None,
+    "host_min_size": BYTES, "name": None, "integrated": None,
     "unified_memory": None, "baddr": None, "memsz": BYTES, "path": None, "build_id": None, "count": None,
     # memq annotate
     "class": None, "reason": None, "redundant_bytes": BYTES, "redundant_dur": NS, "repeat_bytes": BYTES,

@@ -18,10 +18,11 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 # Field numbers, perfetto_trace.proto.
-_P_TIMESTAMP, _P_SEQ, _P_FLAGS, _P_INTERNED, _P_EVENT = 8, 10, 13, 12, 11
+_P_TIMESTAMP, _P_SEQ, _P_FLAGS, _P_INTERNED = 8, 10, 13, 12
+FIELD_TRACK_EVENT, FIELD_FLOW_IDS = 11, 47  # TracePacket.track_event, TrackEvent.flow_ids (patched in later)
 _P_DESCRIPTOR, _P_CLOCK, _P_DEFAULTS = 60, 58, 59
 _E_TYPE, _E_TRACK, _E_NAME, _E_NAME_IID, _E_CATEGORY, _E_CATEGORY_IID = 9, 11, 23, 10, 22, 3
-_E_ANNOTATION, _E_FLOW, _E_TERMINATING_FLOW, _E_COUNTER, _E_DOUBLE_COUNTER = 4, 47, 48, 30, 44
+_E_ANNOTATION, _E_TERMINATING_FLOW, _E_COUNTER, _E_DOUBLE_COUNTER = 4, 48, 30, 44
 _A_NAME, _A_NAME_IID, _A_BOOL, _A_UINT, _A_INT, _A_DOUBLE, _A_STRING, _A_POINTER, _A_DICT = \
     10, 1, 2, 3, 4, 5, 6, 7, 11
 _D_UUID, _D_NAME, _D_PROCESS, _D_THREAD, _D_PARENT, _D_COUNTER, _D_CHILD_ORDERING, _D_RANK = \
@@ -150,7 +151,7 @@ def track_event(type_: int, track: int | None = None, *, name: str | int | None 
     for key, value in (args or {}).items():
         if value is not None:
             body.append(annotation(key, value))
-    body += [fixed64_field(_E_FLOW, f) for f in flows]
+    body += [fixed64_field(FIELD_FLOW_IDS, f) for f in flows]
     body += [fixed64_field(_E_TERMINATING_FLOW, f) for f in terminating]
     if isinstance(counter, float):
         body.append(varint(_E_DOUBLE_COUNTER << 3 | 1) + struct.pack("<d", counter))
@@ -225,7 +226,7 @@ def packet(seq: int, *, ts: int | None = None, clock: int | None = None, flags: 
     if descriptor is not None:
         body.append(bytes_field(_P_DESCRIPTOR, descriptor))
     if event is not None:
-        body.append(bytes_field(_P_EVENT, event))
+        body.append(bytes_field(FIELD_TRACK_EVENT, event))
     return b"".join(body)
 
 

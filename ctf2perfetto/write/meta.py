@@ -1,0 +1,90 @@
+"""The `memq` track: trace info, devices, loaded binaries and losses (written once the trace is read)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import __version__
+from ..encode import ARG_INT, ARG_STRING, ARG_UINT, Table
+from ..events import TraceInfo
+from ..traceformat import names as N
+from ..traceformat import packets as P
+from ..traceformat import tracks as T
+from .registry import TrackRegistry
+from .stream import PacketStream, slice_table
+
+A = N.A
+
+
+class MetaWriter:
+    def __init__(self, out: PacketStream, tracks: TrackRegistry) -> None:
+        self.out = out
+        self.tracks = tracks
+
+    def emit_lost(self, lost: dict[str, np.ndarray], stream_files: list[str]) -> None:
+        """memq.lost slices on the memq track (lanes below it where loss ranges overlap)."""
+        g = len(lost["ts"])
+        if g == 0:
+            return
+        begin = lost["ts"]
+        end = begin + lost["size"].astype(np.int64)
+        track = np.zeros(g, np.uint64)
+        for i in np.lexsort((np.arange(g), begin)).tolist():
+            track[i] = self.tracks.lost_lane(int(begin[i]), int(end[i]))
+        interner = self.out.interner
+        name = np.where(lost["aux2"] == 1, interner.name(N.EVENT_LOST_PACKETS),
+                        interner.name(N.EVENT_LOST_EVENTS)).astype(np.uint32)
+        stream = interner.strings(stream_files[i] if 0 <= i < len(stream_files) else f"stream {i}"
+                                  for i in lost["stream"].tolist())
+        ones = np.ones(g, bool)
+        args = [(interner.arg(A.count), ARG_UINT, lost["aux"], ones),
+                (interner.arg(A.stream), ARG_STRING, stream, ones)]
+        self.out.emit(slice_table(begin, end, track, name, np.full(g, interner.category(N.CAT_LOST), np.uint32),
+                                  args), slices=True)
+
+    def _instant(self, ts: int, track: int, category: str, name: str, values: dict[str, object]) -> None:
+        interner = self.out.interner
+        args = []
+        for key, value in values.items():
+            if isinstance(value, str):
+                args.append((interner.arg(key), ARG_STRING, np.array([interner.string(value)], np.uint64)))
+            else:
+                value = int(value)
+                args.append((interner.arg(key), ARG_INT if value < 0 else ARG_UINT,
+                             np.array([value & ((1 << 64) - 1)], np.uint64)))
+        self.out.emit(Table(
+            ts=np.array([ts], np.int64), track=np.array([track], np.uint64),
+            type=np.array([P.TYPE_INSTANT], np.uint8), name_iid=np.array([interner.name(name)], np.uint32),
+            cat_iid=np.array([interner.category(category)], np.uint32),
+            args=[(nm, t, v, np.ones(1, bool)) for nm, t, v in args]))
+
+    def emit_info(self, info: TraceInfo, t0: int, unmatched_frees: int, events: int) -> None:
+        """memq.meta, memq.device and memq.binary instants."""
+        memq = T.memq_uuid()
+        self._instant(t0, memq, N.CAT_META, N.EVENT_TRACE_INFO, {
+            A.source: N.SOURCE_LTTNG, A.converter_version: __version__, A.hostname: info.hostname,
+            A.lost_events: info.lost_events, A.lost_packets: info.lost_packets,
+            A.unmatched_frees: unmatched_frees, A.skipped_events: sum(info.skipped.values()), A.events: events,
+            **_host_settings(info)})
+        for dev in info.devices:
+            self._instant(t0, memq, N.CAT_DEVICE, N.gpu_track_name(dev.get("device", 0)), {
+                A.pid: dev.get("pid", 0), A.device: dev.get("device", 0), A.runtime: str(dev.get("runtime", "")),
+                A.name: str(dev.get("name", "")), A.integrated: int(bool(dev.get("integrated"))),
+                A.unified_memory: int(bool(dev.get("unified_memory")))})
+        for binary in info.binaries:
+            values = {key: binary.get(key, 0) for key in (A.pid, A.baddr, A.memsz)}
+            values[A.path] = str(binary.get("path", ""))
+            build_id = binary.get("build_id")
+            if build_id:
+                values[A.build_id] = build_id.hex() if isinstance(build_id, (bytes, bytearray)) else str(build_id)
+            self._instant(int(binary.get("ts", t0)), memq, N.CAT_BINARY, values[A.path], values)
+
+
+def _host_settings(info: TraceInfo) -> dict[str, object]:
+    """How the recording took the host heap (memq-record.json), for `memq trace info`."""
+    host = ((info.record or {}).get("enabled") or {}).get("host")
+    if not isinstance(host, dict) or host.get("source") not in ("memq", "lttng"):
+        return {}
+    values: dict[str, object] = {A.host_source: host["source"]}
+    if isinstance(host.get("min_size"), int):
+        values[A.host_min_size] = host["min_size"]
+    return values
