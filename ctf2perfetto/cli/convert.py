@@ -163,21 +163,8 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     lttng_events = None
     if args.kineto is not None:
         from .. import kineto
-        from ..traceformat import names as N
-        from ..traceformat import packets as P
-        from ..traceformat import tracks as T
 
-        devices: set[int] = set()
-
-        def device_uuid(device: int) -> int:
-            devices.add(int(device))
-            return T.gpu_uuid(device)
-
-        def device_track_packet(device: int) -> bytes:
-            return P.packet(N.SEQ_DESCRIPTORS, descriptor=T.gpu_track(device))
-
-        kineto_packets = kineto.KinetoMerge(kineto.load(args.kineto), thread_track_uuid=T.thread_uuid,
-                                            process_track_uuid=T.process_uuid, device_track_uuid=device_uuid)
+        kineto_packets = kineto.KinetoMerge(kineto.load(args.kineto))
         lttng_events = kineto.LttngEvents(kineto_packets.anchor_addresses())
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:
@@ -190,8 +177,7 @@ def convert(args: argparse.Namespace, prog: str) -> int:
                 batches = (lttng_events.add(batch) for batch in batches)
                 # Made after the last batch (write_trace reads extra_packets last), against the LTTng
                 # events: clock check on shared allocations, ops widened over API calls (docs/TIMELINE.md).
-                extra_packets = _Later(lambda: [device_track_packet(d) for d in sorted(devices)]
-                                       + kineto_packets.packets(lttng_events, _realtime_offset(decoding.info)))
+                extra_packets = _Later(lambda: kineto_packets.packets(lttng_events, _realtime_offset(decoding.info)))
             summary = write_trace(
                 batches, lambda: decoding.info, args.output, progress=progress.written,
                 extra_packets=extra_packets,

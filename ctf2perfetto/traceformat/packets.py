@@ -49,15 +49,15 @@ class Pointer(int):
 
 def _encode_varint(value: int) -> bytes:
     value &= (1 << 64) - 1  # negative int64 -> two's complement, as protobuf does
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    out = b""
+    while value >= 1 << 14:  # 14 bits (two continued bytes) at a time: timestamps are 9-byte varints
+        out += _CONTINUED[value & 0x3FFF]
+        value >>= 14
+    return out + _SMALL[value]
 
 
-_SMALL = [_encode_varint(v) for v in range(1 << 14)]  # lengths, tags, small values
+_SMALL = [bytes([v]) if v < 0x80 else bytes([(v & 0x7F) | 0x80, v >> 7]) for v in range(1 << 14)]
+_CONTINUED = [bytes([(v & 0x7F) | 0x80, (v >> 7) | 0x80]) for v in range(1 << 14)]
 
 
 def varint(value: int) -> bytes:
@@ -112,27 +112,45 @@ def annotation(key: str | int, value: Any) -> bytes:
     """A TrackEvent debug annotation field (`key` a name, or an interned name's iid): bools, ints (uint
     beyond int64), floats, strings, `Pointer`s, dicts (nested entries); anything else (Kineto's lists) as
     compact JSON."""
-    return bytes_field(_E_ANNOTATION, _annotation_body(key, value))
+    body = _annotation_body(key, value)
+    return _TAG_ANNOTATION + varint(len(body)) + body
+
+
+_TAG_ANNOTATION = varint(_E_ANNOTATION << 3 | 2)
+_TAG_INT, _TAG_UINT, _TAG_DOUBLE = varint(_A_INT << 3), varint(_A_UINT << 3), varint(_A_DOUBLE << 3 | 1)
+
+
+@lru_cache(maxsize=8192)
+def _annotation_name(key: str | int) -> bytes:
+    return uint_field(_A_NAME_IID, key) if isinstance(key, int) else _text_field(_A_NAME, key)
 
 
 def _annotation_body(key: str | int, value: Any) -> bytes:
     """A DebugAnnotation message."""
-    name = uint_field(_A_NAME_IID, key) if isinstance(key, int) else _text_field(_A_NAME, key)
-    if isinstance(value, bool):
-        body = uint_field(_A_BOOL, int(value))
-    elif isinstance(value, Pointer):
-        body = uint_field(_A_POINTER, value)
-    elif isinstance(value, int) and -(1 << 63) <= value < (1 << 64):
-        body = uint_field(_A_UINT if value >= 1 << 63 else _A_INT, value)
-    elif isinstance(value, (Decimal, float)):
-        body = varint(_A_DOUBLE << 3 | 1) + struct.pack("<d", float(value))
-    elif isinstance(value, str):
-        body = bytes_field(_A_STRING, value.encode())
-    elif isinstance(value, Mapping):
-        body = b"".join(bytes_field(_A_DICT, _annotation_body(str(k), v)) for k, v in value.items() if v is not None)
-    else:
-        body = bytes_field(_A_STRING, json.dumps(value, default=str, separators=(",", ":")).encode())
-    return name + body
+    name = _annotation_name(key)
+    kind = type(value)
+    if kind is int and -(1 << 63) <= value < (1 << 63):  # the common case first
+        return name + _TAG_INT + varint(value)
+    if kind is str:
+        return name + _text_field(_A_STRING, value)
+    if kind is bool:
+        return name + uint_field(_A_BOOL, int(value))
+    if isinstance(value, Pointer):
+        return name + uint_field(_A_POINTER, value)
+    if isinstance(value, int) and -(1 << 63) <= value < (1 << 64):
+        return name + (_TAG_UINT if value >= 1 << 63 else _TAG_INT) + varint(value)
+    if isinstance(value, (Decimal, float)):
+        return name + _TAG_DOUBLE + struct.pack("<d", float(value))
+    if isinstance(value, Mapping):
+        return name + b"".join(bytes_field(_A_DICT, _annotation_body(str(k), v))
+                               for k, v in value.items() if v is not None)
+    return name + bytes_field(_A_STRING, json.dumps(value, default=str, separators=(",", ":")).encode())
+
+
+_TYPES = {t: varint(_E_TYPE << 3) + varint(t) for t in (TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT,
+                                                          TYPE_COUNTER)}
+_TAG_TRACK, _TAG_FLOW, _TAG_TERMINATING = varint(_E_TRACK << 3), varint(FIELD_FLOW_IDS << 3 | 1), \
+    varint(_E_TERMINATING_FLOW << 3 | 1)
 
 
 def track_event(type_: int, track: int | None = None, *, name: str | int | None = None,
@@ -140,19 +158,18 @@ def track_event(type_: int, track: int | None = None, *, name: str | int | None 
                 flows: Iterable[int] = (), terminating: Iterable[int] = (), counter: int | float | None = None
                 ) -> bytes:
     """A TrackEvent payload. `name` / `category` as text, or as interned iids (ints)."""
-    body = [uint_field(_E_TYPE, type_)]
+    body = [_TYPES.get(type_) or uint_field(_E_TYPE, type_)]
     if track is not None:
-        body.append(uint_field(_E_TRACK, track))
+        body.append(_TAG_TRACK + varint(track))
     if name is not None:
         body.append(uint_field(_E_NAME_IID, name) if isinstance(name, int) else _text_field(_E_NAME, name))
     if category is not None:
         body.append(uint_field(_E_CATEGORY_IID, category) if isinstance(category, int)
                     else _text_field(_E_CATEGORY, category))
-    for key, value in (args or {}).items():
-        if value is not None:
-            body.append(annotation(key, value))
-    body += [fixed64_field(FIELD_FLOW_IDS, f) for f in flows]
-    body += [fixed64_field(_E_TERMINATING_FLOW, f) for f in terminating]
+    if args:
+        body += [annotation(key, value) for key, value in args.items() if value is not None]
+    body += [_TAG_FLOW + struct.pack("<Q", f) for f in flows]
+    body += [_TAG_TERMINATING + struct.pack("<Q", f) for f in terminating]
     if isinstance(counter, float):
         body.append(varint(_E_DOUBLE_COUNTER << 3 | 1) + struct.pack("<d", counter))
     elif counter is not None:
@@ -211,12 +228,8 @@ def packet(seq: int, *, ts: int | None = None, clock: int | None = None, flags: 
            event: bytes | None = None, descriptor: bytes | None = None, interned: bytes | None = None,
            defaults: bytes | None = None) -> bytes:
     """A TracePacket payload on sequence `seq` carrying the given payloads (wrap with `record` for a file)."""
-    body = []
-    if ts is not None:
-        body.append(uint_field(_P_TIMESTAMP, ts))
-    body.append(uint_field(_P_SEQ, seq))
-    if clock is not None:
-        body.append(uint_field(_P_CLOCK, clock))
+    body = [_TAG_TIMESTAMP + varint(ts)] if ts is not None else []
+    body.append(_sequence_and_clock(seq, clock))
     if flags:
         body.append(uint_field(_P_FLAGS, flags))
     if defaults is not None:
@@ -228,6 +241,14 @@ def packet(seq: int, *, ts: int | None = None, clock: int | None = None, flags: 
     if event is not None:
         body.append(bytes_field(FIELD_TRACK_EVENT, event))
     return b"".join(body)
+
+
+_TAG_TIMESTAMP = varint(_P_TIMESTAMP << 3)
+
+
+@lru_cache(maxsize=256)
+def _sequence_and_clock(seq: int, clock: int | None) -> bytes:
+    return uint_field(_P_SEQ, seq) + (uint_field(_P_CLOCK, clock) if clock is not None else b"")
 
 
 def sequence_start(seq: int, clock: int | None = None, *, track: int | None = None,
