@@ -2,7 +2,7 @@
 
 A Perfetto trace is a concatenation of `Trace.packet` fields, so the annotated trace is the
 original bytes followed by the annotation packets: nothing already in the trace is rewritten.
-The packets sit on their own sequence (`ANNOTATION_SEQUENCE_ID`) and carry timestamps in trace
+The packets sit on their own sequence (traceformat's `SEQ_ANNOTATION`) and carry timestamps in trace
 time, i.e. trace_processor's `ts` (REALTIME, the trace's primary clock), with no clock id.
 
 Tracks, all children of one global track `memq analyses` (the UI shows it as a top-level group):
@@ -20,7 +20,6 @@ Overlapping slices of one class go on extra tracks of the same name, which the U
 """
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import tempfile
@@ -31,20 +30,13 @@ from typing import Any, Callable
 import pandas as pd
 
 from .errors import MemqError, UsageError
+from .traceformat import names as N
+from .traceformat import packets as P
+from .traceformat import tracks as T
 
-ANNOTATION_SEQUENCE_ID = 0x6D656D71  # "memq": far above the writer's small sequence ids
-_UUID_BASE = 0x6D656D7100000000  # track uuids of annotation tracks: "memq" in the high bits
-ANNOTATION_CATEGORY = "memq.analysis"
-GROUP_TRACK = "memq analyses"
-DUPLICATED_TRACK = "Duplicated bytes"
-REDUNDANT_TRACK_PREFIX = "Redundant copies: "
-STAGED_TRACK = "Staged copies"
-LEAKS_TRACK = "Leaked allocations"
-LEAKED_BYTES_TRACK = "Leaked bytes"
 # A Python job leaks tens of thousands of small heap blocks, all marked at one instant (the UI stacks them):
 # show the largest few per kind; the per-kind summary counts them all.
 LEAKS_SHOWN_PER_KIND = 3
-UPPER_BOUND_NOTE = "upper bound: writes by CPU code and GPU kernels are not traced"
 
 # The analyses' classes (ctf2perfetto.analyses / sql/memq/redundant.sql), in their order of precedence.
 REDUNDANT_REASONS = {
@@ -74,123 +66,108 @@ class Annotations:
     trace_end: int
 
 
+class _Packets:
+    """The annotation sequence's packets, in order (trace time: no clock id, the primary clock applies)."""
+
+    def __init__(self) -> None:
+        self.records = [P.record(P.sequence_start(N.SEQ_ANNOTATION))]
+        self.ranks = iter(range(1, 1 << 30))
+
+    def track(self, descriptor: bytes) -> None:
+        self.records.append(T.record(N.SEQ_ANNOTATION, descriptor))
+
+    def child(self, name: str, description: str, lane: int = 0, counter: bool = False) -> int:
+        """A track of the analysis group (in the order made); its uuid."""
+        self.track(T.analysis_track(name, description, next(self.ranks), lane, counter))
+        return T.analysis_uuid(name, lane)
+
+    def event(self, ts: int, track: int, type_: int, name: str | None = None, args: dict | None = None,
+              counter: int | None = None) -> None:
+        event = P.track_event(type_, track, name=name, category=N.CAT_ANALYSIS if name is not None else None,
+                              args=_present(args), counter=counter)
+        self.records.append(P.record(P.packet(N.SEQ_ANNOTATION, ts=int(ts), event=event)))
+
+    def slices(self, name: str, description: str, rows: pd.DataFrame, title: Callable[[pd.Series], str],
+               fields: Callable[[pd.Series], dict[str, object]]) -> None:
+        """One slice per row on the first lane (a track of the same name) free at its start."""
+        lanes = T.Lanes()
+        made: set[int] = set()
+        for _, row in rows.sort_values(["ts", "dur"], kind="stable").iterrows():
+            start, end = int(row["ts"]), int(row["ts"]) + max(int(row["dur"]), 0)
+            lane = lanes.assign(name, start, end)
+            if lane not in made:
+                made.add(lane)
+                self.child(name, description, lane)
+            track = T.analysis_uuid(name, lane)
+            self.event(start, track, P.TYPE_SLICE_BEGIN, title(row), fields(row))
+            self.event(end, track, P.TYPE_SLICE_END)
+
+
+def _present(values: dict | None) -> dict | None:
+    """Arguments without the absent ones (absent means "not applicable", TRACE_FORMAT.md: e.g. no call_id
+    for Kineto copies); numbers as ints unless they are floats."""
+    if values is None:
+        return None
+    out = {}
+    for key, value in values.items():
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
+            continue
+        out[key] = value if isinstance(value, (str, float)) else int(value)
+    return out
+
+
 def annotation_packets(notes: Annotations) -> bytes:
-    """The annotation packets, serialized as a `Trace` message (appendable to any trace)."""
-    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor, Trace, TracePacket, TrackEvent
-
-    trace = Trace()
-    uuids = iter(range(_UUID_BASE + 1, _UUID_BASE + (1 << 32)))
-    first = True
-
-    def packet() -> TracePacket:
-        nonlocal first
-        p = trace.packet.add()
-        p.trusted_packet_sequence_id = ANNOTATION_SEQUENCE_ID
-        if first:
-            p.sequence_flags = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-            first = False
-        return p
-
-    def track(name: str, description: str, counter: bool = False, parent: int | None = None) -> int:
-        uuid = next(uuids)
-        desc = packet().track_descriptor
-        desc.uuid = uuid
-        desc.name = name
-        desc.description = description
-        if parent is not None:
-            desc.parent_uuid = parent
-        if counter:
-            desc.counter.unit = CounterDescriptor.UNIT_SIZE_BYTES
-        return uuid
-
-    group = track(GROUP_TRACK, f"Results of the memq analyses, added by memq annotate; {UPPER_BOUND_NOTE}.")
-    child = functools.partial(track, parent=group)
-
-    def event(track_uuid: int, ts: int, kind: int, name: str | None = None) -> TrackEvent:
-        p = packet()
-        p.timestamp = int(ts)
-        e = p.track_event
-        e.track_uuid = track_uuid
-        e.type = kind
-        if name is not None:
-            e.name = name
-            e.categories.append(ANNOTATION_CATEGORY)
-        return e
-
-    def args(e: TrackEvent, values: dict[str, object]) -> None:
-        for key, value in values.items():
-            if value is None or (not isinstance(value, str) and pd.isna(value)):
-                continue  # absent means "not applicable" (TRACE_FORMAT.md), e.g. no call_id in Kineto copies
-            a = e.debug_annotations.add()
-            a.name = key
-            if isinstance(value, str):
-                a.string_value = value
-            elif isinstance(value, float):
-                a.double_value = value
-            else:
-                a.int_value = int(value)
+    """The annotation packets, serialized as `Trace.packet` records (appendable to any trace)."""
+    out = _Packets()
+    out.track(T.analysis_group())
 
     # Counters: total first, then per direction.
     dup = notes.duplicated.copy()
     dup["direction"] = dup["direction"].fillna("").astype(str)
     for direction in sorted(dup["direction"].unique(), key=lambda d: (d != "", d)):
-        name = DUPLICATED_TRACK + (f" {direction}" if direction else "")
         what = f"mirrors created by {direction} copies" if direction else "all mirrors"
-        uuid = child(name, f"Destination bytes in an active mirror ({what}); {UPPER_BOUND_NOTE}.", counter=True)
+        track = out.child(N.duplicated_track_name(direction),
+                          f"Destination bytes in an active mirror ({what}); {N.UPPER_BOUND_NOTE}.", counter=True)
         rows = dup[dup["direction"] == direction].sort_values("ts", kind="stable")
         for ts, value in zip(rows["ts"].to_numpy(), rows["value"].to_numpy()):
-            event(uuid, ts, TrackEvent.TYPE_COUNTER).counter_value = int(value)
-
-    def slices(name: str, description: str, rows: pd.DataFrame, title: Callable[[pd.Series], str],
-               fields: Callable[[pd.Series], dict[str, object]]) -> None:
-        lanes: list[tuple[int, int]] = []  # (track uuid, end of its last slice)
-        for _, row in rows.sort_values(["ts", "dur"], kind="stable").iterrows():
-            start, end = int(row["ts"]), int(row["ts"]) + max(int(row["dur"]), 0)
-            lane = next((i for i, (_, busy_until) in enumerate(lanes) if busy_until <= start), None)
-            if lane is None:
-                lanes.append((child(name, description), end))
-                lane = len(lanes) - 1
-            uuid = lanes[lane][0]
-            lanes[lane] = (uuid, end)
-            args(event(uuid, start, TrackEvent.TYPE_SLICE_BEGIN, title(row)), fields(row))
-            event(uuid, end, TrackEvent.TYPE_SLICE_END)
+            out.event(ts, track, P.TYPE_COUNTER, counter=int(value))
 
     red = notes.redundant
     for cls in [c for c in REDUNDANT_REASONS if (red["cls"] == c).any()]:
         label = cls.replace("_", " ")
         reason = REDUNDANT_REASONS[cls]
-        slices(REDUNDANT_TRACK_PREFIX + label, f"Copies with {label} redundant bytes: {reason}; {UPPER_BOUND_NOTE}.",
-               red[red["cls"] == cls],
-               lambda r: f"{r['cls'].replace('_', ' ')} {_size(r['redundant_bytes'])} {r['direction']}",
-               lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]],
-                          "redundant_bytes": r["redundant_bytes"], "redundant_dur": r["redundant_dur"],
-                          "bytes": r["bytes"], "direction": r["direction"], "api": r["api"],
-                          "call_id": r["call_id"]})
-    slices(STAGED_TRACK, "Host<->device copies from pageable host memory: not redundant, but staged through a "
-           "bounce buffer and slower than from pinned memory.", notes.staged,
-           lambda r: f"staged {_size(r['bytes'])} {r['direction']}",
-           lambda r: {"bytes": r["bytes"], "direction": r["direction"], "api": r["api"], "call_id": r["call_id"]})
+        out.slices(f"{N.REDUNDANT_TRACK}: {label}",
+                   f"Copies with {label} redundant bytes: {reason}; {N.UPPER_BOUND_NOTE}.", red[red["cls"] == cls],
+                   lambda r: f"{r['cls'].replace('_', ' ')} {N.format_bytes(r['redundant_bytes'])} {r['direction']}",
+                   lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]],
+                              "redundant_bytes": r["redundant_bytes"], "redundant_dur": r["redundant_dur"],
+                              "bytes": r["bytes"], "direction": r["direction"], "api": r["api"],
+                              "call_id": r["call_id"]})
+    out.slices(N.STAGED_TRACK, "Host<->device copies from pageable host memory: not redundant, but staged through a "
+               "bounce buffer and slower than from pinned memory.", notes.staged,
+               lambda r: f"staged {N.format_bytes(r['bytes'])} {r['direction']}",
+               lambda r: {"bytes": r["bytes"], "direction": r["direction"], "api": r["api"], "call_id": r["call_id"]})
 
     if len(notes.leaks):
-        uuid = child(LEAKED_BYTES_TRACK, "Bytes allocated up to this time that are never freed in the trace "
-                     "(all memory kinds).", counter=True)
+        track = out.child(N.LEAKED_BYTES_TRACK, "Bytes allocated up to this time that are never freed in the trace "
+                          "(all memory kinds).", counter=True)
         growth = notes.leaks.groupby("ts", sort=True)["bytes"].sum().cumsum()
         for ts, value in zip(growth.index.to_numpy(), growth.to_numpy()):
-            event(uuid, ts, TrackEvent.TYPE_COUNTER).counter_value = int(value)
-        uuid = child(LEAKS_TRACK, "Allocations never freed before the trace ended, marked at its end: one summary "
-                     f"per memory kind, then the largest {LEAKS_SHOWN_PER_KIND} allocations of each kind.")
+            out.event(ts, track, P.TYPE_COUNTER, counter=int(value))
+        track = out.child(N.LEAKS_TRACK, "Allocations never freed before the trace ended, marked at its end: one "
+                          f"summary per memory kind, then the largest {LEAKS_SHOWN_PER_KIND} allocations of each kind.")
         leaks = notes.leaks.sort_values(["bytes", "ts"], ascending=[False, True], kind="stable")
         for kind, rows in leaks.groupby("mem_kind", sort=True):
             shown = rows.head(LEAKS_SHOWN_PER_KIND)
-            args(event(uuid, notes.trace_end, TrackEvent.TYPE_INSTANT,
-                       f"leaked {kind}: {len(rows)} allocations, {_size(rows['bytes'].sum())}"),
-                 {"mem_kind": kind, "allocations": len(rows), "bytes": int(rows["bytes"].sum()),
-                  "shown": len(shown)})
+            out.event(notes.trace_end, track, P.TYPE_INSTANT,
+                      f"leaked {kind}: {len(rows)} allocations, {N.format_bytes(rows['bytes'].sum())}",
+                      {"mem_kind": kind, "allocations": len(rows), "bytes": int(rows["bytes"].sum()),
+                       "shown": len(shown)})
             for _, row in shown.iterrows():
-                args(event(uuid, notes.trace_end, TrackEvent.TYPE_INSTANT, f"leak {kind} {_size(row['bytes'])}"),
-                     {"bytes": row["bytes"], "mem_kind": kind, "ptr": row["ptr"], "alloc_id": row["alloc_id"],
-                      "pid": row["pid"], "api": row["api"], "allocated_ts": row["ts"]})
-    return trace.SerializeToString()
+                out.event(notes.trace_end, track, P.TYPE_INSTANT, f"leak {kind} {N.format_bytes(row['bytes'])}",
+                          {"bytes": row["bytes"], "mem_kind": kind, "ptr": row["ptr"], "alloc_id": row["alloc_id"],
+                           "pid": row["pid"], "api": row["api"], "allocated_ts": row["ts"]})
+    return b"".join(out.records)
 
 
 def duplicated_over_time(engine: Any) -> pd.DataFrame:
@@ -211,8 +188,8 @@ def collect(engine: Any, unified: str = "auto") -> Annotations:
     """Run the analyses on an open engine and shape their results for `annotation_packets`."""
     from . import analyses
 
-    if (engine.query(f"SELECT COUNT(*) AS n FROM track WHERE name = '{DUPLICATED_TRACK}'")["n"].iloc[0]):
-        raise UsageError(f"the trace already has a '{DUPLICATED_TRACK}' track: it is annotated already; "
+    if (engine.query(f"SELECT COUNT(*) AS n FROM track WHERE name = '{N.DUPLICATED_TRACK}'")["n"].iloc[0]):
+        raise UsageError(f"the trace already has a '{N.DUPLICATED_TRACK}' track: it is annotated already; "
                          "annotate the original trace")
     duplicated = duplicated_over_time(engine)
     copies = analyses.redundant_copies(engine, unified)
@@ -227,15 +204,6 @@ def collect(engine: Any, unified: str = "auto") -> Annotations:
     leaks = analyses.leaked_allocations(engine).rename(columns={"size": "bytes", "kind": "mem_kind", "addr": "ptr"})
     trace_end = int(engine.query("SELECT trace_end() AS e")["e"].iloc[0])
     return Annotations(duplicated, redundant, staged, leaks, trace_end)
-
-
-def _size(n: object) -> str:
-    value = float(n)  # type: ignore[arg-type]
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def require_protobuf_trace(trace: Path) -> None:

@@ -9,11 +9,11 @@ import pytest
 
 import oracle
 from ctf2perfetto import analyses
-from ctf2perfetto.annotate import (ANNOTATION_CATEGORY, LEAKS_SHOWN_PER_KIND, Annotations, annotation_packets,
-                                   write_annotated)
+from ctf2perfetto.annotate import LEAKS_SHOWN_PER_KIND, Annotations, annotation_packets, write_annotated
 from ctf2perfetto.decode import decode
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventKind
+from ctf2perfetto.traceformat import names as N
 from support.rows import from_batches
 from ui.traces import annotated, converted, memq
 
@@ -69,7 +69,7 @@ def test_appends_without_touching_the_trace_and_loads_clean(hip: Path, hip_annot
     _, annotated_engine = engines
     assert annotated_engine.query(PROBLEMS_SQL).empty, annotated_engine.query(PROBLEMS_SQL)
     # Every event of the original is still there, unchanged in count.
-    count = "SELECT COUNT(*) AS n FROM slice WHERE category IS NOT '" + ANNOTATION_CATEGORY + "'"
+    count = "SELECT COUNT(*) AS n FROM slice WHERE category IS NOT '" + N.CAT_ANALYSIS + "'"
     assert engines[0].query(count)["n"].iloc[0] == annotated_engine.query(count)["n"].iloc[0]
 
 
@@ -114,7 +114,7 @@ def test_redundant_copy_slices_equal_the_oracle(engines, reference) -> None:
                EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS redundant_bytes,
                EXTRACT_ARG(s.arg_set_id, 'debug.reason') AS reason
         FROM slice s JOIN track t ON s.track_id = t.id
-        WHERE s.category = '{ANNOTATION_CATEGORY}' AND t.name GLOB 'Redundant copies: *'""")
+        WHERE s.category = '{N.CAT_ANALYSIS}' AND t.name GLOB 'Redundant copies: *'""")
     expected = [(f"Redundant copies: {cls.replace('_', ' ')}", w.begin, w.end - w.begin, cls, getattr(w, cls))
                 for w in ref.writes if w.src is not None for cls in oracle.CLASSES if getattr(w, cls) > 0]
     assert any(cls == "round_trip" for *_, cls, _ in expected), \
