@@ -49,25 +49,17 @@ def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None) -
     if not path.exists():
         raise UsageError(f"{path}: no such trace file or directory")
     from .engine import open_trace
+    from .pipeline import convert
 
     if path.is_dir():
         with tempfile.TemporaryDirectory(prefix="memq-") as tmp:
             converted = Path(tmp) / "trace.pftrace"
-            _convert(path, converted)
+            convert(path, converted)
             with open_trace(converted, trace_processor=trace_processor) as engine:
                 yield engine
         return
     with open_trace(path, trace_processor=trace_processor) as engine:
         yield engine
-
-
-def _convert(directory: Path, out: Path) -> None:
-    """Decode an LTTng trace directory and write it as a memq trace."""
-    from .decode import decode
-    from .write import write_trace
-
-    with decode(directory) as decoding:
-        write_trace(decoding, lambda: decoding.info, out)
 
 
 def _query(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
