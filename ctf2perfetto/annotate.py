@@ -170,28 +170,15 @@ def annotation_packets(notes: Annotations) -> bytes:
     return b"".join(out.records)
 
 
-def duplicated_over_time(engine: Any) -> pd.DataFrame:
-    """Whole-trace duplicated bytes over time: ts, direction ('' = total), value; one row per change."""
-    from . import analyses
-
-    total = analyses.duplicated_counter(engine, "total")
-    by_direction = analyses.duplicated_counter(engine, "direction")
-    frame = pd.concat([
-        total[total["pid"].isna()].assign(direction=""),
-        by_direction[by_direction["pid"].isna()].assign(direction=lambda d: d["key"].astype(str)),
-    ], ignore_index=True)[["ts", "direction", "value"]]
-    frame.attrs.update(total.attrs)  # applies / note: e.g. not applicable to traces without addresses
-    return frame
-
-
 def collect(engine: Any, unified: str = "auto") -> Annotations:
     """Run the analyses on an open engine and shape their results for `annotation_packets`."""
     from . import analyses
 
-    if (engine.query(f"SELECT COUNT(*) AS n FROM track WHERE name = '{N.DUPLICATED_TRACK}'")["n"].iloc[0]):
+    trace = analyses.module_query(engine, ("trace",), "SELECT annotated, end_ts FROM memq_trace").iloc[0]
+    if trace["annotated"]:
         raise UsageError(f"the trace already has a '{N.DUPLICATED_TRACK}' track: it is annotated already; "
                          "annotate the original trace")
-    duplicated = duplicated_over_time(engine)
+    duplicated = analyses.duplicated_over_time(engine)
     copies = analyses.redundant_copies(engine, unified)
     per_class = []
     for cls in REDUNDANT_REASONS:
@@ -202,8 +189,7 @@ def collect(engine: Any, unified: str = "auto") -> Annotations:
     staged = copies[copies["staged"].fillna(0).astype(bool)][["ts", "dur", "bytes", "direction", "api", "call_id"]]
 
     leaks = analyses.leaked_allocations(engine).rename(columns={"size": "bytes", "kind": "mem_kind", "addr": "ptr"})
-    trace_end = int(engine.query("SELECT trace_end() AS e")["e"].iloc[0])
-    return Annotations(duplicated, redundant, staged, leaks, trace_end)
+    return Annotations(duplicated, redundant, staged, leaks, int(trace["end_ts"]))
 
 
 def require_protobuf_trace(trace: Path) -> None:
