@@ -90,7 +90,7 @@ def trace_warnings(trace: Any) -> list[str]:
         if row["skipped_events"]:
             lines.append(f"{int(row['skipped_events']):,} events could not be used")
     if unplaced:
-        lines.append(f"{unplaced:,} copies or memsets have no API call (call_id) or no address in the trace: they are "
+        lines.append(f"{unplaced:,} copies or memsets have no thread (pid, tid) or no address in the trace: they are "
                      "left out of the mirror, duplicated and redundant figures")
     for row in problems.to_dict("records"):
         lines.append(f"trace_processor could not import everything: {row['name']} = {int(row['value']):,} "

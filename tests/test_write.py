@@ -112,7 +112,7 @@ def test_slices_on_their_tracks(tp):
         FROM slice s JOIN track t ON s.track_id = t.id LEFT JOIN thread_track tt ON tt.id = s.track_id
         LEFT JOIN thread th USING (utid) ORDER BY s.ts, s.category, s.name""")
     expected = [
-        (rt(T0), 0, "memq.binary", "/usr/bin/python3", "memq"), (rt(T0), 0, "memq.device", "GPU 0", "memq"),
+        (rt(T0), 0, "memq.binary", "/usr/bin/python3", "Libraries"), (rt(T0), 0, "memq.device", "GPU 0", "memq"),
         (rt(T0), 0, "memq.heap", "malloc", A), (rt(T0), 0, "memq.meta", "memq trace info", "memq"),
         (rt(T0 + 10), 0, "memq.heap", "calloc", A), (rt(T0 + 20), 0, "memq.heap", "realloc", A + 1),
         (rt(T0 + 30), 0, "memq.heap", "posix_memalign", A), (rt(T0 + 40), 0, "memq.heap", "memalign", B),
@@ -130,6 +130,15 @@ def test_slices_on_their_tracks(tp):
     # overlapping copies of one stream, and overlapping losses, went on distinct lanes (tracks)
     lanes = rows(tp, "SELECT count(DISTINCT track_id) FROM slice WHERE category IN ('memq.copy', 'memq.lost')")
     assert lanes == [(4,)]
+    # heap calls sit on a `heap` track of their thread, beside its API slices; libraries under `memq`
+    heap = rows(tp, """SELECT DISTINCT t.name, th.tid FROM slice s JOIN thread_track t ON s.track_id = t.id
+                       JOIN thread th USING (utid) WHERE s.category = 'memq.heap' ORDER BY th.tid""")
+    assert heap == [("heap", A), ("heap", A + 1), ("heap", B)]
+    api = rows(tp, """SELECT DISTINCT t.name FROM slice s JOIN track t ON s.track_id = t.id
+                      WHERE s.category = 'memq.api'""")
+    assert api == [(None,)]  # the thread tracks themselves (the UI names them after the thread)
+    assert rows(tp, """SELECT p.name FROM track t JOIN track p ON t.parent_id = p.id
+                       WHERE t.name = 'Libraries'""") == [("memq",)]
 
 
 def args_of(tp, where: str) -> dict:
@@ -139,13 +148,17 @@ def args_of(tp, where: str) -> dict:
 
 
 def test_heap_instant_args(tp):
-    assert args_of(tp, "s.name = 'malloc'") == {"ptr": 0x1000, "size": 100, "alloc_id": 1, "ip": 0x401000}
-    assert args_of(tp, "s.name = 'calloc'") == {"ptr": 0x2000, "size": 48, "nmemb": 3, "alloc_id": 2}
-    assert args_of(tp, "s.name = 'realloc'") == {"ptr": 0x3000, "size": 200, "in_ptr": 0x1000, "alloc_id": 3,
-                                                 "freed_alloc_id": 1}
-    assert args_of(tp, "s.name = 'posix_memalign'") == {"ptr": 0x4000, "size": 64, "alignment": 64, "result": 0,
+    assert args_of(tp, "s.name = 'malloc'") == {"ptr": 0x1000, "size": 100, "size_fmt": "100 B", "alloc_id": 1,
+                                                "ip": 0x401000}
+    assert args_of(tp, "s.name = 'calloc'") == {"ptr": 0x2000, "size": 48, "size_fmt": "48 B", "nmemb": 3,
+                                                "alloc_id": 2}
+    assert args_of(tp, "s.name = 'realloc'") == {"ptr": 0x3000, "size": 200, "size_fmt": "200 B", "in_ptr": 0x1000,
+                                                 "alloc_id": 3, "freed_alloc_id": 1}
+    assert args_of(tp, "s.name = 'posix_memalign'") == {"ptr": 0x4000, "size": 64, "size_fmt": "64 B",
+                                                        "alignment": 64, "alignment_fmt": "64 B", "result": 0,
                                                         "alloc_id": 4}
-    assert args_of(tp, "s.name = 'memalign'") == {"ptr": 0x1000, "size": 32, "alignment": 16, "alloc_id": 5}
+    assert args_of(tp, "s.name = 'memalign'") == {"ptr": 0x1000, "size": 32, "size_fmt": "32 B", "alignment": 16,
+                                                  "alignment_fmt": "16 B", "alloc_id": 5}
     assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 50)}") == {"ptr": 0x9999, "unmatched": 1}
     assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 60)}") == {"ptr": 0}
     assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 310)}") == {"ptr": 0x3000, "freed_alloc_id": 3}
@@ -154,22 +167,25 @@ def test_heap_instant_args(tp):
 def test_api_and_copy_slice_args(tp):
     assert args_of(tp, "s.name = 'hipMalloc'") == {
         "runtime": "hip", "op": "alloc", "result": 0, "device": 0, "call_id": 1, "ptr": 0x700000, "size": 4096,
-        "mem_kind": "device", "flags": 0, "alloc_id": 6}
+        "size_fmt": "4.0 KiB", "mem_kind": "device", "flags": 0, "alloc_id": 6}
     assert args_of(tp, "s.name = 'hipFree'") == {
         "runtime": "hip", "op": "free", "result": 0, "device": 0, "call_id": 8, "ptr": 0x700000, "size": 4096,
-        "mem_kind": "device", "freed_alloc_id": 6}
+        "size_fmt": "4.0 KiB", "mem_kind": "device", "freed_alloc_id": 6}
     api = args_of(tp, f"s.category = 'memq.api' AND s.ts = {rt(T0 + 130)}")
     assert api == {"runtime": "hip", "op": "copy", "result": 0, "device": 0, "stream": 7, "call_id": 3,
-                   "dst": 0x700010, "src": 0x3008, "bytes": 16, "copy_kind": 4}
+                   "dst": 0x700010, "src": 0x3008, "bytes": 16, "bytes_fmt": "16 B", "copy_kind": 4,
+                   "copy_kind_name": "hipMemcpyDefault"}
     # Default kind: direction from the endpoints (host block 3 -> device block 6)
     assert args_of(tp, f"s.category = 'memq.copy' AND s.ts = {rt(T0 + 130)}") == {
-        "api": "hipMemcpyAsync", "call_id": 3, "dst": 0x700010, "src": 0x3008, "bytes": 16, "copy_kind": 4,
-        "stream": 7, "device": 0, "result": 0, "dst_alloc_id": 6, "src_alloc_id": 3, "dst_mem": "device",
-        "src_mem": "host", "direction": "HtoD"}
+        "api": "hipMemcpyAsync", "call_id": 3, "pid": A, "tid": A, "dst": 0x700010, "src": 0x3008, "bytes": 16,
+        "bytes_fmt": "16 B", "copy_kind": 4, "copy_kind_name": "hipMemcpyDefault", "stream": 7, "device": 0,
+        "result": 0, "dst_alloc_id": 6, "src_alloc_id": 3, "dst_mem": "device", "src_mem": "host",
+        "direction": "HtoD"}
     assert args_of(tp, "s.category = 'memq.copy' AND s.name = 'DtoH'")["dst_mem"] == "pinned"
+    assert args_of(tp, "s.category = 'memq.copy' AND s.name = 'DtoH'")["tid"] == A + 1
     assert args_of(tp, "s.category = 'memq.set'") == {
-        "api": "hipMemset", "call_id": 5, "dst": 0x700000, "bytes": 64, "stream": 0, "device": 0, "result": 0,
-        "value": 0xAB, "dst_alloc_id": 6, "dst_mem": "device"}
+        "api": "hipMemset", "call_id": 5, "pid": A, "tid": A, "dst": 0x700000, "bytes": 64, "bytes_fmt": "64 B",
+        "stream": 0, "device": 0, "result": 0, "value": 0xAB, "dst_alloc_id": 6, "dst_mem": "device"}
     assert args_of(tp, "s.name = 'hipMemcpy'")["result"] == 1
 
 
@@ -180,7 +196,8 @@ def test_meta_device_binary_and_lost_args(tp):
     assert args_of(tp, "s.category = 'memq.device'") == {
         "pid": A, "device": 0, "runtime": "hip", "name": "AMD Instinct MI300A", "integrated": 1, "unified_memory": 1}
     assert args_of(tp, "s.category = 'memq.binary'") == {
-        "pid": A, "baddr": 0x400000, "memsz": 0x2000, "path": "/usr/bin/python3", "build_id": "abcd"}
+        "pid": A, "baddr": 0x400000, "memsz": 0x2000, "memsz_fmt": "8.0 KiB", "path": "/usr/bin/python3",
+        "build_id": "abcd"}
     assert args_of(tp, "s.name = 'lost events'") == {"count": 5, "stream": "ust/uid/0/64-bit/chan_1"}
     assert args_of(tp, "s.name = 'lost packets'") == {"count": 2, "stream": "ust/uid/0/64-bit/chan_0"}
 

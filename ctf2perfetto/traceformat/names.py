@@ -5,6 +5,8 @@ package and the UI side read nothing else.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..events import EventKind, MemKind
 
 # -- packet sequences (trusted_packet_sequence_id) -------------------------------------------------
@@ -175,14 +177,33 @@ def fmt_key(key: str) -> str:
     return key + FMT_SUFFIX
 
 
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+_CODE_SHIFT = 56
+
+
+def bytes_codes(values) -> np.ndarray:
+    """One int64 per byte count, equal for counts that read the same (`format_bytes` of the code's text):
+    the unit (the largest binary one that keeps the number >= 1) and the digits shown. Vectorized, so a
+    column of sizes is formatted once per distinct text."""
+    scaled = np.abs(np.asarray(values, dtype=np.float64))
+    unit = np.zeros(len(scaled), np.int64)
+    for _ in _BYTE_UNITS[1:]:
+        up = scaled >= 1024
+        scaled = np.where(up, scaled / 1024, scaled)
+        unit += up
+    digits = np.rint(np.where(unit == 0, scaled, scaled * 10)).astype(np.int64)
+    return (unit << _CODE_SHIFT) | digits
+
+
+def bytes_text(code: int) -> str:
+    """The text of a `bytes_codes` code: `512 B`, `4.0 KiB`, `1.5 GiB`."""
+    unit, digits = code >> _CODE_SHIFT, code & ((1 << _CODE_SHIFT) - 1)
+    return f"{digits} B" if unit == 0 else f"{digits / 10:.1f} {_BYTE_UNITS[unit]}"
+
+
 def format_bytes(n: float) -> str:
     """A byte count in the largest binary unit that keeps it >= 1: `512 B`, `4.0 KiB`, `1.5 GiB`."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    return bytes_text(int(bytes_codes([n])[0]))
 
 
 def format_ns(ns: float) -> str:

@@ -38,6 +38,15 @@ class GpuWriter:
     def _mem_names(self, mem: np.ndarray) -> np.ndarray:
         return self._strings(N.MEM_NAMES.get(MemKind(m), N.MEM_NAMES[MemKind.UNKNOWN]) for m in mem.tolist())
 
+    def _readable(self, args: list, names: list[str], copy_kind: np.ndarray, copy: np.ndarray) -> list:
+        """Formatted twins of the size arguments among `args`, and copy kinds by name."""
+        interner = self.out.interner
+        twins = [interner.twin(key, values, present) for key in (A.size, A.bytes, A.width, A.dpitch, A.spitch,
+                                                                 A.dslice, A.sslice)
+                 for iid, _, values, present in args if iid == interner.arg(key) and present.any()]
+        kinds = interner.strings(N.copy_kind_name(runtime_of(nm), k) for nm, k in zip(names, copy_kind.tolist()))
+        return twins + [(interner.arg(A.copy_kind_name), ARG_STRING, kinds, copy)]
+
     def emit_api(self, batch: EventBatch, mb: ModelBatch, rows: np.ndarray, thread_uuid: np.ndarray,
                  call_id: np.ndarray) -> np.ndarray:
         """memq.api slices: BEGIN (all args, free flows) at the call's start, END (alloc flows) at its end;
@@ -95,6 +104,7 @@ class GpuWriter:
             (a(A.advice), ARG_UINT, col["aux"], advise),
             (a(A.new_device), ARG_INT, arg_values(col["aux"]), is_[EventKind.GPU_SET_DEVICE]),
         ]
+        args += self._readable(args, names, col["copy_kind"], copy)
         track = thread_uuid[rows]
         offsets = self.out.emit(slice_table(
             batch["begin"][rows], batch["ts"][rows], track, name_iid,
@@ -145,6 +155,8 @@ class GpuWriter:
         args = [
             (a(A.api), ARG_STRING, self._strings(names), ones),
             (a(A.call_id), ARG_UINT, call_id[rows], ones),
+            (a(A.pid), ARG_INT, arg_values(batch["pid"][rows]), ones),
+            (a(A.tid), ARG_INT, arg_values(batch["tid"][rows]), ones),
             (a(A.dst), ARG_POINTER, batch["ptr"][rows], ones),
             (a(A.src), ARG_POINTER, batch["src"][rows], copy),
             (a(A.bytes), ARG_UINT, batch["size"][rows], ones),
@@ -167,6 +179,9 @@ class GpuWriter:
             (a(A.src_mem), ARG_STRING, self._mem_names(ep["src_mem"]), copy),
             (a(A.direction), ARG_STRING, self._strings(directions), copy),
         ]
-        # src flow terminates on the BEGIN, dst flow on the END: one terminating id per packet.
+        args += self._readable(args, names, copy_kind, copy)
+        # src flow terminates on the BEGIN, dst flow on the END: one terminating id per packet. A copy's
+        # BEGIN also starts the flow to the verdict `memq annotate` may add (a flow never ended is no error).
+        verdict = np.where(copy, call_id[rows] | np.uint64(N.FLOW_VERDICT), 0)
         self.out.emit(slice_table(begin, end, track, name_iid, cat, args, begin_flow_in=flows["src"],
-                                  end_flow_in=flows["dst"]), slices=True)
+                                  begin_flow_out=verdict, end_flow_in=flows["dst"]), slices=True)

@@ -76,7 +76,9 @@ class MetaWriter:
             build_id = binary.get("build_id")
             if build_id:
                 values[A.build_id] = build_id.hex() if isinstance(build_id, (bytes, bytearray)) else str(build_id)
-            self._instant(int(binary.get("ts", t0)), memq, N.CAT_BINARY, values[A.path], values)
+            values[N.fmt_key(A.memsz)] = N.format_bytes(values[A.memsz])
+            self.tracks.libraries = True
+            self._instant(int(binary.get("ts", t0)), T.libraries_uuid(), N.CAT_BINARY, values[A.path], values)
 
 
 def _host_settings(info: TraceInfo) -> dict[str, object]:
@@ -87,4 +89,5 @@ def _host_settings(info: TraceInfo) -> dict[str, object]:
     values: dict[str, object] = {A.host_source: host["source"]}
     if isinstance(host.get("min_size"), int):
         values[A.host_min_size] = host["min_size"]
+        values[N.fmt_key(A.host_min_size)] = N.format_bytes(host["min_size"])
     return values

@@ -22,6 +22,8 @@ class TrackRegistry:
     def __init__(self, out: PacketStream) -> None:
         self.out = out
         self.threads: set[tuple[int, int]] = set()
+        self.heap_threads: set[tuple[int, int]] = set()  # threads with a `heap` track
+        self.libraries = False  # whether the `Libraries` track has events
         self.counters: set[int] = set()
         self.gpus: set[int] = set()
         self.streams: dict[int, tuple[int, str, int, int]] = {}  # uuid -> (device, runtime, stream, lane)
@@ -76,8 +78,11 @@ class TrackRegistry:
         for pid, tid in sorted(threads):
             name = thread_names.get((pid, tid)) or (names.get(pid) if pid == tid else None)
             out.append(T.record(N.SEQ_DESCRIPTORS, T.thread_track(pid, tid, name or None), t0, N.CLOCK_MONOTONIC))
+        out += [T.record(N.SEQ_DESCRIPTORS, T.heap_track(pid, tid)) for pid, tid in sorted(self.heap_threads)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.gpu_track(dev)) for dev in sorted(self.gpus)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.stream_track(*where))
                 for _, where in sorted(self.streams.items(), key=lambda kv: kv[1])]
         out += [T.record(N.SEQ_DESCRIPTORS, T.memq_track(lane)) for lane in range(self.memq_lanes)]
+        if self.libraries:
+            out.append(T.record(N.SEQ_DESCRIPTORS, T.libraries_track()))
         return b"".join(out)

@@ -7,7 +7,7 @@ from typing import BinaryIO, Iterable
 
 import numpy as np
 
-from ..encode import Table
+from ..encode import ARG_STRING, Table
 from ..traceformat import names as N
 from ..traceformat import packets as P
 
@@ -19,13 +19,16 @@ class Interner:
 
     def __init__(self) -> None:
         self.tables: dict[str, dict[str, int]] = {k: {} for k in P.INTERNED_KINDS}
+        self.texts: dict[str, list[str]] = {k: [] for k in P.INTERNED_KINDS}  # iid - 1 -> text
         self.pending: list[tuple[str, int, str]] = []
+        self._small_texts = np.zeros(1 << 16, np.uint64)  # byte count -> interned text (0: not made yet)
 
     def iid(self, kind: str, text: str) -> int:
         table = self.tables[kind]
         iid = table.get(text)
         if iid is None:
             iid = table[text] = len(table) + 1
+            self.texts[kind].append(text)
             self.pending.append((kind, iid, text))
         return iid
 
@@ -47,6 +50,38 @@ class Interner:
     def strings(self, texts: Iterable[str]) -> np.ndarray:
         """Interned string values of `texts`, as the uint64 column an ARG_STRING argument takes."""
         return np.array([self.string(t) for t in texts], np.uint64)
+
+    def formatted(self, key: str, values: np.ndarray) -> np.ndarray:
+        """Interned `<key>_fmt` texts (`4.0 KiB`, `1.25 ms`) of a size or duration column, each distinct
+        text made once in the trace. Sizes below 64 KiB (most heap blocks) are looked up in a table."""
+        values = np.asarray(values)
+        if N.ARGS[key] != N.BYTES:
+            uniq, inverse = np.unique(values, return_inverse=True)
+            return self.strings(N.format_value(key, v) for v in uniq.tolist())[inverse.ravel()]
+        small = values < len(self._small_texts)
+        if not small.all():
+            out = np.zeros(len(values), np.uint64)
+            out[small] = self.formatted(key, values[small])
+            uniq, inverse = np.unique(N.bytes_codes(values[~small]), return_inverse=True)
+            out[~small] = self.strings(N.bytes_text(code) for code in uniq.tolist())[inverse.ravel()]
+            return out
+        out = self._small_texts[values]
+        missing = out == 0
+        if missing.any():
+            new = np.unique(values[missing])
+            self._small_texts[new] = self.strings(N.bytes_text(code) for code in N.bytes_codes(new).tolist())
+            out = self._small_texts[values]
+        return out
+
+    def twin(self, key: str, values: np.ndarray, present: np.ndarray) -> tuple[int, int, np.ndarray, np.ndarray]:
+        """The formatted twin of a size or duration argument, as an argument column (present where it is)."""
+        texts = np.zeros(len(present), np.uint64)
+        texts[present] = self.formatted(key, np.asarray(values)[present])
+        return self.arg(N.fmt_key(key)), ARG_STRING, texts, present
+
+    def text(self, kind: str, iid: int) -> str:
+        """The text interned as `iid`."""
+        return self.texts[kind][iid - 1]
 
     def packet(self) -> bytes | None:
         """Record of the interned-data packet with the entries not yet written, or None."""
