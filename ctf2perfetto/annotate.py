@@ -5,18 +5,19 @@ original bytes followed by the annotation packets: nothing already in the trace 
 The packets sit on their own sequence (traceformat's `SEQ_ANNOTATION`) and carry timestamps in trace
 time, i.e. trace_processor's `ts` (REALTIME, the trace's primary clock), with no clock id.
 
-Tracks, all children of one global track `memq analyses` (the UI shows it as a top-level group):
+Tracks, all children of one global track `memq analyses` (the UI shows it as a top-level group), in this order:
 
 | track | kind | what |
 |---|---|---|
 | `Duplicated bytes` | counter, bytes | destination bytes in an active mirror (upper bound: CPU/kernel writes are not traced) |
-| `Duplicated bytes <direction>` | counter, bytes | the same, for mirrors created by copies of that direction |
-| `Redundant copies: <class>` | slices | one per copy with redundant bytes of that class (repeat, round trip, unified, managed) |
+| `Redundant copies` | slices | one per copy with redundant bytes: its main class, bytes per class, the reason; a flow from the copy |
 | `Staged copies` | slices | host<->device copies from pageable memory (not redundant, slower than needed) |
-| `Leaked allocations` | instants at the trace's end | per memory kind: a summary (count, bytes), then its largest leaked allocations |
+| `Duplicated bytes <direction>` | counter, bytes | the same as the first, for mirrors created by copies of that direction |
 | `Leaked bytes` | counter, bytes | bytes allocated by then that are never freed (reaches the total leaked at the end) |
+| `Leaked allocations` | one slice | from the first leaked allocation to the trace's end: totals, per kind, the largest |
 
-Overlapping slices of one class go on extra tracks of the same name, which the UI merges into one.
+Overlapping slices go on extra tracks of the same name, which the UI shows as one. Every size and duration
+argument has its formatted twin (`<key>_fmt`).
 """
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ from .traceformat import names as N
 from .traceformat import packets as P
 from .traceformat import tracks as T
 
-# A Python job leaks tens of thousands of small heap blocks, all marked at one instant (the UI stacks them):
-# show the largest few per kind; the per-kind summary counts them all.
+# A Python job leaks tens of thousands of small heap blocks: the summary counts them all per kind and lists the
+# largest few of each.
 LEAKS_SHOWN_PER_KIND = 3
+CLASS_BYTES = {cls: f"{cls}_bytes" for cls in ("repeat", "round_trip", "managed", "unified")}
 
 # The analyses' classes (ctf2perfetto.analyses / sql/memq/redundant.sql), in their order of precedence.
 REDUNDANT_REASONS = {
@@ -52,11 +54,12 @@ class Annotations:
     """The analysis results to bake in, as plain tables in trace time (ns).
 
     duplicated: ts, direction ('' = total), value — counter samples, one per change.
-    redundant: ts, dur, cls, bytes, redundant_bytes (of that class), redundant_dur (the copy's prorated time,
-        all classes), direction, api, call_id — one row per copy and class it has bytes in.
+    redundant: ts, dur, cls (the class with most bytes), bytes, redundant_bytes (all classes), repeat_bytes,
+        round_trip_bytes, managed_bytes, unified_bytes, redundant_dur (prorated), direction, api, call_id — one row
+        per copy with redundant bytes.
     staged: ts, dur, bytes, direction, api, call_id.
     leaks: ts (allocated), bytes, mem_kind, ptr, alloc_id, pid, api.
-    trace_end: last timestamp of the trace (where leaks are marked).
+    trace_end: last timestamp of the trace (where the leak summary ends).
     """
 
     duplicated: pd.DataFrame
@@ -82,14 +85,15 @@ class _Packets:
         return T.analysis_uuid(name, lane)
 
     def event(self, ts: int, track: int, type_: int, name: str | None = None, args: dict | None = None,
-              counter: int | None = None) -> None:
+              counter: int | None = None, terminating: tuple[int, ...] = ()) -> None:
         event = P.track_event(type_, track, name=name, category=N.CAT_ANALYSIS if name is not None else None,
-                              args=_present(args), counter=counter)
+                              args=_present(args), counter=counter, terminating=terminating)
         self.records.append(P.record(P.packet(N.SEQ_ANNOTATION, ts=int(ts), event=event)))
 
     def slices(self, name: str, description: str, rows: pd.DataFrame, title: Callable[[pd.Series], str],
-               fields: Callable[[pd.Series], dict[str, object]]) -> None:
-        """One slice per row on the first lane (a track of the same name) free at its start."""
+               fields: Callable[[pd.Series], dict[str, object]], flows: bool = False) -> None:
+        """One slice per row on the first lane (a track of the same name) free at its start; with `flows`, a
+        flow from the row's copy (`call_id`) to it."""
         lanes = T.Lanes()
         made: set[int] = set()
         for _, row in rows.sort_values(["ts", "dur"], kind="stable").iterrows():
@@ -100,19 +104,29 @@ class _Packets:
                 self.child(name, description, lane)
             track = T.analysis_uuid(name, lane)
             self.event(start, track, P.TYPE_SLICE_BEGIN, title(row), fields(row))
-            self.event(end, track, P.TYPE_SLICE_END)
+            # The copy's slice started this flow (write/gpu.py); ending it at this END, never earlier than
+            # the copy's BEGIN, links the verdict to the copy it judges.
+            call_id = row.get("call_id")
+            verdict = (N.FLOW_VERDICT | int(call_id),) if flows and call_id is not None and pd.notna(call_id) else ()
+            self.event(end, track, P.TYPE_SLICE_END, terminating=verdict)
 
 
 def _present(values: dict | None) -> dict | None:
     """Arguments without the absent ones (absent means "not applicable", TRACE_FORMAT.md: e.g. no call_id
-    for Kineto copies); numbers as ints unless they are floats."""
+    for Kineto copies), numbers as ints unless they are floats, each size or duration with its formatted
+    twin; nested dicts alike."""
     if values is None:
         return None
-    out = {}
+    out: dict[str, object] = {}
     for key, value in values.items():
+        if isinstance(value, dict):
+            out[key] = _present(value)
+            continue
         if value is None or (not isinstance(value, str) and pd.isna(value)):
             continue
-        out[key] = value if isinstance(value, (str, float)) else int(value)
+        out[key] = value if isinstance(value, (str, float, P.Pointer)) else int(value)
+        if N.ARGS.get(key) is not None:
+            out[N.fmt_key(key)] = N.format_value(key, out[key])  # type: ignore[arg-type]
     return out
 
 
@@ -121,10 +135,10 @@ def annotation_packets(notes: Annotations) -> bytes:
     out = _Packets()
     out.track(T.analysis_group())
 
-    # Counters: total first, then per direction.
     dup = notes.duplicated.copy()
     dup["direction"] = dup["direction"].fillna("").astype(str)
-    for direction in sorted(dup["direction"].unique(), key=lambda d: (d != "", d)):
+
+    def duplicated(direction: str) -> None:
         what = f"mirrors created by {direction} copies" if direction else "all mirrors"
         track = out.child(N.duplicated_track_name(direction),
                           f"Destination bytes in an active mirror ({what}); {N.UPPER_BOUND_NOTE}.", counter=True)
@@ -132,42 +146,51 @@ def annotation_packets(notes: Annotations) -> bytes:
         for ts, value in zip(rows["ts"].to_numpy(), rows["value"].to_numpy()):
             out.event(ts, track, P.TYPE_COUNTER, counter=int(value))
 
-    red = notes.redundant
-    for cls in [c for c in REDUNDANT_REASONS if (red["cls"] == c).any()]:
-        label = cls.replace("_", " ")
-        reason = REDUNDANT_REASONS[cls]
-        out.slices(f"{N.REDUNDANT_TRACK}: {label}",
-                   f"Copies with {label} redundant bytes: {reason}; {N.UPPER_BOUND_NOTE}.", red[red["cls"] == cls],
-                   lambda r: f"{r['cls'].replace('_', ' ')} {N.format_bytes(r['redundant_bytes'])} {r['direction']}",
-                   lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]],
-                              "redundant_bytes": r["redundant_bytes"], "redundant_dur": r["redundant_dur"],
-                              "bytes": r["bytes"], "direction": r["direction"], "api": r["api"],
-                              "call_id": r["call_id"]})
+    if "" in set(dup["direction"]):
+        duplicated("")
+    out.slices(N.REDUNDANT_TRACK, f"Copies that moved bytes their destination already held, one slice per copy, "
+               f"named after the class with most bytes; {N.UPPER_BOUND_NOTE}. Classes: "
+               + "; ".join(f"{c.replace('_', ' ')}: {r}" for c, r in REDUNDANT_REASONS.items()) + ".",
+               notes.redundant,
+               lambda r: f"{r['cls'].replace('_', ' ')} {N.format_bytes(r['redundant_bytes'])} {r['direction']}",
+               lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]],
+                          "redundant_bytes": r["redundant_bytes"], "redundant_dur": r["redundant_dur"],
+                          **{column: r[column] or None for column in CLASS_BYTES.values()},
+                          "bytes": r["bytes"], "direction": r["direction"], "api": r["api"], "call_id": r["call_id"]},
+               flows=True)
     out.slices(N.STAGED_TRACK, "Host<->device copies from pageable host memory: not redundant, but staged through a "
                "bounce buffer and slower than from pinned memory.", notes.staged,
                lambda r: f"staged {N.format_bytes(r['bytes'])} {r['direction']}",
                lambda r: {"bytes": r["bytes"], "direction": r["direction"], "api": r["api"], "call_id": r["call_id"]})
-
+    for direction in sorted(set(dup["direction"]) - {""}):
+        duplicated(direction)
     if len(notes.leaks):
-        track = out.child(N.LEAKED_BYTES_TRACK, "Bytes allocated up to this time that are never freed in the trace "
-                          "(all memory kinds).", counter=True)
-        growth = notes.leaks.groupby("ts", sort=True)["bytes"].sum().cumsum()
-        for ts, value in zip(growth.index.to_numpy(), growth.to_numpy()):
-            out.event(ts, track, P.TYPE_COUNTER, counter=int(value))
-        track = out.child(N.LEAKS_TRACK, "Allocations never freed before the trace ended, marked at its end: one "
-                          f"summary per memory kind, then the largest {LEAKS_SHOWN_PER_KIND} allocations of each kind.")
-        leaks = notes.leaks.sort_values(["bytes", "ts"], ascending=[False, True], kind="stable")
-        for kind, rows in leaks.groupby("mem_kind", sort=True):
-            shown = rows.head(LEAKS_SHOWN_PER_KIND)
-            out.event(notes.trace_end, track, P.TYPE_INSTANT,
-                      f"leaked {kind}: {len(rows)} allocations, {N.format_bytes(rows['bytes'].sum())}",
-                      {"mem_kind": kind, "allocations": len(rows), "bytes": int(rows["bytes"].sum()),
-                       "shown": len(shown)})
-            for _, row in shown.iterrows():
-                out.event(notes.trace_end, track, P.TYPE_INSTANT, f"leak {kind} {N.format_bytes(row['bytes'])}",
-                          {"bytes": row["bytes"], "mem_kind": kind, "ptr": row["ptr"], "alloc_id": row["alloc_id"],
-                           "pid": row["pid"], "api": row["api"], "allocated_ts": row["ts"]})
+        _leaks(out, notes.leaks, notes.trace_end)
     return b"".join(out.records)
+
+
+def _leaks(out: _Packets, leaks: pd.DataFrame, trace_end: int) -> None:
+    """`Leaked bytes` (growth over time) and `Leaked allocations`: one summary slice, not one mark per leak."""
+    track = out.child(N.LEAKED_BYTES_TRACK, "Bytes allocated up to this time that are never freed in the trace "
+                      "(all memory kinds).", counter=True)
+    growth = leaks.groupby("ts", sort=True)["bytes"].sum().cumsum()
+    for ts, value in zip(growth.index.to_numpy(), growth.to_numpy()):
+        out.event(ts, track, P.TYPE_COUNTER, counter=int(value))
+    track = out.child(N.LEAKS_TRACK, "Allocations never freed before the trace ended: one slice from the first of "
+                      "them to the trace's end, with their count and bytes per memory kind and the largest "
+                      f"{LEAKS_SHOWN_PER_KIND} of each kind.")
+    kinds = {}
+    for kind, rows in leaks.sort_values(["bytes", "ts"], ascending=[False, True], kind="stable").groupby(
+            "mem_kind", sort=True):
+        largest = {str(i + 1): {"bytes": r["bytes"], "ptr": P.Pointer(int(r["ptr"])), "alloc_id": r["alloc_id"],
+                                "pid": r["pid"], "api": r["api"], "allocated_ts": r["ts"]}
+                   for i, (_, r) in enumerate(rows.head(LEAKS_SHOWN_PER_KIND).iterrows())}
+        kinds[kind] = {"allocations": len(rows), "bytes": int(rows["bytes"].sum()), "largest": largest}
+    total = int(leaks["bytes"].sum())
+    first = int(leaks["ts"].min())
+    out.event(first, track, P.TYPE_SLICE_BEGIN, f"leaked: {len(leaks):,} allocations, {N.format_bytes(total)}",
+              {"allocations": len(leaks), "bytes": total, "first_ts": first, "kinds": kinds})
+    out.event(max(trace_end, first), track, P.TYPE_SLICE_END)
 
 
 def collect(engine: Any, unified: str = "auto") -> Annotations:
@@ -180,12 +203,9 @@ def collect(engine: Any, unified: str = "auto") -> Annotations:
                          "annotate the original trace")
     duplicated = analyses.duplicated_over_time(engine)
     copies = analyses.redundant_copies(engine, unified)
-    per_class = []
-    for cls in REDUNDANT_REASONS:
-        has = copies[copies[f"{cls}_bytes"].fillna(0) > 0]
-        per_class.append(has.assign(cls=cls, redundant_bytes=has[f"{cls}_bytes"].astype("int64")))
-    columns = ["ts", "dur", "cls", "bytes", "redundant_bytes", "redundant_dur", "direction", "api", "call_id"]
-    redundant = pd.concat(per_class, ignore_index=True)[columns] if per_class else pd.DataFrame(columns=columns)
+    redundant = copies[copies["redundant_bytes"].fillna(0) > 0].rename(columns={"class": "cls"})[
+        ["ts", "dur", "cls", "bytes", "redundant_bytes", *CLASS_BYTES.values(), "redundant_dur", "direction", "api",
+         "call_id"]]
     staged = copies[copies["staged"].fillna(0).astype(bool)][["ts", "dur", "bytes", "direction", "api", "call_id"]]
 
     leaks = analyses.leaked_allocations(engine).rename(columns={"size": "bytes", "kind": "mem_kind", "addr": "ptr"})

