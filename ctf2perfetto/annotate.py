@@ -35,6 +35,8 @@ from .traceformat import names as N
 from .traceformat import packets as P
 from .traceformat import tracks as T
 
+A = N.A
+
 # A Python job leaks tens of thousands of small heap blocks: the summary counts them all per kind and lists the
 # largest few of each.
 LEAKS_SHOWN_PER_KIND = 3
@@ -153,15 +155,15 @@ def annotation_packets(notes: Annotations) -> bytes:
                + "; ".join(f"{c.replace('_', ' ')}: {r}" for c, r in REDUNDANT_REASONS.items()) + ".",
                notes.redundant,
                lambda r: f"{r['cls'].replace('_', ' ')} {N.format_bytes(r['redundant_bytes'])} {r['direction']}",
-               lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]],
-                          "redundant_bytes": r["redundant_bytes"], "redundant_dur": r["redundant_dur"],
-                          **{column: r[column] or None for column in CLASS_BYTES.values()},
-                          "bytes": r["bytes"], "direction": r["direction"], "api": r["api"], "call_id": r["call_id"]},
+               lambda r: {A["class"]: r["cls"], A.reason: REDUNDANT_REASONS[r["cls"]],
+                          A.redundant_bytes: r["redundant_bytes"], A.redundant_dur: r["redundant_dur"],
+                          **{A[column]: r[column] or None for column in CLASS_BYTES.values()},
+                          A.bytes: r["bytes"], A.direction: r["direction"], A.api: r["api"], A.call_id: r["call_id"]},
                flows=True)
     out.slices(N.STAGED_TRACK, "Host<->device copies from pageable host memory: not redundant, but staged through a "
                "bounce buffer and slower than from pinned memory.", notes.staged,
                lambda r: f"staged {N.format_bytes(r['bytes'])} {r['direction']}",
-               lambda r: {"bytes": r["bytes"], "direction": r["direction"], "api": r["api"], "call_id": r["call_id"]})
+               lambda r: {A.bytes: r["bytes"], A.direction: r["direction"], A.api: r["api"], A.call_id: r["call_id"]})
     for direction in sorted(set(dup["direction"]) - {""}):
         duplicated(direction)
     if len(notes.leaks):
@@ -182,14 +184,14 @@ def _leaks(out: _Packets, leaks: pd.DataFrame, trace_end: int) -> None:
     kinds = {}
     for kind, rows in leaks.sort_values(["bytes", "ts"], ascending=[False, True], kind="stable").groupby(
             "mem_kind", sort=True):
-        largest = {str(i + 1): {"bytes": r["bytes"], "ptr": P.Pointer(int(r["ptr"])), "alloc_id": r["alloc_id"],
-                                "pid": r["pid"], "api": r["api"], "allocated_ts": r["ts"]}
+        largest = {str(i + 1): {A.bytes: r["bytes"], A.ptr: P.Pointer(int(r["ptr"])), A.alloc_id: r["alloc_id"],
+                                A.pid: r["pid"], A.api: r["api"], A.allocated_ts: r["ts"]}
                    for i, (_, r) in enumerate(rows.head(LEAKS_SHOWN_PER_KIND).iterrows())}
-        kinds[kind] = {"allocations": len(rows), "bytes": int(rows["bytes"].sum()), "largest": largest}
+        kinds[kind] = {A.allocations: len(rows), A.bytes: int(rows["bytes"].sum()), A.largest: largest}
     total = int(leaks["bytes"].sum())
     first = int(leaks["ts"].min())
     out.event(first, track, P.TYPE_SLICE_BEGIN, f"leaked: {len(leaks):,} allocations, {N.format_bytes(total)}",
-              {"allocations": len(leaks), "bytes": total, "first_ts": first, "kinds": kinds})
+              {A.allocations: len(leaks), A.bytes: total, A.first_ts: first, A.kinds: kinds})
     out.event(max(trace_end, first), track, P.TYPE_SLICE_END)
 
 

@@ -159,12 +159,15 @@ FMT_SUFFIX = "_fmt"
 
 
 class _Keys:
-    """`A.size` is "size": argument keys by attribute, so a misspelt key fails where it is written."""
+    """`A.size` is "size" (`A["class"]` for a keyword): argument keys by name, so a misspelt key fails where it
+    is written."""
 
     def __getattr__(self, key: str) -> str:
         if key in ARGS:
             return key
         raise AttributeError(f"{key!r} is not a memq argument key (traceformat.names.ARGS)")
+
+    __getitem__ = __getattr__
 
 
 A = _Keys()

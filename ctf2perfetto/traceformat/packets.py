@@ -31,9 +31,9 @@ _D_DESCRIPTION, _D_MERGE = 14, 15
 _PROCESS_PID, _PROCESS_NAME, _THREAD_PID, _THREAD_TID, _THREAD_NAME = 1, 6, 1, 2, 5
 _COUNTER_UNIT = 3
 _DEFAULTS_CLOCK, _DEFAULTS_EVENT, _EVENT_DEFAULTS_TRACK, _EVENT_DEFAULTS_EXTRA_COUNTERS = 58, 11, 11, 31
-# InternedData: (field number, whether the text is `str` bytes rather than `name`).
-INTERNED_KINDS = {"event_categories": (1, False), "event_names": (2, False), "debug_annotation_names": (3, False),
-                  "debug_annotation_string_values": (29, True)}
+# InternedData field numbers (each entry: iid = 1, its text = 2, `name` or `str` alike on the wire).
+INTERNED_KINDS = {"event_categories": 1, "event_names": 2, "debug_annotation_names": 3,
+                  "debug_annotation_string_values": 29}
 
 # Enum values used by writers.
 TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
@@ -193,27 +193,25 @@ def descriptor(uuid: int, name: str | None = None, *, parent: int | None = None,
     elif pid is not None:
         process = uint_field(_PROCESS_PID, pid) + (_text_field(_PROCESS_NAME, process_name) if process_name else b"")
         body.append(bytes_field(_D_PROCESS, process))
-    if parent is not None:
-        body.append(uint_field(_D_PARENT, parent))
+    body.append(_given(uint_field, ((_D_PARENT, parent), (_D_CHILD_ORDERING, child_ordering), (_D_RANK, rank),
+                                    (_D_MERGE, merge))))
     if counter_unit is not None:
         body.append(bytes_field(_D_COUNTER, uint_field(_COUNTER_UNIT, counter_unit) if counter_unit else b""))
-    if child_ordering is not None:
-        body.append(uint_field(_D_CHILD_ORDERING, child_ordering))
-    if rank is not None:
-        body.append(uint_field(_D_RANK, rank))
     if description is not None:
         body.append(_text_field(_D_DESCRIPTION, description))
-    if merge is not None:
-        body.append(uint_field(_D_MERGE, merge))
     return b"".join(body)
+
+
+def _given(encode, fields: Iterable[tuple[int, Any]]) -> bytes:
+    """The (number, value) fields whose value is given (not None), encoded."""
+    return b"".join(encode(number, value) for number, value in fields if value is not None)
 
 
 def interned(entries: Iterable[tuple[str, int, str]]) -> bytes:
     """An InternedData payload from (kind, iid, text) entries, kind one of INTERNED_KINDS."""
     out = []
     for kind, iid, text in entries:
-        number, is_str = INTERNED_KINDS[kind]
-        out.append(bytes_field(number, uint_field(1, iid) + _text_field(2, text)))
+        out.append(bytes_field(INTERNED_KINDS[kind], uint_field(1, iid) + _text_field(2, text)))
     return b"".join(out)
 
 
@@ -228,19 +226,11 @@ def packet(seq: int, *, ts: int | None = None, clock: int | None = None, flags: 
            event: bytes | None = None, descriptor: bytes | None = None, interned: bytes | None = None,
            defaults: bytes | None = None) -> bytes:
     """A TracePacket payload on sequence `seq` carrying the given payloads (wrap with `record` for a file)."""
-    body = [_TAG_TIMESTAMP + varint(ts)] if ts is not None else []
-    body.append(_sequence_and_clock(seq, clock))
+    head = (_TAG_TIMESTAMP + varint(ts) if ts is not None else b"") + _sequence_and_clock(seq, clock)
     if flags:
-        body.append(uint_field(_P_FLAGS, flags))
-    if defaults is not None:
-        body.append(bytes_field(_P_DEFAULTS, defaults))
-    if interned is not None:
-        body.append(bytes_field(_P_INTERNED, interned))
-    if descriptor is not None:
-        body.append(bytes_field(_P_DESCRIPTOR, descriptor))
-    if event is not None:
-        body.append(bytes_field(FIELD_TRACK_EVENT, event))
-    return b"".join(body)
+        head += uint_field(_P_FLAGS, flags)
+    return head + _given(bytes_field, ((_P_DEFAULTS, defaults), (_P_INTERNED, interned),
+                                       (_P_DESCRIPTOR, descriptor), (FIELD_TRACK_EVENT, event)))
 
 
 _TAG_TIMESTAMP = varint(_P_TIMESTAMP << 3)

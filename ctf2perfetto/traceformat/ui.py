@@ -65,7 +65,7 @@ def macros() -> dict[str, list[dict]]:
         f"SUM(dur) / 1e6 AS time_ms, ROUND(SUM({_arg(A.bytes)}) / 1e9 / MAX(SUM(dur) / 1e9, 1e-9), 3) AS gb_per_s "
         f"FROM slice WHERE category = '{N.CAT_COPY}' GROUP BY direction ORDER BY bytes DESC")
     redundant_per_class = (
-        f"SELECT {_arg('class')} AS class, COUNT(*) AS copies, SUM({_arg(A.redundant_bytes)}) AS redundant_bytes, "
+        f"SELECT {_arg(A['class'])} AS class, COUNT(*) AS copies, SUM({_arg(A.redundant_bytes)}) AS redundant_bytes, "
         f"SUM({_arg(A.redundant_dur)}) / 1e6 AS redundant_time_ms FROM slice s JOIN track t ON s.track_id = t.id "
         f"WHERE s.{analysis} AND t.name = '{N.REDUNDANT_TRACK}' GROUP BY class ORDER BY redundant_bytes DESC")
     leaks_per_kind = (
