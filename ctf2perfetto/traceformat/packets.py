@@ -153,6 +153,11 @@ _TAG_TRACK, _TAG_FLOW, _TAG_TERMINATING = varint(_E_TRACK << 3), varint(FIELD_FL
     varint(_E_TERMINATING_FLOW << 3 | 1)
 
 
+@lru_cache(maxsize=4096)  # a trace has few tracks and many events on each
+def _track_field(track: int) -> bytes:
+    return _TAG_TRACK + varint(track)
+
+
 def track_event(type_: int, track: int | None = None, *, name: str | int | None = None,
                 category: str | int | None = None, args: Mapping[str | int, Any] | None = None,
                 flows: Iterable[int] = (), terminating: Iterable[int] = (), counter: int | float | None = None
@@ -160,7 +165,7 @@ def track_event(type_: int, track: int | None = None, *, name: str | int | None 
     """A TrackEvent payload. `name` / `category` as text, or as interned iids (ints)."""
     body = [_TYPES.get(type_) or uint_field(_E_TYPE, type_)]
     if track is not None:
-        body.append(_TAG_TRACK + varint(track))
+        body.append(_track_field(track))
     if name is not None:
         body.append(uint_field(_E_NAME_IID, name) if isinstance(name, int) else _text_field(_E_NAME, name))
     if category is not None:
@@ -229,11 +234,13 @@ def packet(seq: int, *, ts: int | None = None, clock: int | None = None, flags: 
     head = (_TAG_TIMESTAMP + varint(ts) if ts is not None else b"") + _sequence_and_clock(seq, clock)
     if flags:
         head += uint_field(_P_FLAGS, flags)
+    if defaults is None and interned is None and descriptor is None:  # an event: the bulk of the calls
+        return head + (_TAG_EVENT + varint(len(event)) + event if event is not None else b"")
     return head + _given(bytes_field, ((_P_DEFAULTS, defaults), (_P_INTERNED, interned),
                                        (_P_DESCRIPTOR, descriptor), (FIELD_TRACK_EVENT, event)))
 
 
-_TAG_TIMESTAMP = varint(_P_TIMESTAMP << 3)
+_TAG_TIMESTAMP, _TAG_EVENT = varint(_P_TIMESTAMP << 3), varint(FIELD_TRACK_EVENT << 3 | 2)
 
 
 @lru_cache(maxsize=256)
