@@ -59,8 +59,9 @@ export default class MemQ implements PerfettoPlugin {
     const annotated = (await count(trace,
       `SELECT COUNT(*) AS n FROM counter_track WHERE name = '${DUPLICATED_TRACK}'`)) > 0;
     // The trace's clock is REALTIME: wall-clock time reads better than the default timecode (days since 1970).
-    if (trace.timeline.timestampFormat === TimestampFormat.Timecode) {
-      trace.timeline.timestampFormat = TIMESTAMP_FORMAT as TimestampFormat;
+    const wallClock = Object.values(TimestampFormat).find((f) => f === TIMESTAMP_FORMAT);
+    if (wallClock !== undefined && trace.timeline.timestampFormat === TimestampFormat.Timecode) {
+      trace.timeline.timestampFormat = wallClock;
     }
 
     const group = new TrackNode({name: 'memq', isSummary: true});
