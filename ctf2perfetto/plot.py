@@ -98,7 +98,7 @@ def render(data: PlotData, out: Path, title: str) -> None:
            "no live-bytes counters: not a memq recording (see docs/TRACE_FORMAT.md)")
     dup = data.duplicated.assign(series=data.duplicated["direction"].fillna("").replace("", "total"))
     not_applicable = data.duplicated.attrs.get("applies") is False
-    _steps(ax_dup, dup, "series", data, "Duplicated bytes (upper bound: CPU and kernel writes are not traced)",
+    _steps(ax_dup, dup, "series", data, f"{N.DUPLICATED_TRACK} ({N.UPPER_BOUND_NOTE})",
            "not applicable: the trace's copies carry no addresses" if not_applicable else "nothing duplicated")
     ax_live.set_xlim(0, duration_s)
     ax_dup.set_xlim(*_active_window(dup, data, duration_s))
