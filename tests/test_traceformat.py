@@ -117,7 +117,7 @@ def test_sql_and_ui_read_only_argument_keys_the_format_defines() -> None:
 
 def test_sql_and_ui_read_only_track_names_and_categories_the_format_defines() -> None:
     track_like = re.compile(r"^(.* live bytes|Duplicated bytes.*|Redundant copies.*|Leaked .*|Staged copies|"
-                            r"memq analyses|Libraries|heap)$")
+                            r"memq analyses|Libraries|heap|host_small)$")
     categories = {v for k, v in vars(N).items() if k.startswith("CAT_")}
     modules = {p.stem for p in (REPO / "sql" / "memq").glob("*.sql")}
     defined = _names_defined()

@@ -202,6 +202,37 @@ def test_meta_device_binary_and_lost_args(tp):
     assert args_of(tp, "s.name = 'lost packets'") == {"count": 2, "stream": "ust/uid/0/64-bit/chan_0"}
 
 
+def test_memq_host_heap_instants(tmp_path):
+    """memq's heap wrappers: host_alloc / host_free named by their function (a function the format does not know
+    by its kind), usable and requested sizes with their twins, host_small totals moving the host counter, and
+    the recording's heap settings in `memq trace info`."""
+    log = [dict(ts=T0, kind=K.HOST_ALLOC, api="aligned_alloc", pid=A, tid=A, ptr=0x10000, size=8192, aux2=8000),
+           dict(ts=T0 + 10, kind=K.HOST_SMALL, pid=A, tid=A, size=3000, aux=3, aux2=1, flags=1000),
+           dict(ts=T0 + 20, kind=K.HOST_FREE, api="free", pid=A, tid=A, ptr=0x10000, size=8192),
+           dict(ts=T0 + 30, kind=K.HOST_ALLOC, api="mystery_alloc", pid=A, tid=A, ptr=0x20000, size=4096, aux2=4096)]
+    info = TraceInfo(clock_offset_ns=OFFSET, record={"enabled": {"host": {"source": "memq", "min_size": 4096}}})
+    out = tmp_path / "host.pftrace"
+    summary = write_trace([EventBatch.from_rows(log)], info, out)
+    assert (summary.allocations, summary.small_allocations, summary.small_frees) == (2, 3, 1)
+    with open_trace(out) as engine:
+        assert engine.query(IMPORT_PROBLEMS).empty
+        assert rows(engine, "SELECT ts, name FROM slice WHERE category = 'memq.heap' ORDER BY ts") == [
+            (rt(T0), "aligned_alloc"), (rt(T0 + 10), "host_small"), (rt(T0 + 20), "free"), (rt(T0 + 30), "malloc")]
+        assert args_of(engine, "s.name = 'aligned_alloc'") == {"ptr": 0x10000, "size": 8192, "size_fmt": "8.0 KiB",
+                                                               "requested": 8000, "requested_fmt": "7.8 KiB",
+                                                               "alloc_id": 1}
+        assert args_of(engine, "s.name = 'host_small'") == {"alloc_count": 3, "alloc_bytes": 3000,
+                                                            "alloc_bytes_fmt": "2.9 KiB", "free_count": 1,
+                                                            "free_bytes": 1000, "free_bytes_fmt": "1000 B"}
+        assert args_of(engine, "s.name = 'free'") == {"ptr": 0x10000, "size": 8192, "size_fmt": "8.0 KiB",
+                                                      "freed_alloc_id": 1}
+        meta = args_of(engine, "s.category = 'memq.meta'")
+        assert (meta["host_source"], meta["host_min_size"], meta["host_min_size_fmt"]) == ("memq", 4096, "4.0 KiB")
+        host = rows(engine, """SELECT c.ts, CAST(c.value AS INT) FROM counter c JOIN counter_track t
+                               ON c.track_id = t.id WHERE t.name = 'Host heap live bytes' ORDER BY c.ts""")
+        assert host == [(rt(T0), 8192), (rt(T0 + 10), 10192), (rt(T0 + 20), 2000), (rt(T0 + 30), 6096)]
+
+
 def test_counters(tp):
     got = rows(tp, """
         SELECT COALESCE(p.pid, -1), t.name, t.unit, c.ts, CAST(c.value AS INT) FROM counter c
