@@ -1,14 +1,21 @@
-"""Cost of a wrapped GPU call: unwrapped vs preloaded without a session vs recorded by `memq record`.
+"""Cost of a wrapped GPU call: unwrapped vs preloaded without a session vs recorded by `memq record`,
+and the cost of content fingerprints (`memq record --content off|sampled|full`), all in one run.
 
-One C program calls three fake-runtime functions in tight loops (tests/fakes:
-the call itself does almost nothing, so what is measured is the wrapper):
-hipStreamSynchronize (smallest event, memq:sync), hipMemcpyAsync of 8 bytes
-and cudaMemcpyAsync of 64 bytes (largest event, memq:copy; the call timed on
-the real GPU, docs/PERFORMANCE.md). It runs four ways in this one bench run:
+One C program calls fake-runtime functions in tight loops (tests/fakes: the call
+itself does almost nothing beyond moving the bytes, so what is measured is the
+wrapper): hipStreamSynchronize (smallest event, memq:sync), hipMemcpyAsync of 8
+bytes and cudaMemcpyAsync of 64 bytes (largest event, memq:copy; the call timed
+on the real GPU, docs/PERFORMANCE.md), hipMemcpy of 64 KiB host to host (both
+sides fingerprinted: source and destination before the call) and hipMemcpy of
+16 MiB host to device (the source fingerprinted). It runs these ways in this one
+bench run:
 
   unwrapped   no LD_PRELOAD                                  -> reference
   no session  LD_PRELOAD=libmemq_preload.so, no session       goal: <= 5 ns more than unwrapped
   recorded    `memq record --api hip,cuda --mode blocking`    goal: <= 300 ns more than unwrapped
+              with --content off (the reference for the next two), sampled, full
+                                                              goals: sampled <= 300 ns more per copy
+                                                              than off; full >= 10 GB/s per core
   --api hip   `memq record --api hip`: the CUDA call's runtime is not recorded,
               so it should cost what it costs with no session
 
@@ -59,15 +66,21 @@ from support.gpu_bundle import isolated  # noqa: E402
 
 from ctf2perfetto.paths import native_library  # noqa: E402
 
-CALLS = ("hipStreamSynchronize", "hipMemcpyAsync", "cudaMemcpyAsync")
+MEDIUM, LARGE = 64 << 10, 16 << 20  # bytes of the fingerprinted copies
+CALLS = ("hipStreamSynchronize", "hipMemcpyAsync (8 B)", "cudaMemcpyAsync (64 B)", "hipMemcpy 64 KiB HtoH",
+         "hipMemcpy 16 MiB HtoD")
+SMALL = range(3)  # the loops the per-call goals are about
+CONTENT_MODES = ("off", "sampled", "full")
 PROGRAM = r"""
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int hipStreamSynchronize(void *);
 int hipMemcpyAsync(void *, const void *, size_t, int, void *);
 int cudaMemcpyAsync(void *, const void *, size_t, int, void *);
+int hipMemcpy(void *, const void *, size_t, int);
 
 static double now(void)
 {
@@ -76,26 +89,48 @@ static double now(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-/* bench N [cuda]: N calls of each (only cudaMemcpyAsync with "cuda") */
+/* bench N [cuda]: N calls of each small loop, N / 20 of the 64 KiB loop, 30 of the 16 MiB loop (only
+ * cudaMemcpyAsync with "cuda"). The small loops print their mean; the fingerprinted copies (long enough to
+ * be preempted) the least of batches of 100 calls / of single calls. */
 int main(int argc, char **argv)
 {
-	long n = atol(argv[1]), m = argc > 2 ? 0 : n;
+	int cuda_only = argc > 2;
+	long n = atol(argv[1]), s = cuda_only ? 0 : n, m = cuda_only ? 0 : n / 20, k = cuda_only ? 0 : 30;
 	char src[64] = "1234567", dst[64];
+	char *a = malloc(MEDIUM), *b = malloc(MEDIUM), *big = malloc(LARGE), *dev = malloc(LARGE);
 	void *stream = (void *) 0x1000;
-	double t[4];
+	double t[4], medium = 0, large = 0, t0, dt;
 	int bad = 0;
 
+	memset(a, 1, MEDIUM);
+	memset(b, 2, MEDIUM);
+	memset(big, 3, LARGE);
+	memset(dev, 4, LARGE);
 	t[0] = now();
-	for (long i = 0; i < m; i++)
+	for (long i = 0; i < s; i++)
 		bad |= hipStreamSynchronize(stream);
 	t[1] = now();
-	for (long i = 0; i < m; i++)
+	for (long i = 0; i < s; i++)
 		bad |= hipMemcpyAsync(dst, src, 8, 1, stream);
 	t[2] = now();
 	for (long i = 0; i < n; i++)
 		bad |= cudaMemcpyAsync(dst, src, 64, 1, stream);
 	t[3] = now();
-	printf("%.3f %.3f %.3f\n", (t[1] - t[0]) / (m ? m : 1), (t[2] - t[1]) / (m ? m : 1), (t[3] - t[2]) / n);
+	for (long i = 0; i < m; i += 100) {
+		t0 = now();
+		for (long j = i; j < i + 100; j++)
+			bad |= hipMemcpy(j & 1 ? a : b, j & 1 ? b : a, MEDIUM, 0);
+		dt = (now() - t0) / 100;
+		medium = i == 0 || dt < medium ? dt : medium;
+	}
+	for (long i = 0; i < k; i++) {
+		t0 = now();
+		bad |= hipMemcpy(dev, big, LARGE, 1);
+		dt = now() - t0;
+		large = i == 0 || dt < large ? dt : large;
+	}
+	printf("%.3f %.3f %.3f %.3f %.3f\n", (t[1] - t[0]) / (s ? s : 1), (t[2] - t[1]) / (s ? s : 1),
+	       (t[3] - t[2]) / n, medium, large);
 	return bad;
 }
 """
@@ -159,8 +194,9 @@ def build(work: Path) -> Path:
     fakes = build_fakes(work / "fakes")
     (work / "bench.c").write_text(PROGRAM)
     exe = work / "preload_bench"
-    subprocess.run(["gcc", "-O2", "-o", str(exe), str(work / "bench.c"), f"-L{fakes.dir}", "-l:libamdhip64.so",
-                    "-l:libcudart.so.12", f"-Wl,-rpath,{fakes.dir}"], check=True)
+    subprocess.run(["gcc", "-O2", f"-DMEDIUM={MEDIUM}", f"-DLARGE={LARGE}", "-o", str(exe), str(work / "bench.c"),
+                    f"-L{fakes.dir}", "-l:libamdhip64.so", "-l:libcudart.so.12", f"-Wl,-rpath,{fakes.dir}"],
+                   check=True)
     return exe
 
 
@@ -172,11 +208,12 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, ...]:
     return figures(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
 
 
-def recorded(exe: Path, calls: int, api: str, out: Path, env: dict[str, str]) -> tuple[float, ...]:
-    proc = subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(out), "--api", api, "--",
-                           str(exe), str(calls)], env=env, cwd=out.parent, capture_output=True, text=True, check=True)
+def recorded(exe: Path, calls: int, api: str, content: str, out: Path, env: dict[str, str]) -> tuple[float, ...]:
+    proc = subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(out), "--api", api,
+                           "--content", content, "--", str(exe), str(calls)],
+                          env=env, cwd=out.parent, capture_output=True, text=True, check=True)
     if '"discarded_events": 0' not in (out / "memq-record.json").read_text():
-        print(f"warning: a recorded run (--api {api}) lost events", file=sys.stderr)
+        print(f"warning: a recorded run (--api {api} --content {content}) lost events", file=sys.stderr)
     shutil.rmtree(out)
     return figures(proc.stdout)
 
@@ -233,8 +270,8 @@ def active_sessions() -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=5_000_000, help="calls per loop, untraced runs")
-    parser.add_argument("--traced-calls", type=int, default=500_000, help="calls per loop, recorded runs")
+    parser.add_argument("--calls", type=int, default=5_000_000, help="calls per small loop, untraced runs")
+    parser.add_argument("--traced-calls", type=int, default=500_000, help="calls per small loop, recorded runs")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--table-entries", type=int, default=400_000, help="live entries in the table benchmark")
     parser.add_argument("--isolated", action="store_true", help="own session daemon in a private mount namespace")
@@ -268,21 +305,34 @@ def reference_library(path: Path, work: Path, env: dict[str, str]) -> Library:
 
 def measure_library(lib: Library, plain: tuple[float, ...], runs: dict[str, list], args: argparse.Namespace,
                     counted: dict[str, float] | None) -> None:
-    idle, traced, hip_only = (best(runs[k]) for k in ("idle", "traced", "hip only"))
+    idle, hip_only = best(runs["idle"]), best(runs["hip only"])
+    traced = {mode: best(runs[mode]) for mode in CONTENT_MODES}
     print(f"\n{lib.name}: {lib.path}")
-    print(f"ns per call (best of {args.repeat}; {args.calls:,} calls untraced, {args.traced_calls:,} recorded)")
-    print(f"{'call':<24}{'unwrapped':>11}{'no session':>12}{'+ns':>8}{'recorded':>11}{'+ns':>8}{'ratio':>8}"
-          f"{'--api hip':>11}{'+ns':>8}")
+    print(f"ns per call (best of {args.repeat}; {args.calls:,} calls untraced, {args.traced_calls:,} recorded "
+          "per small loop)")
+    print(f"{'call':<24}{'unwrapped':>11}{'no session':>12}{'+ns':>8}"
+          + "".join(f"{'rec ' + m:>13}{'+ns':>9}" for m in CONTENT_MODES) + f"{'--api hip':>11}{'+ns':>8}")
     for i, name in enumerate(CALLS):
-        print(f"{name:<24}{plain[i]:>11.2f}{idle[i]:>12.2f}{idle[i] - plain[i]:>8.2f}{traced[i]:>11.1f}"
-              f"{traced[i] - plain[i]:>8.1f}{traced[i] / plain[i]:>8.1f}{hip_only[i]:>11.2f}"
-              f"{hip_only[i] - plain[i]:>8.2f}")
-    worst_idle = max(idle[i] - plain[i] for i in range(len(CALLS)))
-    worst_traced = max(traced[i] - plain[i] for i in range(len(CALLS)))
+        cells = "".join(f"{traced[m][i]:>13.1f}{traced[m][i] - plain[i]:>9.1f}" for m in CONTENT_MODES)
+        print(f"{name:<24}{plain[i]:>11.2f}{idle[i]:>12.2f}{idle[i] - plain[i]:>8.2f}{cells}"
+              f"{hip_only[i]:>11.2f}{hip_only[i] - plain[i]:>8.2f}")
+    worst_idle = max(idle[i] - plain[i] for i in SMALL)
+    worst_traced = max(traced["off"][i] - plain[i] for i in SMALL)
     off = hip_only[2] - idle[2]
     print(f"goal no session <= 5 ns: {'met' if worst_idle <= 5 else 'NOT met'} ({worst_idle:.2f} ns); "
-          f"goal recorded <= 300 ns: {'met' if worst_traced <= 300 else 'NOT met'} ({worst_traced:.1f} ns)")
+          f"goal recorded <= 300 ns (content off): {'met' if worst_traced <= 300 else 'NOT met'} "
+          f"({worst_traced:.1f} ns)")
     print(f"a runtime --api leaves out (cudaMemcpyAsync under --api hip) vs no session: {off:+.2f} ns")
+    sampled = max(traced["sampled"][i] - traced["off"][i] for i in (1, 2, 3))
+    print(f"content sampled vs off: +{traced['sampled'][1] - traced['off'][1]:.1f} ns (8 B async), "
+          f"+{traced['sampled'][2] - traced['off'][2]:.1f} ns (64 B async), "
+          f"+{traced['sampled'][3] - traced['off'][3]:.1f} ns (64 KiB, 2 fingerprints); goal <= 300 ns per copy: "
+          f"{'met' if sampled <= 300 else 'NOT met'} (16 MiB copy: {traced['sampled'][4] - traced['off'][4]:+.0f} ns, "
+          "within that loop's noise; bench/content_missrate.py times a fingerprint of uncached memory)")
+    extra = traced["full"][4] - traced["off"][4]
+    rate = LARGE / extra if extra > 0 else float("inf")  # bytes per ns = GB/s
+    print(f"content full vs off, 16 MiB copy: +{extra / 1e3:.1f} us = {rate:.1f} GB/s hashed per core; "
+          f"goal >= 10 GB/s: {'met' if rate >= 10 else 'NOT met'} (ratio to the goal {rate / 10:.2f})")
     if counted:
         print(f"instructions per recorded cudaMemcpyAsync (callgrind): {counted['call']:.0f} = LTTng "
               f"{counted['lttng']:.0f} + fake runtime {counted['runtime']:.0f} + memq {counted['memq']:.0f}")
@@ -302,15 +352,17 @@ def measure(args: argparse.Namespace) -> int:
         if args.reference:
             libs.append(reference_library(args.reference, work, env))
         plain_runs: list[tuple[float, ...]] = []
-        runs = {lib.name: {"idle": [], "traced": [], "hip only": []} for lib in libs}
+        runs = {lib.name: {way: [] for way in ("idle", "hip only", *CONTENT_MODES)} for lib in libs}
         for i in range(args.repeat):  # interleaved, so that load drifts hit every way alike
             plain_runs.append(run([str(exe), str(args.calls)], env))
             for lib in libs:
                 mine = runs[lib.name]
                 mine["idle"].append(run([str(exe), str(args.calls)], {**env, "LD_PRELOAD": str(lib.path)}))
                 busy = busy or active_sessions()
-                mine["traced"].append(recorded(exe, args.traced_calls, "hip,cuda", work / f"trace{i}", lib.env))
-                mine["hip only"].append(recorded(exe, args.calls, "hip", work / f"hip{i}", lib.env))
+                for mode in CONTENT_MODES:
+                    mine[mode].append(recorded(exe, args.traced_calls, "hip,cuda", mode, work / f"trace{i}-{mode}",
+                                               lib.env))
+                mine["hip only"].append(recorded(exe, args.calls, "hip", "sampled", work / f"hip{i}", lib.env))
         table = table_figures(build_table(work), args.table_entries, args.repeat)
         counted = {lib.name: instructions(exe, 20_000, work, lib.env) if args.instructions else None for lib in libs}
 

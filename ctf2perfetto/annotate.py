@@ -10,7 +10,7 @@ Tracks, all children of one global track `memq analyses` (the UI shows it as a t
 | track | kind | what |
 |---|---|---|
 | `Duplicated bytes` | counter, bytes | destination bytes in an active mirror (upper bound: CPU/kernel writes are not traced) |
-| `Redundant copies` | slices | one per copy with redundant bytes: its main class, bytes per class, the reason; a flow from the copy |
+| `Redundant copies` | slices | one per copy with redundant bytes: its main class, bytes per class, the reason, the evidence (`content`: every redundant byte proven by a fingerprint, `address`: the address rules alone) with the bytes content proves; a flow from the copy |
 | `Staged copies` | slices | host<->device copies from pageable memory (not redundant, slower than needed) |
 | `Duplicated bytes <direction>` | counter, bytes | the same as the first, for mirrors created by copies of that direction |
 | `Leaked bytes` | counter, bytes | bytes allocated by then that are never freed (reaches the total leaked at the end) |
@@ -21,9 +21,7 @@ argument has its formatted twin (`<key>_fmt`).
 """
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +29,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from .errors import MemqError, UsageError
+from .outfiles import AtomicOutput
 from .traceformat import names as N
 from .traceformat import packets as P
 from .traceformat import tracks as T
@@ -40,10 +39,11 @@ A = N.A
 # A Python job leaks tens of thousands of small heap blocks: the summary counts them all per kind and lists the
 # largest few of each.
 LEAKS_SHOWN_PER_KIND = 3
-CLASS_BYTES = {cls: f"{cls}_bytes" for cls in ("repeat", "round_trip", "managed", "unified")}
+CLASS_BYTES = {cls: f"{cls}_bytes" for cls in ("no_op", "repeat", "round_trip", "managed", "unified")}
 
 # The analyses' classes (ctf2perfetto.analyses / sql/memq/redundant.sql), in their order of precedence.
 REDUNDANT_REASONS = {
+    "no_op": "the destination's content fingerprint is the same before and after: the copy changed nothing",
     "repeat": "source and destination were already a mirror from an earlier copy in the same direction",
     "round_trip": "copies data back to where it came from: the destination already mirrors the source",
     "managed": "an endpoint is managed memory, which the runtime migrates on demand",
@@ -56,9 +56,10 @@ class Annotations:
     """The analysis results to bake in, as plain tables in trace time (ns).
 
     duplicated: ts, direction ('' = total), value — counter samples, one per change.
-    redundant: ts, dur, cls (the class with most bytes), bytes, redundant_bytes (all classes), repeat_bytes,
-        round_trip_bytes, managed_bytes, unified_bytes, redundant_dur (prorated), direction, api, call_id — one row
-        per copy with redundant bytes.
+    redundant: ts, dur, cls (the class with most bytes), bytes, redundant_bytes (all classes), no_op_bytes,
+        repeat_bytes, round_trip_bytes, managed_bytes, unified_bytes, content_bytes (of redundant_bytes, proven by
+        a fingerprint), evidence (content when all are, else address), redundant_dur (prorated), direction, api,
+        call_id — one row per copy with redundant bytes.
     staged: ts, dur, bytes, direction, api, call_id.
     leaks: ts (allocated), bytes, mem_kind, ptr, alloc_id, pid, api.
     trace_end: last timestamp of the trace (where the leak summary ends).
@@ -151,12 +152,15 @@ def annotation_packets(notes: Annotations) -> bytes:
     if "" in set(dup["direction"]):
         duplicated("")
     out.slices(N.REDUNDANT_TRACK, f"Copies that moved bytes their destination already held, one slice per copy, "
-               f"named after the class with most bytes; {N.UPPER_BOUND_NOTE}. Classes: "
+               f"named after the class with most bytes and its evidence (content: every redundant byte proven by a "
+               f"content fingerprint; address: the address rules alone, {N.UPPER_BOUND_NOTE}). Classes: "
                + "; ".join(f"{c.replace('_', ' ')}: {r}" for c, r in REDUNDANT_REASONS.items()) + ".",
                notes.redundant,
-               lambda r: f"{r['cls'].replace('_', ' ')} {N.format_bytes(r['redundant_bytes'])} {r['direction']}",
-               lambda r: {A["class"]: r["cls"], A.reason: REDUNDANT_REASONS[r["cls"]],
-                          A.redundant_bytes: r["redundant_bytes"], A.redundant_dur: r["redundant_dur"],
+               lambda r: f"{r['cls'].replace('_', ' ')} {N.format_bytes(r['redundant_bytes'])} {r['direction']} "
+                         f"({r['evidence']})",
+               lambda r: {A["class"]: r["cls"], A.reason: REDUNDANT_REASONS[r["cls"]], A.evidence: r["evidence"],
+                          A.redundant_bytes: r["redundant_bytes"], A.content_bytes: r["content_bytes"],
+                          A.redundant_dur: r["redundant_dur"],
                           **{A[column]: r[column] or None for column in CLASS_BYTES.values()},
                           A.bytes: r["bytes"], A.direction: r["direction"], A.api: r["api"], A.call_id: r["call_id"]},
                flows=True)
@@ -206,8 +210,8 @@ def collect(engine: Any, unified: str = "auto") -> Annotations:
     duplicated = analyses.duplicated_over_time(engine)
     copies = analyses.redundant_copies(engine, unified)
     redundant = copies[copies["redundant_bytes"].fillna(0) > 0].rename(columns={"class": "cls"})[
-        ["ts", "dur", "cls", "bytes", "redundant_bytes", *CLASS_BYTES.values(), "redundant_dur", "direction", "api",
-         "call_id"]]
+        ["ts", "dur", "cls", "bytes", "redundant_bytes", *CLASS_BYTES.values(), "content_bytes", "evidence",
+         "redundant_dur", "direction", "api", "call_id"]]
     staged = copies[copies["staged"].fillna(0).astype(bool)][["ts", "dur", "bytes", "direction", "api", "call_id"]]
 
     leaks = analyses.leaked_allocations(engine).rename(columns={"size": "bytes", "kind": "mem_kind", "addr": "ptr"})
@@ -228,16 +232,13 @@ def require_protobuf_trace(trace: Path) -> None:
 
 
 def write_annotated(trace: Path, out: Path, packets: bytes) -> None:
-    """Write `out` = the trace's bytes followed by `packets`, atomically (never a half-written file)."""
-    if out.exists() and out.resolve() == trace.resolve():
-        raise UsageError(f"-o {out}: is the input trace; write the annotated trace to a new file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    """Write `out` = the trace's bytes followed by `packets`, atomically (never a half-written file;
+    `out` follows ctf2perfetto.outfiles: never the input, a link, a device, ...)."""
     try:
-        with os.fdopen(fd, "wb") as dst, trace.open("rb") as src:
-            shutil.copyfileobj(src, dst, 1 << 22)
-            dst.write(packets)
-        os.replace(tmp, out)
+        with AtomicOutput(out, inputs=[trace]) as target:
+            with open(target.path, "wb") as dst, trace.open("rb") as src:
+                shutil.copyfileobj(src, dst, 1 << 22)
+                dst.write(packets)
+            target.commit()
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise MemqError(f"{out}: cannot write the annotated trace: {exc.strerror or exc}") from exc

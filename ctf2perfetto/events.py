@@ -32,6 +32,7 @@ Row semantics per `kind` (unused columns are 0):
 | GPU_ADVISE      | ptr                  |                | bytes             | advice              |        |
 | GPU_SYNC        |                      |                |                   |                     |        |
 | GPU_SET_DEVICE  |                      |                |                   | new device          |        |
+| GPU_COPY_DONE   |                      |                |                   |                     |        |
 | LOST            |                      |                | range length (ns) | count               | 0 events / 1 packets |
 
 MALLOC ... FREE are LTTng's libc wrapper events (`memq record --host-source lttng`,
@@ -46,6 +47,13 @@ its `stream` indexes TraceInfo.stream_files.
 For 2D copies `dpitch` / `spitch` hold the pitches (0 otherwise). 3D copies are
 `depth` slices of `aux2` rows of `aux` bytes: rows `dpitch`/`spitch` apart, slices
 `dslice`/`sslice` apart (`depth` 0 for every other row).
+Content fingerprints (docs/EVENTS.md "Content fingerprints"): a GPU_COPY row carries
+`seq` (per-process copy number), `content` (bits: 1 `src_hash`, 2 `dst_hash_before`, 4
+`dst_hash_after` hold a fingerprint; 8 the after-fingerprint comes in a later
+GPU_COPY_DONE row with the same pid and `seq`), `content_mode` (0 off, 1 sampled,
+2 full) and the three hashes. A GPU_COPY_DONE row is an instant (begin = ts): `api` is
+the completion call that covered the copy, `seq`, `stream`, `device` and
+`dst_hash_after` the copy's destination fingerprint then.
 `mem` is the memory kind (MemKind) of what an allocation, free or register
 call concerns; for copies `copy_kind` is the hipMemcpyKind/cudaMemcpyKind value
 as passed (0 HtoH, 1 HtoD, 2 DtoH, 3 DtoD, 4 Default, 1024 DtoD no-CU) and -1 for
@@ -83,6 +91,7 @@ class EventKind(IntEnum):
     GPU_ADVISE = 17
     GPU_SYNC = 18
     GPU_SET_DEVICE = 19
+    GPU_COPY_DONE = 20
     LOST = 30
 
 
@@ -129,6 +138,13 @@ COLUMNS: dict[str, np.dtype] = {
     "depth": np.dtype(np.uint64),
     "dslice": np.dtype(np.uint64),
     "sslice": np.dtype(np.uint64),
+    # appended (issue 11): content fingerprints of copies, 0 otherwise (see the module docstring)
+    "seq": np.dtype(np.uint64),
+    "content": np.dtype(np.uint8),
+    "content_mode": np.dtype(np.uint8),
+    "src_hash": np.dtype(np.uint64),
+    "dst_hash_before": np.dtype(np.uint64),
+    "dst_hash_after": np.dtype(np.uint64),
 }
 
 
@@ -203,3 +219,14 @@ class TraceInfo:
     # CTF stream files in the order the decoder met them; a LOST row's `stream` is an
     # index into this list (the file that lost the events / packets).
     stream_files: list[str] = field(default_factory=list)
+    # Loss the trace files show beyond LTTng's own counters (ctf2perfetto.preflight, docs/TRACE_FORMAT.md
+    # "Loss"): one dict per file and kind with what, file, packets, bytes, begin/end (ns on the rows'
+    # clock; None when unknown).
+    losses: list[dict] = field(default_factory=list)
+    missing_packets: int = 0  # packets index/ lists that the stream files no longer hold
+    missing_streams: int = 0  # stream files index/ lists (or dangling links to them) that are gone
+    missing_events: int = 0  # memq-record.json's event count minus the events the files hold
+    dropped_packets: int = 0  # packets --salvage cut away (damaged ones and what followed them)
+    dropped_bytes: int = 0
+    events_read: int = 0  # every event babeltrace2 delivered (rows or not)
+    recorded_events: int | None = None  # memq-record.json's count, when the trace has one

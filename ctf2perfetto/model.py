@@ -36,8 +36,10 @@ from .liveset import NEVER, Allocs, LiveSet, sort_by_space_addr
 
 # Address-space classes: which free can end an allocation.
 CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4
-# Copy endpoints prefer the more specific memory when two classes overlap
-# (a registered range holds libc blocks; a fake runtime's device memory is libc memory).
+# The allocation holding a byte (docs/TRACE_FORMAT.md, "Which allocation holds a byte"; the one
+# rule, also sql/memq/mirrors.sql's and tests/oracle.py's): among the allocations live at the
+# call's start that contain it, the most specific class first (a registered range holds libc
+# blocks; a fake runtime's device memory is libc memory), then the latest started.
 CLS_PRIORITY = (CLS_DEVICE, CLS_PINNED, CLS_REGISTERED, CLS_HOST)
 
 # Counter kinds: (kind, pid) for the per-process ones, (DEVICE, device) for device memory (their track names:
@@ -404,7 +406,8 @@ class _Entries:
 
 
 def _find_containing(pool: Allocs, pid: np.ndarray, addr: np.ndarray, when: np.ndarray) -> dict[str, np.ndarray]:
-    """Per query: the allocation of `pool` live at `when` in process `pid` holding byte `addr`."""
+    """Per query: the allocation of `pool` live at `when` in process `pid` holding byte `addr`
+    (CLS_PRIORITY's rule when several do)."""
     q = len(pid)
     res = {
         "alloc_id": np.zeros(q, np.uint64),
@@ -432,7 +435,8 @@ def _find_containing(pool: Allocs, pid: np.ndarray, addr: np.ndarray, when: np.n
                 win = sel[lo:hi]
                 hit = (pool.addr[win] + pool.size[win] > a) & (pool.start[win] <= when[qi]) & (pool.end[win] > when[qi])
                 if hit.any():
-                    j = win[np.flatnonzero(hit)[-1]]
+                    held = win[np.flatnonzero(hit)]  # latest started wins; the later id on a tie
+                    j = held[np.lexsort((pool.alloc_id[held], pool.start[held]))[-1]]
                     found[qi] = True
                     res["alloc_id"][qi] = pool.alloc_id[j]
                     res["mem"][qi] = pool.mem[j]

@@ -71,13 +71,17 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
 
     Returns what was written; `warnings` holds every line the user should see (losses, clock
     source, what the Kineto merge could not place). Bad input raises MemqError / UsageError
-    before anything is written; `out` is replaced atomically.
+    before anything is written; `out` follows ctf2perfetto.outfiles (checked before any work, replaced
+    atomically; never one of the inputs).
     """
     # numpy's OpenBLAS starts a thread per core at import, which then spin: a conversion does no
     # linear algebra, and those threads take CPU from the decoder (must be set before numpy loads).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .decode import decode
+    from .outfiles import check_output
 
+    inputs = [Path(trace_dir)] + ([Path(kineto)] if kineto is not None else [])
+    check_output(out, inputs=inputs)
     merge = lttng_events = None
     if kineto is not None:
         from . import kineto as kineto_merge
@@ -98,7 +102,7 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
             extra_packets = _Later(lambda: merge.packets(lttng_events, _realtime_offset(decoding.info)))
         summary = write_trace(batches, lambda: decoding.info, out, progress=progress.written if progress else None,
                               extra_packets=extra_packets, extra_processes=merge.processes if merge else {},
-                              extra_threads=merge.threads if merge else {})
+                              extra_threads=merge.threads if merge else {}, inputs=inputs)
     if merge is not None:
         summary.warnings += merge.warnings(summary.lttng_threads)
     return summary

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "memq_content.h"
 #include "memq_core.h"
 #include "memq_reach.h"
 
@@ -112,6 +113,7 @@ static void describe_hip_devices(int route)
 			integrated = 0;
 		if (attr && attr(&pageable, HIP_ATTR_PAGEABLE_MEMORY_ACCESS, dev) != 0)
 			pageable = 0;
+		memq_content_device(MEMQ_RT_HIP, dev, integrated || pageable);
 		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_HIP, dev, name,
 			!!integrated, !!(integrated || pageable), NULL);
 	}
@@ -142,6 +144,7 @@ static void describe_cuda_devices(int route)
 			integrated = 0;
 		if (attr && attr(&pageable, CUDA_ATTR_PAGEABLE_MEMORY_ACCESS, dev) != 0)
 			pageable = 0;
+		memq_content_device(MEMQ_RT_CUDA, dev, integrated || pageable);
 		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_CUDA, dev, prop.name,
 			!!integrated, !!(integrated || pageable), NULL);
 	}
@@ -187,8 +190,10 @@ void memq_emit_alloc(struct memq_call *c, struct memq_alloc_rec *r, int register
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (r->result == 0 && r->ptr)
+	if (r->result == 0 && r->ptr) {
 		memq_table_put(r->ptr, registered, r->size, r->mem_kind);
+		memq_content_alloc(r, registered);
+	}
 	if (registered)
 		lttng_ust_do_tracepoint(memq, register, r, c->ip);
 	else
@@ -209,15 +214,21 @@ void memq_emit_free(struct memq_call *c, struct memq_free_rec *r, int registered
 
 void memq_emit_copy(struct memq_call *c, struct memq_copy_rec *r)
 {
+	int hash_after;
+
 	if (r->src_device < 0)  /* peer copies name their devices */
 		r->device = c->device;
 	r->begin_ns = c->begin_ns;
+	hash_after = memq_content_recorded(r);
 	lttng_ust_do_tracepoint(memq, copy, r, c->ip);
+	if (hash_after)         /* outside the call's [begin, end] */
+		memq_content_emitted(c, r);
 	memq_end(c);
 }
 
 void memq_emit_set(struct memq_call *c, struct memq_set_rec *r)
 {
+	memq_content_written(r->dst, r->bytes);   /* what a pending copy wrote there is gone */
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
 	lttng_ust_do_tracepoint(memq, set, r, c->ip);
@@ -240,11 +251,12 @@ void memq_emit_advise(struct memq_call *c, struct memq_advise_rec *r)
 	memq_end(c);
 }
 
-void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r)
+void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r, uint64_t scope)
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
 	lttng_ust_do_tracepoint(memq, sync, r, c->ip);
+	memq_content_synced(c, r, scope);   /* completed copies: after the event */
 	memq_end(c);
 }
 

@@ -27,7 +27,8 @@
  * the loaded runtime object that answers a caller), and the functions
  * entry-point lookups handed out for it.
  */
-#define MEMQ_ROUTES 8            /* route 0 = none; 1..7: runtime objects */
+#define MEMQ_ROUTE_BITS 4
+#define MEMQ_ROUTES (1 << MEMQ_ROUTE_BITS)   /* route 0 = none; 1..15: runtime objects */
 #define MEMQ_BOUND 2             /* functions lookups may hand out per name */
 struct memq_sym {
 	const char *name;
@@ -42,7 +43,7 @@ struct memq_sym {
 #define MEMQ_ROUTE_CACHE_BITS 14
 extern uint64_t memq_route_cache[];
 
-/* Cache entry of a call site: (code << 2 | runtime) << 3 | route. */
+/* Cache entry of a call site: (code << 2 | runtime) << MEMQ_ROUTE_BITS | route. */
 static inline uint64_t memq_route_key(const void *code, int runtime)
 {
 	return (uint64_t) (uintptr_t) code << 2 | (uint64_t) runtime;
@@ -61,7 +62,8 @@ static inline size_t memq_route_slot(const void *code, int runtime)
 static inline int memq_route_cached(const void *code, int runtime)
 {
 	uint64_t key = memq_route_key(code, runtime);
-	uint64_t other = __atomic_load_n(&memq_route_cache[memq_route_slot(code, runtime)], __ATOMIC_RELAXED) ^ key << 3;
+	uint64_t other = __atomic_load_n(&memq_route_cache[memq_route_slot(code, runtime)], __ATOMIC_RELAXED)
+		^ key << MEMQ_ROUTE_BITS;
 
 	return other < MEMQ_ROUTES ? (int) other : 0;   /* the same key leaves only the route */
 }
@@ -75,6 +77,8 @@ void *memq_sym_at(struct memq_sym *sym, int route);
 int memq_route_cuda_major(int route);
 /* After a dlclose: forget routes to objects no longer loaded. */
 void memq_routes_unloaded(void);
+/* memq_dl.c: every name's function cached for `route` dropped (the route is reused). */
+void memq_syms_forget(int route);
 
 /* The exported wrapper's fast path: the function for its caller, when cached. */
 static inline void *memq_fast(struct memq_sym *sym, const void *ra, int runtime)
@@ -243,6 +247,13 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out);
 extern unsigned long memq_table_live;     /* non-zero while the table holds entries */
 extern unsigned long memq_table_dropped;  /* puts/takes the table could not make */
 
+/* ---- content fingerprints (memq_content.c): what they need to know ---- */
+void memq_content_alloc(const struct memq_alloc_rec *r, int registered);
+void memq_content_release(uint64_t ptr, int registered);
+void memq_content_written(uint64_t dst, uint64_t bytes);
+void memq_content_device(int runtime, int device, int unified);
+void memq_content_synced(struct memq_call *c, const struct memq_sync_rec *r, uint64_t scope);
+
 /*
  * Release bracket for frees/unregisters, traced or not: the entry leaves the
  * table BEFORE the real free (so a concurrent allocation that gets the same
@@ -250,11 +261,16 @@ extern unsigned long memq_table_dropped;  /* puts/takes the table could not make
  */
 static inline int memq_release_take(uint64_t ptr, int registered, struct memq_alloc_info *info)
 {
+	int taken;
+
 	info->size = 0;
 	info->kind = MEMQ_MEM_UNKNOWN;
 	if (!__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED) || !ptr)
 		return 0;
-	return memq_table_take(ptr, registered, info);
+	taken = memq_table_take(ptr, registered, info);
+	if (taken)
+		memq_content_release(ptr, registered);
+	return taken;
 }
 
 static inline void memq_release_done(uint64_t ptr, int registered, int taken,
@@ -275,7 +291,9 @@ void memq_emit_copy(struct memq_call *c, struct memq_copy_rec *r);
 void memq_emit_set(struct memq_call *c, struct memq_set_rec *r);
 void memq_emit_prefetch(struct memq_call *c, struct memq_prefetch_rec *r);
 void memq_emit_advise(struct memq_call *c, struct memq_advise_rec *r);
-void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r);
+/* `scope`: what a successful call completes (memq_content_synced): the issue count read
+ * before the call for stream/device synchronisations, the event handle for event ones. */
+void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r, uint64_t scope);
 void memq_emit_set_device(struct memq_call *c, struct memq_set_device_rec *r);
 
 #endif /* MEMQ_CORE_H */

@@ -75,6 +75,12 @@ struct memq_sym *memq_sym_find(const char *name)
 	return NULL;
 }
 
+void memq_syms_forget(int route)
+{
+	for (struct memq_sym *const *s = __start_memq_syms; s < __stop_memq_syms; s++)
+		__atomic_store_n(&(*s)->fn[route], NULL, __ATOMIC_RELEASE);
+}
+
 int memq_is_ours(const void *fn)
 {
 	Dl_info self, other;

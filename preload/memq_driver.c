@@ -79,8 +79,8 @@ COPY_FIXED_ASYNC(DRV, cuMemcpyDtoDAsync_v2_ptsz, MEMQ_DTOD)
 
 /* The _ptds exports (per-thread default stream) record stream 0x2, like cudart's. */
 #define COPY_FIXED_PTDS(name, kind)                                          \
-	WRAPPER(DRV, name, copy, (void *d, void *s, size_t n), (d, s, n),    \
-		EMIT_COPY(name, d, s, n, kind, PER_THREAD, 0, 0, 0, 0))
+	COPY_WRAPPER(DRV, name, (void *d, void *s, size_t n), (d, s, n), 0,  \
+		COPY_INIT(name, d, s, n, kind, PER_THREAD, 0, 0, 0, 0))
 COPY_FIXED_PTDS(cuMemcpy_ptds, MEMQ_DEFAULT)
 COPY_FIXED_PTDS(cuMemcpyHtoD_v2_ptds, MEMQ_HTOD)
 COPY_FIXED_PTDS(cuMemcpyDtoH_v2_ptds, MEMQ_DTOH)
@@ -104,7 +104,9 @@ SYNC_STREAM(DRV, cuStreamSynchronize_ptsz)
 SYNC_DEVICE(DRV, cuCtxSynchronize)
 /* CUDA 13's form, with the context to synchronise: what cuGetProcAddress returns
  * for "cuCtxSynchronize" at version 13000 (the CUDA 13 runtime's device sync). */
-WRAPPER(DRV, cuCtxSynchronize_v2, sync, (void *ctx), (ctx), EMIT_SYNC(cuCtxSynchronize_v2, 0))
+/* A context other than the current one: its device is not known here, so it completes no copy (issued 0). */
+WRAPPER_PRE(DRV, cuCtxSynchronize_v2, sync, (void *ctx), (ctx),
+	(uint64_t issued = ctx ? 0 : memq_content_issued();), (EMIT_SYNC(cuCtxSynchronize_v2, 0, issued)))
 
 /* cuMemPrefetchAsync(CUdeviceptr, size_t, CUdevice, CUstream): the exported
  * name keeps this form for good; the CUmemLocation form is the _v2 export
@@ -126,11 +128,11 @@ WRAPPER(DRV, cuMemAdvise_v2, advise, (void *p, size_t n, int advice, struct memq
  * behind the contexts; asking the driver for them here would cost a call per
  * copy, so the event gives the current device and src_device -1 (unknown). */
 #define CU_COPY_PEER(name, strm)                                             \
-	WRAPPER(DRV, name, copy, (void *d, void *dctx, const void *s, void *sctx, size_t n), \
-		(d, dctx, s, sctx, n), EMIT_COPY(name, d, s, n, MEMQ_DTOD, strm, 0, 0, 0, 0))
+	COPY_WRAPPER(DRV, name, (void *d, void *dctx, const void *s, void *sctx, size_t n), \
+		(d, dctx, s, sctx, n), 0, COPY_INIT(name, d, s, n, MEMQ_DTOD, strm, 0, 0, 0, 0))
 #define CU_COPY_PEER_ASYNC(name)                                             \
-	WRAPPER(DRV, name, copy, (void *d, void *dctx, const void *s, void *sctx, size_t n, void *stream), \
-		(d, dctx, s, sctx, n, stream), EMIT_COPY(name, d, s, n, MEMQ_DTOD, stream, 0, 0, 0, 0))
+	COPY_WRAPPER(DRV, name, (void *d, void *dctx, const void *s, void *sctx, size_t n, void *stream), \
+		(d, dctx, s, sctx, n, stream), 1, COPY_INIT(name, d, s, n, MEMQ_DTOD, stream, 0, 0, 0, 0))
 CU_COPY_PEER(cuMemcpyPeer, 0)
 CU_COPY_PEER(cuMemcpyPeer_ptds, PER_THREAD)
 CU_COPY_PEER_ASYNC(cuMemcpyPeerAsync)
@@ -183,14 +185,14 @@ static int cu_kind(int src_type, int dst_type)
 	return src_dev ? (dst_dev ? MEMQ_DTOD : MEMQ_DTOH) : (dst_dev ? MEMQ_HTOD : MEMQ_HTOH);
 }
 
-static void cu_copy2d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy2d *p, void *stream, int r)
+static void cu_copy2d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy2d *p, void *stream)
 {
 	uint64_t src = cu_side(p->src_type, p->src_host, p->src_device);
 	uint64_t dst = cu_side(p->dst_type, p->dst_host, p->dst_device);
 
 	*rec = (struct memq_copy_rec) {
 		.api = api, .kind = cu_kind(p->src_type, p->dst_type), .stream = U64(stream),
-		.src_device = -1, .result = r,
+		.src_device = -1,
 		.src = src ? src + (uint64_t) p->src_y * p->src_pitch + p->src_x : 0,
 		.dst = dst ? dst + (uint64_t) p->dst_y * p->dst_pitch + p->dst_x : 0,
 		.bytes = (uint64_t) p->width * p->height, .width = p->width, .height = p->height,
@@ -198,7 +200,7 @@ static void cu_copy2d_rec(struct memq_copy_rec *rec, int api, const struct cu_co
 	};
 }
 
-static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy3d *p, void *stream, int r)
+static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy3d *p, void *stream)
 {
 	uint64_t src = cu_side(p->src_type, p->src_host, p->src_device);
 	uint64_t dst = cu_side(p->dst_type, p->dst_host, p->dst_device);
@@ -206,7 +208,7 @@ static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_co
 
 	*rec = (struct memq_copy_rec) {
 		.api = api, .kind = cu_kind(p->src_type, p->dst_type), .stream = U64(stream),
-		.src_device = -1, .result = r,
+		.src_device = -1,
 		.src = src ? src + p->src_z * sslice + (uint64_t) p->src_y * p->src_pitch + p->src_x : 0,
 		.dst = dst ? dst + p->dst_z * dslice + (uint64_t) p->dst_y * p->dst_pitch + p->dst_x : 0,
 		.bytes = (uint64_t) p->width * p->height * p->depth,
@@ -215,17 +217,15 @@ static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_co
 	};
 }
 
-#define EMIT_CU_COPY(fill, name, p, strm)                                    \
-	{                                                                    \
-		struct memq_copy_rec rec;                                    \
-		fill(&rec, MEMQ_API_##name, (p), MEMQ_STREAM_PTR(name, strm), r); \
-		memq_emit_copy(&c, &rec);                                    \
-	}
+/* (a NULL description: recorded with no addresses, the runtime's error in `result`) */
+#define CU_COPY_INIT(fill, name, p, strm)                                    \
+	(p ? fill(&rec, MEMQ_API_##name, p, MEMQ_STREAM_PTR(name, strm))     \
+	   : memq_copy_init(&rec, MEMQ_API_##name, 0, 0, 0, MEMQ_DEFAULT, MEMQ_STREAM_PTR(name, strm), 0, 0, 0, 0))
 #define CU_COPY_STRUCT(fill, type, name, strm)                               \
-	WRAPPER(DRV, name, copy, (const type *p), (p), EMIT_CU_COPY(fill, name, p, strm))
+	COPY_WRAPPER(DRV, name, (const type *p), (p), 0, CU_COPY_INIT(fill, name, p, strm))
 #define CU_COPY_STRUCT_ASYNC(fill, type, name)                               \
-	WRAPPER(DRV, name, copy, (const type *p, void *stream), (p, stream), \
-		EMIT_CU_COPY(fill, name, p, stream))
+	COPY_WRAPPER(DRV, name, (const type *p, void *stream), (p, stream), 1, \
+		CU_COPY_INIT(fill, name, p, stream))
 
 CU_COPY_STRUCT(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2D_v2, 0)
 CU_COPY_STRUCT(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2D_v2_ptds, PER_THREAD)
@@ -672,6 +672,7 @@ void memq_driver_describe_devices(int route)
 			integrated = 0;
 		if (attr && attr(&pageable, CU_ATTR_PAGEABLE_MEMORY_ACCESS, dev) != 0)
 			pageable = 0;
+		memq_content_device(MEMQ_RT_CUDRV, dev, integrated || pageable);
 		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_CUDA, dev, name,
 			!!integrated, !!(integrated || pageable), NULL);
 	}

@@ -92,9 +92,10 @@ void memq_reach_report(void)
 	if (!dir || !*dir)
 		return;
 	snprintf(line, sizeof(line), "{\"pid\": %d, \"calls\": {\"hip\": %lu, \"cuda\": %lu, \"driver\": %lu}, "
-		"\"table_dropped\": %lu, \"libraries\": [", (int) getpid(), traced_total(MEMQ_RT_HIP),
-		traced_total(MEMQ_RT_CUDA), traced_total(MEMQ_RT_CUDRV),
-		__atomic_load_n(&memq_table_dropped, __ATOMIC_RELAXED));
+		"\"table_dropped\": %lu, \"content_dropped\": %lu, \"libraries\": [", (int) getpid(),
+		traced_total(MEMQ_RT_HIP), traced_total(MEMQ_RT_CUDA), traced_total(MEMQ_RT_CUDRV),
+		__atomic_load_n(&memq_table_dropped, __ATOMIC_RELAXED),
+		__atomic_load_n(&memq_content_dropped, __ATOMIC_RELAXED));
 	append(&rep, line);
 	dl_iterate_phdr(library_cb, &rep);
 	append(&rep, "]}\n");

@@ -39,12 +39,12 @@ static inline uint64_t memq_pitched_at(const struct memq_pitched_ptr *p, const v
 
 /* The memq:copy record of a runtime 3D copy. */
 static inline void memq_rt_copy3d_rec(struct memq_copy_rec *rec, int api, const struct memq_rt_copy3d *p,
-	void *stream, int r)
+	void *stream)
 {
 	const struct memq_extent *e = &p->extent;
 
 	*rec = (struct memq_copy_rec) {
-		.api = api, .kind = p->kind, .stream = U64(stream), .src_device = -1, .result = r,
+		.api = api, .kind = p->kind, .stream = U64(stream), .src_device = -1,
 		.dst = memq_pitched_at(&p->dst_ptr, p->dst_array, &p->dst_pos),
 		.src = memq_pitched_at(&p->src_ptr, p->src_array, &p->src_pos),
 		.bytes = (uint64_t) e->width * e->height * e->depth,
@@ -55,19 +55,17 @@ static inline void memq_rt_copy3d_rec(struct memq_copy_rec *rec, int api, const 
 	};
 }
 
-#define EMIT_RT_COPY_3D(name, p, strm)                                       \
-	{                                                                    \
-		struct memq_copy_rec rec;                                    \
-		memq_rt_copy3d_rec(&rec, MEMQ_API_##name, (p), MEMQ_STREAM_PTR(name, strm), r); \
-		memq_emit_copy(&c, &rec);                                    \
-	}
+/* (a NULL description: recorded with no addresses, the runtime's error in `result`) */
+#define RT_COPY_3D_INIT(name, p, strm)                                       \
+	(p ? memq_rt_copy3d_rec(&rec, MEMQ_API_##name, p, MEMQ_STREAM_PTR(name, strm)) \
+	   : memq_copy_init(&rec, MEMQ_API_##name, 0, 0, 0, MEMQ_DEFAULT, MEMQ_STREAM_PTR(name, strm), 0, 0, 0, 0))
 
 #define COPY_3D(rt, name, strm)                                              \
-	WRAPPER(rt, name, copy, (const struct memq_rt_copy3d *p), (p), EMIT_RT_COPY_3D(name, p, strm))
+	COPY_WRAPPER(rt, name, (const struct memq_rt_copy3d *p), (p), 0, RT_COPY_3D_INIT(name, p, strm))
 
 #define COPY_3D_ASYNC(rt, name)                                              \
-	WRAPPER(rt, name, copy, (const struct memq_rt_copy3d *p, void *stream), (p, stream), \
-		EMIT_RT_COPY_3D(name, p, stream))
+	COPY_WRAPPER(rt, name, (const struct memq_rt_copy3d *p, void *stream), (p, stream), 1, \
+		RT_COPY_3D_INIT(name, p, stream))
 
 /* CUDA driver (the runtime object `route`): the current context's device
  * (-1 without one), and memq:device. */
@@ -89,6 +87,9 @@ static inline void memq_count_traced(int runtime)
 
 	__atomic_add_fetch(&memq_traced_calls[stripe - 1].n[runtime], 1, __ATOMIC_RELAXED);
 }
+
+/* Asynchronous copies left without an after-fingerprint (memq_content.c: too many awaiting completion). */
+extern unsigned long memq_content_dropped;
 /* At process exit: when `memq record` asked for it (MEMQ_REACH_DIR), write which GPU
  * libraries this process loaded and how many of their calls were traced. */
 void memq_reach_report(void);

@@ -24,9 +24,11 @@
  *
  * Unloading: routes and cached call sites refer to objects by address. After
  * a dlclose that unloaded anything (memq_dl.c calls memq_routes_unloaded),
- * the call-site cache is cleared and routes whose object is gone are retired,
- * so a new object mapped at the same address is never served the old one's
- * functions.
+ * the call-site cache is cleared and routes whose object is gone are
+ * retired, their functions forgotten and their slots reused, so a new object
+ * mapped at the same address is never served the old one's functions. (More
+ * than MEMQ_ROUTES - 1 runtime objects loaded at once: the extra ones' calls
+ * return MEMQ_ERR_NO_RUNTIME.)
  */
 #define _GNU_SOURCE
 #include <stddef.h>
@@ -55,6 +57,7 @@ struct route {
 	int runtime;
 	uintptr_t base;
 	const char *name;             /* the loader's string: lives as long as the object */
+	char path[256];               /* a copy of it (truncated), compared when a route is reused */
 	struct memq_elf elf;
 	int cuda_major;               /* atomic; 0 until asked */
 };
@@ -114,8 +117,9 @@ static int route_of_object(const struct memq_object *obj, const struct memq_elf 
 	for (int r = 1; r < MEMQ_ROUTES; r++) {
 		struct route *rt = &routes[r];
 
+		/* (the path too: a route made by a resolution that raced with a dlclose may outlive its object) */
 		if (__atomic_load_n(&rt->state, __ATOMIC_ACQUIRE) == ROUTE_READY && rt->base == obj->base
-		    && rt->runtime == runtime)
+		    && rt->runtime == runtime && obj->name && strncmp(rt->path, obj->name, sizeof(rt->path) - 1) == 0)
 			return r;
 	}
 	for (int r = 1; r < MEMQ_ROUTES; r++) {
@@ -127,6 +131,7 @@ static int route_of_object(const struct memq_object *obj, const struct memq_elf 
 			routes[r].runtime = runtime;
 			routes[r].base = obj->base;
 			routes[r].name = obj->name;
+			strncpy(routes[r].path, obj->name ? obj->name : "", sizeof(routes[r].path) - 1);
 			routes[r].elf = *elf;
 			__atomic_store_n(&routes[r].state, ROUTE_READY, __ATOMIC_RELEASE);
 			return r;
@@ -185,21 +190,21 @@ int memq_route(const void *code, int runtime)
 		return 0;
 	for (size_t i = 0; i < CACHE_PROBES; i++) {
 		entry = __atomic_load_n(&memq_route_cache[(home + i) & mask], __ATOMIC_ACQUIRE);
-		if (entry >> 3 == key)
-			return (int) (entry & 7);
+		if (entry >> MEMQ_ROUTE_BITS == key)
+			return (int) (entry & (MEMQ_ROUTES - 1));
 		if (!entry)
 			break;
 	}
 	route = resolve(code, runtime);
-	if (!route || key >> 61)
+	if (!route || key >> (64 - MEMQ_ROUTE_BITS))
 		return route;            /* nothing loaded yet (ask again next time), or an address too high to key */
-	entry = key << 3 | (uint64_t) route;
+	entry = key << MEMQ_ROUTE_BITS | (uint64_t) route;
 	for (size_t i = 0; i < CACHE_PROBES; i++) {
 		uint64_t old = 0;
 		uint64_t *slot = &memq_route_cache[(home + i) & mask];
 
 		if (__atomic_compare_exchange_n(slot, &old, entry, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-		    || old >> 3 == key)
+		    || old >> MEMQ_ROUTE_BITS == key)
 			break;
 	}
 	return route;
@@ -271,8 +276,14 @@ void memq_routes_unloaded(void)
 			continue;
 		for (int k = 0; k < snap.n && !alive; k++)
 			alive = snap.obj[k].base == routes[r].base && snap.obj[k].name == routes[r].name;
-		if (!alive)
-			__atomic_store_n(&routes[r].state, ROUTE_RETIRED, __ATOMIC_RELEASE);
+		if (alive)
+			continue;
+		/* Retired, then free for another object once no name holds its functions. */
+		__atomic_store_n(&routes[r].state, ROUTE_RETIRED, __ATOMIC_RELEASE);
+		memq_syms_forget(r);
+		memset(&routes[r].elf, 0, sizeof(routes[r].elf));
+		routes[r].cuda_major = 0;
+		__atomic_store_n(&routes[r].state, ROUTE_FREE, __ATOMIC_RELEASE);
 	}
 	memq_objects_release(&snap);
 }

@@ -23,6 +23,7 @@
 #ifndef MEMQ_WRAP_H
 #define MEMQ_WRAP_H
 
+#include "memq_content.h"
 #include "memq_core.h"
 
 #define MEMQ_EXPORT __attribute__((visibility("default")))
@@ -124,8 +125,10 @@ static inline int memq_location_device(struct memq_location loc)
  * WRAPPER(rt, name, event, PARAMS, ARGS, BODY): PARAMS is the typed
  * parameter list, ARGS the names. BODY runs after a traced real call, with
  * `c` (the call) and `r` (its result) in scope, and emits the event.
+ * WRAPPER_PRE(..., (PRE), (BODY)) also runs PRE (in parentheses) in a traced
+ * call, before the real call; what it declares is in scope in BODY.
  */
-#define WRAPPER(rt, name, event, params, args, body)                         \
+#define WRAPPER_PRE(rt, name, event, params, args, pre, body)                \
 	MEMQ_WRAPPED_FN(rt, name, params);                                   \
 	static MEMQ_NOINLINE int traced_##name MEMQ_TRACED_PARAMS(name, params) \
 	{                                                                    \
@@ -133,12 +136,16 @@ static inline int memq_location_device(struct memq_location loc)
 		int r;                                                       \
 		if (!memq_begin_at(&c, lttng_ust_tracepoint_enabled(memq, event), rt, route, ip)) \
 			return real args;                                    \
+		MEMQ_UNPAREN pre                                             \
 		r = real args;                                               \
 		memq_after(&c);                                              \
-		body                                                         \
+		MEMQ_UNPAREN body                                            \
 		return r;                                                    \
 	}                                                                    \
 	MEMQ_FRONTS(rt, name, MEMQ_RECORDS(event, rt), params, args)
+
+#define WRAPPER(rt, name, event, params, args, body)                         \
+	WRAPPER_PRE(rt, name, event, params, args, (), (body))
 
 /* ---- allocations: *out is the new pointer when r == 0 ---- */
 #define EMIT_ALLOC(name, kind, out, bytes, strm, flg, w, h, registered)      \
@@ -215,64 +222,62 @@ static inline int memq_location_device(struct memq_location loc)
 #define UNREGISTER(rt, name) RELEASE(rt, name, unregister, 1, (void *p), (p), 0)
 
 /* ---- copies ---- */
-#define EMIT_COPY(name, d, s, n, k, strm, w, h, dp, sp)                      \
-	{                                                                    \
-		struct memq_copy_rec rec = {                                 \
-			.api = MEMQ_API_##name, .dst = U64(d), .src = U64(s),\
-			.bytes = (n), .kind = (k), .stream = MEMQ_STREAM(name, strm), \
-			.src_device = -1, .width = (w), .height = (h),       \
-			.dpitch = (dp), .spitch = (sp), .result = r };       \
-		memq_emit_copy(&c, &rec);                                    \
-	}
+/*
+ * COPY_WRAPPER(rt, name, PARAMS, ARGS, async, INIT): INIT fills `rec` (the
+ * memq:copy record) from the arguments before the real call, so that the
+ * content fingerprints (memq_content.h) are taken before it; `async`: the
+ * copy completes later than the call (stream-ordered).
+ */
+#define COPY_WRAPPER(rt, name, params, args, async, init)                    \
+	WRAPPER_PRE(rt, name, copy, params, args,                            \
+		(struct memq_copy_rec rec; init; memq_content_before(&c, &rec, rt, async);), \
+		(rec.result = r; memq_emit_copy(&c, &rec);))
+
+#define COPY_INIT(name, d, s, n, k, strm, w, h, dp, sp)                      \
+	memq_copy_init(&rec, MEMQ_API_##name, d, s, n, k, MEMQ_STREAM_PTR(name, strm), w, h, dp, sp)
 
 /* (dst, src, bytes, kind) on `strm` (a constant for the synchronous calls) */
 #define COPY(rt, name, strm)                                                 \
-	WRAPPER(rt, name, copy, (void *d, const void *s, size_t n, int kind), (d, s, n, kind), \
-		EMIT_COPY(name, d, s, n, kind, strm, 0, 0, 0, 0))
+	COPY_WRAPPER(rt, name, (void *d, const void *s, size_t n, int kind), (d, s, n, kind), 0, \
+		COPY_INIT(name, d, s, n, kind, strm, 0, 0, 0, 0))
 
 #define COPY_ASYNC(rt, name)                                                 \
-	WRAPPER(rt, name, copy, (void *d, const void *s, size_t n, int kind, void *stream), \
-		(d, s, n, kind, stream), EMIT_COPY(name, d, s, n, kind, stream, 0, 0, 0, 0))
+	COPY_WRAPPER(rt, name, (void *d, const void *s, size_t n, int kind, void *stream), \
+		(d, s, n, kind, stream), 1, COPY_INIT(name, d, s, n, kind, stream, 0, 0, 0, 0))
 
 /* hipMemcpyHtoD and friends: the direction is in the name. */
 #define COPY_FIXED(rt, name, kind)                                           \
-	WRAPPER(rt, name, copy, (void *d, void *s, size_t n), (d, s, n),     \
-		EMIT_COPY(name, d, s, n, kind, 0, 0, 0, 0, 0))
+	COPY_WRAPPER(rt, name, (void *d, void *s, size_t n), (d, s, n), 0,   \
+		COPY_INIT(name, d, s, n, kind, 0, 0, 0, 0, 0))
 
 #define COPY_FIXED_ASYNC(rt, name, kind)                                     \
-	WRAPPER(rt, name, copy, (void *d, void *s, size_t n, void *stream), (d, s, n, stream), \
-		EMIT_COPY(name, d, s, n, kind, stream, 0, 0, 0, 0))
+	COPY_WRAPPER(rt, name, (void *d, void *s, size_t n, void *stream), (d, s, n, stream), 1, \
+		COPY_INIT(name, d, s, n, kind, stream, 0, 0, 0, 0))
 
 /* 2D: bytes moved = width * height. */
 #define COPY_2D(rt, name, strm)                                              \
-	WRAPPER(rt, name, copy,                                              \
+	COPY_WRAPPER(rt, name,                                               \
 		(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind), \
-		(d, dp, s, sp, w, h, kind),                                  \
-		EMIT_COPY(name, d, s, (uint64_t) w * h, kind, strm, w, h, dp, sp))
+		(d, dp, s, sp, w, h, kind), 0,                               \
+		COPY_INIT(name, d, s, (uint64_t) w * h, kind, strm, w, h, dp, sp))
 
 #define COPY_2D_ASYNC(rt, name)                                              \
-	WRAPPER(rt, name, copy,                                              \
+	COPY_WRAPPER(rt, name,                                               \
 		(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind, void *stream), \
-		(d, dp, s, sp, w, h, kind, stream),                          \
-		EMIT_COPY(name, d, s, (uint64_t) w * h, kind, stream, w, h, dp, sp))
+		(d, dp, s, sp, w, h, kind, stream), 1,                       \
+		COPY_INIT(name, d, s, (uint64_t) w * h, kind, stream, w, h, dp, sp))
 
 /* Peer copies: device = destination device, src_device = source device. */
-#define EMIT_PEER(name, d, dd, s, sd, n, strm)                               \
-	{                                                                    \
-		struct memq_copy_rec rec = {                                 \
-			.api = MEMQ_API_##name, .dst = U64(d), .src = U64(s),\
-			.bytes = (n), .kind = MEMQ_DTOD, .stream = MEMQ_STREAM(name, strm), \
-			.device = (dd), .src_device = (sd), .result = r };   \
-		memq_emit_copy(&c, &rec);                                    \
-	}
+#define PEER_INIT(name, d, dd, s, sd, n, strm)                               \
+	(COPY_INIT(name, d, s, n, MEMQ_DTOD, strm, 0, 0, 0, 0), rec.device = (dd), rec.src_device = (sd))
 
 #define COPY_PEER(rt, name)                                                  \
-	WRAPPER(rt, name, copy, (void *d, int dd, const void *s, int sd, size_t n), \
-		(d, dd, s, sd, n), EMIT_PEER(name, d, dd, s, sd, n, 0))
+	COPY_WRAPPER(rt, name, (void *d, int dd, const void *s, int sd, size_t n), \
+		(d, dd, s, sd, n), 0, PEER_INIT(name, d, dd, s, sd, n, 0))
 
 #define COPY_PEER_ASYNC(rt, name)                                            \
-	WRAPPER(rt, name, copy, (void *d, int dd, const void *s, int sd, size_t n, void *stream), \
-		(d, dd, s, sd, n, stream), EMIT_PEER(name, d, dd, s, sd, n, stream))
+	COPY_WRAPPER(rt, name, (void *d, int dd, const void *s, int sd, size_t n, void *stream), \
+		(d, dd, s, sd, n, stream), 1, PEER_INIT(name, d, dd, s, sd, n, stream))
 
 /* ---- sets: `vt` is the value's type, bytes = count * `elem` ---- */
 #define EMIT_SET(name, d, v, n, strm)                                        \
@@ -292,15 +297,18 @@ static inline int memq_location_device(struct memq_location loc)
 		EMIT_SET(name, d, (int32_t) v, (uint64_t) count * (elem), stream))
 
 /* ---- synchronisations and device selection ---- */
-#define EMIT_SYNC(name, strm)                                                \
+/* `scope`: what a successful call completes (memq_emit_sync). */
+#define EMIT_SYNC(name, strm, scope)                                         \
 	{                                                                    \
 		struct memq_sync_rec rec = {                                 \
 			.api = MEMQ_API_##name, .stream = MEMQ_STREAM(name, strm), .result = r }; \
-		memq_emit_sync(&c, &rec);                                    \
+		memq_emit_sync(&c, &rec, (scope));                           \
 	}
 
+/* Stream synchronisations and queries: they cover what was issued before them. */
 #define SYNC_STREAM(rt, name)                                                \
-	WRAPPER(rt, name, sync, (void *stream), (stream), EMIT_SYNC(name, stream))
+	WRAPPER_PRE(rt, name, sync, (void *stream), (stream),                \
+		(uint64_t issued = memq_content_issued();), (EMIT_SYNC(name, stream, issued)))
 
 /* No parameters: WRAPPER's parameter splicing needs at least one, so the
  * same pieces written out without. */
@@ -315,12 +323,14 @@ static inline int memq_location_device(struct memq_location loc)
 	static MEMQ_NOINLINE int traced_##name(name##_fn real, int route, void *ip) \
 	{                                                                    \
 		struct memq_call c;                                          \
+		uint64_t issued;                                             \
 		int r;                                                       \
 		if (!memq_begin_at(&c, lttng_ust_tracepoint_enabled(memq, sync), rt, route, ip)) \
 			return real();                                       \
+		issued = memq_content_issued();                              \
 		r = real();                                                  \
 		memq_after(&c);                                              \
-		EMIT_SYNC(name, 0)                                           \
+		EMIT_SYNC(name, 0, issued)                                   \
 		return r;                                                    \
 	}                                                                    \
 	static MEMQ_NOINLINE int slow_##name(void *ip)                       \

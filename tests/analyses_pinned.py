@@ -109,6 +109,29 @@ def classes_and_devices() -> Case:
         [unified(1, 1, "cuda")]
 
 
+def content_fingerprints() -> Case:
+    """Content evidence (memq.mirrors, memq.redundant): a new batch uploaded over the last one (its source
+    fingerprint ends the old mirror: no repeat), the same batch again (a repeat the copy checked), a read-back whose
+    destination did not change (no-op) and one whose did; a mirror at whose end another copy reads its source with
+    another fingerprint (at that nanosecond only after-fingerprints count: the mirror stays, the next copy repeats
+    it), a read-back fingerprinted later (copy_done) and copied back (a checked round trip), and a repeat starting
+    as its mirror starts (not checked: its source fingerprint is from before that mirror's end)."""
+    fp = P0.fingerprinted
+    return in_time_order([
+        P0.malloc(10, HOST, 128), P0.gpu_alloc(10, DEV, 128, dur=5),
+        fp(P0.copy(20, 30, DEV, HOST, 32, 1), 1, src=1), fp(P0.copy(40, 50, DEV, HOST, 32, 1), 2, src=2),
+        fp(P0.copy(60, 70, DEV, HOST, 32, 1), 3, src=2),
+        fp(P0.copy(80, 90, HOST + 32, DEV + 32, 16, 2), 4, before=7, after=7),
+        fp(P0.copy(100, 110, HOST + 32, DEV + 32, 16, 2), 5, before=7, after=9),
+        fp(P0.copy(120, 130, DEV + 48, HOST + 48, 8, 1), 6, src=5),
+        fp(P0.copy(130, 140, UNTRACKED, HOST + 48, 8, 0), 7, src=6),
+        fp(P0.copy(150, 160, DEV + 48, HOST + 48, 8, 1), 8, src=5),
+        fp(P0.copy(170, 180, HOST + 64, DEV + 64, 16, 2), 9, later=True), P0.copy_done(200, 9, 11),
+        fp(P0.copy(210, 220, DEV + 64, HOST + 64, 16, 1), 10, src=11),
+        fp(P0.copy(240, 250, DEV + 96, HOST + 96, 8, 1), 11, src=21),
+        fp(P0.copy(250, 260, DEV + 96, HOST + 96, 8, 1), 12, src=21)]), []
+
+
 LOGS: dict[str, Callable[[], Case]] = {f.__name__: f for f in (
     free_at_copy_start, free_as_a_repeat_completes, writes_ending_together, primary_allocations,
-    gpu_frees_end_mirrors, memset_over_a_source, two_d_shapes, classes_and_devices)}
+    gpu_frees_end_mirrors, memset_over_a_source, two_d_shapes, classes_and_devices, content_fingerprints)}

@@ -14,10 +14,22 @@ It follows the same written decisions as the SQL modules (sql/memq/*.sql doc com
 * writes take effect at the end of their call, frees at the start of theirs; effects are
   applied in time order, and at equal times frees first, then writes by slice id (see
   `effect_key`);
-* classes per byte: repeat / round trip first, then managed endpoint, then unified; a
+* classes per byte: no-op (every byte of a copy whose destination fingerprint is the same
+  before and after), then repeat / round trip, then managed endpoint, then unified; a
   byte is a repeat or round trip when its pair was a mirror just before the copy (a copy
-  is never redundant with itself); a copy's class is the class with most bytes (ties in
-  that order);
+  is never redundant with itself) that no fingerprint has ended; a copy's class is the
+  class with most bytes (ties in that order);
+* content fingerprints (sql/memq/mirrors.sql): a copy's *content* is its source
+  fingerprint, else its destination's after completion. Observations are (byte
+  sequence, time, hash): the source at the copy's start (or, from the after-hash, at
+  its end), the destination before (start) and after (`after_ts`: its end, or the
+  copy-done row with its pid and seq). Byte sequences are compared as the exact tuple
+  of addresses. An observation is *after* a time t when taken later, or at t if it is an
+  after-fingerprint. A mirror ends at the first observation after its copy's end of
+  exactly its source or destination sequence with another hash; a repeat / round trip
+  needs no such observation up to the later copy's end, and is *checked* (evidence
+  `content`) when the later copy itself observed a side of it after the earlier end, up
+  to its own end, with the earlier content;
 * a 2D copy writes `height` rows of `width` bytes at `dpitch` / `spitch` strides; a 3D
   copy `depth` slices of those at `dslice` / `sslice` strides; rows are written in order,
   so where rows of one copy overlap (pitch < width) the last row's byte is the mirror;
@@ -41,7 +53,8 @@ MEM_NAME = {MemKind.HOST: "host", MemKind.PINNED: "pinned", MemKind.REGISTERED: 
 MEM_CLASS = {"host": CLS_HOST, "pinned": CLS_PINNED, "registered": CLS_REGISTERED, "device": CLS_DEVICE,
              "managed": CLS_DEVICE}
 KIND_DIRECTION = {0: "HtoH", 1: "HtoD", 2: "DtoH", 3: "DtoD", 1024: "DtoD"}
-CLASSES = ("repeat", "round_trip", "managed", "unified")
+CLASSES = ("no_op", "repeat", "round_trip", "managed", "unified")
+NEVER = float("inf")
 
 
 @dataclass
@@ -77,18 +90,57 @@ class Write:
     api: str = ""
     direction: str | None = None
     pageable: bool = False
+    no_op: int = 0
     repeat: int = 0
     round_trip: int = 0
     managed: int = 0
     unified: int = 0
+    repeat_checked: int = 0  # of repeat / round_trip: bytes content proves
+    round_trip_checked: int = 0
     unified_device: bool = False
     rows: list[tuple[int, int | None, int]] = field(default_factory=list)  # (dst, src, bytes) written
+    seq: int = 0
+    src_hash: int | None = None
+    before: int | None = None
+    after: int | None = None
+    after_ts: int | None = None
 
     def pairs(self):
         """(destination byte, source byte or None) for every byte written."""
         for dst, src, n in self.rows:
             for i in range(n):
                 yield dst + i, None if src is None else src + i
+
+    @property
+    def dst_seq(self) -> tuple[int, ...]:
+        return tuple(d for d, _ in self.pairs())
+
+    @property
+    def src_seq(self) -> tuple[int, ...]:
+        return tuple(s for _, s in self.pairs())
+
+    @property
+    def content(self) -> int | None:
+        """What it copied: the source's fingerprint, else the destination's after completion."""
+        return self.src_hash if self.src_hash is not None else self.after
+
+    @property
+    def redundant(self) -> int:
+        return self.no_op + self.repeat + self.round_trip + self.managed + self.unified
+
+    @property
+    def proven(self) -> int:
+        return self.no_op + self.repeat_checked + self.round_trip_checked
+
+
+@dataclass(frozen=True)
+class Observation:
+    pid: int
+    key: tuple[int, ...]  # the byte addresses, in order
+    ts: int
+    hash: int
+    copy: int  # Write.index
+    kind: str  # copied, before, after
 
 
 @dataclass
@@ -111,6 +163,7 @@ class Oracle:
     allocs: list[Alloc] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
     mirrors: list[Mirror] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
 
     # -- allocations ---------------------------------------------------------------------
     def holding(self, pid: int, byte: int, when: int, among: list[Alloc] | None = None) -> list[Alloc]:
@@ -158,6 +211,7 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
         o.allocs.append(alloc)
         live[(pid, cls, addr)] = alloc
 
+    done: dict[tuple[int, int], tuple[int, int]] = {}  # (pid, seq) -> (ts, dst hash) of the first copy-done
     for i, r in enumerate(rows):
         kind, pid, ptr = r["kind"], r["pid"], r.get("ptr", 0)
         ok = r.get("result", 0) == 0
@@ -194,12 +248,68 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
                           for z in range(max(depth, 1)) for row in range(r["aux2"])]
             else:
                 w.rows = [(ptr, src, r["size"])]
+            if kind == K.GPU_COPY:
+                _fingerprints(w, r)
             o.writes.append(w)
+        elif kind == K.GPU_COPY_DONE:
+            done.setdefault((pid, r["seq"]), (r["ts"], r["dst_hash_after"]))
     for w in o.writes:
         if w.src is not None:
+            if w.after is None and (w.pid, w.seq) in done:
+                w.after_ts, w.after = done[(w.pid, w.seq)]
             _endpoints(o, w, unified_devices)
+    _observations(o)
     _mirrors(o)
     return o
+
+
+def _fingerprints(w: Write, r: dict) -> None:
+    """The hashes a copy row holds, by its content bits."""
+    bits = r.get("content", 0)
+    w.seq = r.get("seq", 0)
+    if bits & 1:
+        w.src_hash = r["src_hash"]
+    if bits & 2:
+        w.before = r["dst_hash_before"]
+    if bits & 4:
+        w.after, w.after_ts = r["dst_hash_after"], w.end
+
+
+def _observations(o: Oracle) -> None:
+    for w in o.writes:
+        if w.src is None:
+            continue
+        if w.content is not None:
+            when = w.begin if w.src_hash is not None else w.end
+            o.observations.append(Observation(w.pid, w.src_seq, when, w.content, w.index, "copied"))
+        if w.before is not None:
+            o.observations.append(Observation(w.pid, w.dst_seq, w.begin, w.before, w.index, "before"))
+        if w.after is not None:
+            o.observations.append(Observation(w.pid, w.dst_seq, w.after_ts, w.after, w.index, "after"))
+
+
+def _after(ob: Observation, t: int) -> bool:
+    """Taken after t; at t only an after-fingerprint (a copy starting then saw the state before)."""
+    return ob.ts > t or (ob.ts == t and ob.kind == "after")
+
+
+def content_end(o: Oracle, w: Write) -> float:
+    """When an observation first showed a side of w's mirror no longer holding its content (inf: never)."""
+    if w.content is None:
+        return NEVER
+    keys = (w.src_seq, w.dst_seq)
+    hits = [ob.ts for ob in o.observations
+            if ob.pid == w.pid and ob.key in keys and _after(ob, w.end) and ob.hash != w.content]
+    return min(hits, default=NEVER)
+
+
+def _checked(o: Oracle, later: Write, earlier: Write) -> bool:
+    """Whether `later` itself observed a side of `earlier`'s mirror unchanged, between their ends."""
+    if earlier.content is None:
+        return False
+    keys = (earlier.src_seq, earlier.dst_seq)
+    return any(ob.copy == later.index and ob.key in keys and _after(ob, earlier.end) and ob.ts <= later.end
+               and ob.hash == earlier.content for ob in o.observations)
 
 
 def _side(a: Alloc | None) -> str:
@@ -230,17 +340,31 @@ def effect_key(ev: "Alloc | Write") -> tuple[int, int, int, int]:
     return (ev.end, 1, ev.begin, ev.index)
 
 
-def _classify(o: Oracle, w: Write, active: dict[tuple[int, int], "Mirror"]) -> None:
-    """Classes of a copy's bytes from the mirrors active just before it completes."""
+def _classify(o: Oracle, w: Write, active: dict[tuple[int, int], "Mirror"], ends: dict[int, float],
+              writes: dict[int, Write]) -> None:
+    """Classes of a copy's bytes from the mirrors active just before it completes, less those a fingerprint
+    ended by then (`ends`: content_end per copy); every byte a no-op when its destination did not change."""
+    if w.before is not None and w.before == w.after:
+        w.no_op = w.nbytes
+        return
     near = o.near(w)
+    checked: dict[int, bool] = {}  # per earlier copy: _checked, once
+
+    def is_checked(earlier: int) -> bool:
+        if earlier not in checked:
+            checked[earlier] = _checked(o, w, writes[earlier])
+        return checked[earlier]
+
     for d, s in w.pairs():
         held = o.holding(w.pid, d, w.begin, near) + o.holding(w.pid, s, w.begin, near)
         m = active.get((w.pid, d))
         back = active.get((w.pid, s))
-        if m is not None and m.src == s:
+        if m is not None and m.src == s and ends[m.copy] > w.end:
             w.repeat += 1
-        elif back is not None and back.src == d:
+            w.repeat_checked += is_checked(m.copy)
+        elif back is not None and back.src == d and ends[back.copy] > w.end:
             w.round_trip += 1
+            w.round_trip_checked += is_checked(back.copy)
         elif any(a.mem == "managed" for a in held):
             w.managed += 1
         elif w.direction in ("HtoD", "DtoH") and w.unified_device:
@@ -252,6 +376,8 @@ def _mirrors(o: Oracle) -> None:
     effects.sort(key=effect_key)
     active: dict[tuple[int, int], Mirror] = {}  # (pid, dst byte) -> mirror
     by_src: dict[tuple[int, int], set[int]] = defaultdict(set)  # (pid, src byte) -> dst bytes
+    ends = {w.index: content_end(o, w) for w in o.writes if w.src is not None}
+    writes = {w.index: w for w in o.writes}
 
     def close(m: Mirror, when: int) -> None:
         m.end = when
@@ -265,7 +391,7 @@ def _mirrors(o: Oracle) -> None:
             continue
         w, when, pid = ev, ev.end, ev.pid
         if w.src is not None:
-            _classify(o, w, active)
+            _classify(o, w, active, ends, writes)
         for y, _ in w.pairs():
             if (pid, y) in active:
                 close(active[(pid, y)], when)
@@ -287,10 +413,13 @@ def _mirrors(o: Oracle) -> None:
                 continue
             active[(pid, d)] = m
             by_src[(pid, s)].add(d)
+    for m in o.mirrors:  # a fingerprint ends it earlier than the address rules did
+        if ends[m.copy] < (NEVER if m.end is None else m.end):
+            m.end = int(ends[m.copy])
 
 
 def copy_class(w: Write) -> str | None:
-    """The class with most bytes (ties: repeat, round trip, managed, unified); None when nothing is redundant."""
+    """The class with most bytes (ties: no-op, repeat, round trip, managed, unified); None when nothing is redundant."""
     counts = [(getattr(w, cls), -i, cls) for i, cls in enumerate(CLASSES)]
     best = max(counts)
     return best[2] if best[0] > 0 else None
@@ -363,21 +492,30 @@ def union_length(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def redundant_totals(o: Oracle, pid: int | None = None) -> dict[str, dict]:
-    """Per class (and 'redundant' = all classes, 'staged'): count, bytes, time, wall."""
+def proven_bytes(w: Write, cls: str) -> int:
+    """Of a copy's bytes in `cls` (or 'redundant': any class), those a fingerprint proves (evidence `content`)."""
+    return {"no_op": w.no_op, "repeat": w.repeat_checked, "round_trip": w.round_trip_checked,
+            "redundant": w.proven}.get(cls, 0)
+
+
+def redundant_totals(o: Oracle, pid: int | None = None, evidence: str = "all") -> dict[str, dict]:
+    """Per class (and 'redundant' = all classes, 'staged'): count, bytes, time, wall; `evidence`
+    'content' / 'address' keeps only the bytes a fingerprint proves / the others (no 'staged')."""
     copies = [w for w in o.writes if w.src is not None and (pid is None or w.pid == pid)]
     out = {}
     for cls in CLASSES + ("redundant",):
         def nbytes(w: Write) -> int:
-            return w.repeat + w.round_trip + w.managed + w.unified if cls == "redundant" else getattr(w, cls)
+            every = w.redundant if cls == "redundant" else getattr(w, cls)
+            return {"all": every, "content": proven_bytes(w, cls), "address": every - proven_bytes(w, cls)}[evidence]
         hit = [w for w in copies if nbytes(w) > 0]
         out[cls] = {"count": len(hit), "bytes": sum(nbytes(w) for w in hit),
                     "time": sum(prorated(w, nbytes(w)) for w in hit),
                     "wall": union_length([(w.begin, w.begin + prorated(w, nbytes(w))) for w in hit])}
-    staged = [w for w in copies if w.pageable]
-    out["staged"] = {"count": len(staged), "bytes": sum(w.nbytes for w in staged),
-                     "time": sum(w.end - w.begin for w in staged),
-                     "wall": union_length([(w.begin, w.end) for w in staged])}
+    if evidence == "all":
+        staged = [w for w in copies if w.pageable]
+        out["staged"] = {"count": len(staged), "bytes": sum(w.nbytes for w in staged),
+                         "time": sum(w.end - w.begin for w in staged),
+                         "wall": union_length([(w.begin, w.end) for w in staged])}
     return out
 
 

@@ -12,6 +12,11 @@ own time window), are written with write_trace, loaded into trace_processor, and
 column is compared with the oracle. `test_pinned_logs_match_oracle` does the same for fixed
 logs of the known hard cases (tests/analyses_pinned.py), so catching them never depends on
 the draw.
+
+Every case then runs on simulated memory (support.contents): untraced CPU and kernel writes
+between copies, and fingerprints on a random choice of copy sides, some of which see those
+writes, so content evidence (no-op copies, mirrors a fingerprint ends, checked repeats) is
+compared too.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from ctf2perfetto import analyses
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
 from ctf2perfetto.write import write_trace
+from support.contents import with_fingerprints
 from support.rows import Rows, in_time_order, unified
 
 CASES_PER_TRACE = 10
@@ -199,7 +205,9 @@ def _copy_row(log: _Log, pid: int, begin: int, end: int, **on) -> dict:
         _, d0, s0, n0, shape0 = draw(st.sampled_from(mine))
         dst, src = (d0, s0) if how != "back" else (s0, d0)
         shift = draw(st.integers(-8, 8)) if how == "shifted" else 0
-        dst, src, nbytes = dst + shift, src + shift, max(1, n0 + draw(st.integers(-8, 8)))
+        # half the repeats / round trips cover exactly the same bytes (fingerprints then compare)
+        grow = 0 if how != "shifted" and draw(st.booleans()) else draw(st.integers(-8, 8))
+        dst, src, nbytes = dst + shift, src + shift, max(1, n0 + grow)
         if shape0 and draw(st.integers(0, 3)):
             shape = dict(shape0) if how != "back" else dict(shape0, dpitch=shape0["spitch"], spitch=shape0["dpitch"])
             if how == "shifted":
@@ -276,7 +284,7 @@ def case(draw) -> tuple[list[dict], list[dict]]:
         else:
             OPS[op](log, draw(st.integers(0, nproc - 1)))
         log.gap()
-    return in_time_order(log.rows), _devices(draw, nproc, runtime)
+    return with_fingerprints(draw, in_time_order(log.rows)), _devices(draw, nproc, runtime)
 
 
 def _combine(cases: list[tuple[list[dict], list[dict]]]) -> tuple[list[dict], list[dict]]:
@@ -348,32 +356,34 @@ def _check_copies(engine, ref: oracle.Oracle, mode: str) -> None:
     got = got.merge(where, on="id", how="left").rename(columns={"class": "cls"})
     got_rows = Counter(
         (int(r.pid), int(r.tid), int(r.ts), int(r.ts + r.dur), int(r.dst), int(r.src), int(r.bytes), r.api,
-         int(r.stream), int(r.device), r.direction, bool(r.unified_device), _int(r.repeat_bytes),
+         int(r.stream), int(r.device), r.direction, bool(r.unified_device), _int(r.no_op_bytes), _int(r.repeat_bytes),
          _int(r.round_trip_bytes), _int(r.managed_bytes), int(r.unified_bytes), int(r.redundant_bytes),
-         _none(r.cls), int(r.redundant_dur), bool(r.staged))
+         _int(r.repeat_content_bytes), _int(r.round_trip_content_bytes), int(r.content_bytes), _none(r.cls),
+         _none(r.evidence), int(r.redundant_dur), bool(r.staged))
         for r in got.itertuples())
     expect = Counter()
     for w in ref.writes:
         if w.src is None:
             continue
-        redundant = w.repeat + w.round_trip + w.managed + w.unified
+        evidence = None if not w.redundant else "content" if w.proven == w.redundant else "address"
         expect[(w.pid, w.tid, w.begin, w.end, w.dst, w.src, w.nbytes, w.api, w.stream, w.device, w.direction,
-                w.unified_device, w.repeat, w.round_trip, w.managed, w.unified, redundant, oracle.copy_class(w),
-                oracle.prorated(w, redundant), w.pageable)] += 1
+                w.unified_device, w.no_op, w.repeat, w.round_trip, w.managed, w.unified, w.redundant,
+                w.repeat_checked, w.round_trip_checked, w.proven, oracle.copy_class(w), evidence,
+                oracle.prorated(w, w.redundant), w.pageable)] += 1
     assert got_rows == expect, (mode, sorted(got_rows - expect)[:4], sorted(expect - got_rows)[:4])
 
 
 def _check_totals(engine, ref: oracle.Oracle, mode: str) -> None:
-    """Totals per class, whole trace and per process."""
+    """Totals per class and evidence (all, content, address), whole trace and per process."""
     totals = analyses.redundant(engine, mode)
     for pid in [None] + sorted({w.pid for w in ref.writes}):
-        expect = oracle.redundant_totals(ref, pid)
         sel = totals[totals["pid"].isna()] if pid is None else totals[totals["pid"] == pid]
         got_cls = {r["class"]: r for r in sel.to_dict("records")}
-        for cls, fig in expect.items():
-            row = got_cls.get(cls, {"count": 0, "bytes": 0, "dur_sum": 0, "wall_dur": 0})
-            assert (row["count"], row["bytes"], row["dur_sum"], row["wall_dur"]) == \
-                (fig["count"], fig["bytes"], fig["time"], fig["wall"]), (mode, pid, cls)
+        for evidence, prefix in (("all", ""), ("content", "content_"), ("address", "address_")):
+            for cls, fig in oracle.redundant_totals(ref, pid, evidence).items():
+                row = got_cls.get(cls, {})
+                got_fig = tuple(row.get(prefix + k, 0) for k in ("count", "bytes", "dur_sum", "wall_dur"))
+                assert got_fig == (fig["count"], fig["bytes"], fig["time"], fig["wall"]), (mode, pid, cls, evidence)
 
 
 def _check_summary(engine, ref: oracle.Oracle, window: tuple[int, int]) -> None:
@@ -468,7 +478,8 @@ FEATURES = ("equal effect times", "writes ending together", "calls starting toge
             "2D copy with rows overlapping", "2D copy of zero rows or width", "2D copy repeating",
             "unified copy on device 1", "CUDA copy", "round trip", "bytes in several classes",
             "same-kind allocations overlapping", "mirror over a registered range and a heap block",
-            "mirror over overlapping same-kind allocations", "mirror ending at its start")
+            "mirror over overlapping same-kind allocations", "mirror ending at its start", "no-op copy",
+            "repeat or round trip checked by content", "mirror ended by a fingerprint")
 
 
 def features(rows: list[dict], ref: oracle.Oracle) -> Counter:
@@ -503,6 +514,10 @@ def features(rows: list[dict], ref: oracle.Oracle) -> Counter:
                 a.pid == b.pid and a.cls == b.cls and a.addr < b.addr + b.size and b.addr < a.addr + a.size
                 and b.start < (a.end if a.end is not None else b.start + 1) and a.addr != b.addr)
     f["mirror ending at its start"] = sum(m.end == m.start for m in ref.mirrors)
+    f["no-op copy"] = sum(w.no_op > 0 for w in copies)
+    f["repeat or round trip checked by content"] = sum(w.repeat_checked + w.round_trip_checked > 0 for w in copies)
+    content_end = {w.index: oracle.content_end(ref, w) for w in copies}
+    f["mirror ended by a fingerprint"] = sum(m.end is not None and m.end == content_end[m.copy] for m in ref.mirrors)
     begin = {w.index: w.begin for w in copies}
     for m in ref.mirrors:
         for byte in (m.dst, m.src):

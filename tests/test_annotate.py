@@ -115,6 +115,8 @@ def test_redundant_copy_slices_equal_the_oracle(engines, reference) -> None:
     got = annotated_engine.query(f"""
         SELECT t.name AS track, s.ts, s.dur, s.depth, EXTRACT_ARG(s.arg_set_id, 'debug.class') AS cls,
                EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS redundant_bytes, {class_bytes},
+               EXTRACT_ARG(s.arg_set_id, 'debug.evidence') AS evidence,
+               EXTRACT_ARG(s.arg_set_id, 'debug.content_bytes') AS content_bytes,
                EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes_fmt') AS redundant_fmt,
                EXTRACT_ARG(s.arg_set_id, 'debug.redundant_dur_fmt') AS dur_fmt,
                EXTRACT_ARG(s.arg_set_id, 'debug.call_id') AS call_id,
@@ -125,13 +127,17 @@ def test_redundant_copy_slices_equal_the_oracle(engines, reference) -> None:
                 WHERE f.slice_in = s.id AND c.category = '{N.CAT_COPY}') AS copy_ts
         FROM slice s JOIN track t ON s.track_id = t.id
         WHERE s.category = '{N.CAT_ANALYSIS}' AND t.name GLOB 'Redundant*'""")
+    # The copy's evidence is `content` when a fingerprint proves all its redundant bytes (no-op copies always).
     expected = sorted((N.REDUNDANT_TRACK, w.begin, w.end - w.begin, oracle.copy_class(w), sum(by_class),
-                       *(n or None for n in by_class))
+                       *(n or None for n in by_class), oracle.proven_bytes(w, "redundant"),
+                       "content" if oracle.proven_bytes(w, "redundant") == sum(by_class) else "address")
                       for w in ref.writes if w.src is not None
                       for by_class in [[getattr(w, cls) for cls in oracle.CLASSES]] if any(by_class))
-    assert any(w.round_trip for w in ref.writes), \
-        "the workload must copy data back (round trip) for this test to mean much"
-    rows = got[["track", "ts", "dur", "cls", "redundant_bytes", *oracle.CLASSES]].astype(object)
+    assert any(w.round_trip for w in ref.writes) and any(w.no_op for w in ref.writes), \
+        "the workload must copy data back (round trip) and read back unchanged data (no-op) for this test to mean much"
+    assert {row[-1] for row in expected} == {"content", "address"}, "both kinds of evidence must occur"
+    rows = got[["track", "ts", "dur", "cls", "redundant_bytes", *oracle.CLASSES, "content_bytes",
+                "evidence"]].astype(object)
     assert sorted(tuple(None if pd.isna(v) else v for v in row) for row in rows.itertuples(index=False)) == expected
     assert (got["depth"] == 0).all(), "overlapping copies must go to separate lanes, never nest"
     assert got["reason"].str.len().min() > 20
@@ -196,9 +202,10 @@ def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) 
     # Three repeat copies where the second overlaps the first and the third fits after the first.
     red = pd.DataFrame({"ts": [start + 100, start + 150, start + 300], "dur": [200, 500, 50],
                         "cls": ["repeat"] * 3, "bytes": [64, 128, 32], "redundant_bytes": [64, 100, 32],
-                        "repeat_bytes": [64, 100, 32], "round_trip_bytes": [0] * 3, "managed_bytes": [0] * 3,
-                        "unified_bytes": [0] * 3, "redundant_dur": [200, 390, 50], "direction": ["HtoD"] * 3,
-                        "api": ["hipMemcpy"] * 3, "call_id": [1, 2, 3]})
+                        "no_op_bytes": [0] * 3, "repeat_bytes": [64, 100, 32], "round_trip_bytes": [0] * 3,
+                        "managed_bytes": [0] * 3, "unified_bytes": [0] * 3, "content_bytes": [64, 0, 0],
+                        "evidence": ["content", "address", "address"], "redundant_dur": [200, 390, 50],
+                        "direction": ["HtoD"] * 3, "api": ["hipMemcpy"] * 3, "call_id": [1, 2, 3]})
     staged = pd.DataFrame({"ts": [start + 400], "dur": [20], "bytes": [4096], "direction": ["HtoD"],
                            "api": ["hipMemcpy"], "call_id": [4]})
     notes = Annotations(pd.DataFrame({"ts": [start + 100], "direction": [""], "value": [64]}), red, staged,

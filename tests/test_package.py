@@ -36,7 +36,10 @@ def test_installed_wheel_registers_the_memq_package(wheel: Path, tmp_path: Path,
     # Dependencies come from this interpreter's site-packages; memq itself only from the wheel.
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True)
+    # --ignore-installed: a memq of the same version in the system site-packages (an editable install of some
+    # checkout) would otherwise count as installed, and the wheel would not be.
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)], check=True,
+                   capture_output=True)
     # A PYTHONPATH naming a checkout (how the tests run from one) would win over the installed wheel.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run([python, "-c", "import ctf2perfetto; print(ctf2perfetto.__file__)"], cwd=tmp_path,

@@ -17,15 +17,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "Run the memq analyses on TRACE and write OUT = TRACE followed by tracks holding their results, so "
             "the stock Perfetto UI (ui.perfetto.dev, memq open) shows them with no plugin, in a 'memq analyses' "
             "track group: the 'Duplicated bytes' counter, 'Redundant copies' (one slice per copy with redundant "
-            "bytes: its class, bytes per class, the reason, and a flow from the copy), 'Staged copies', the "
-            "counters 'Duplicated bytes HtoD|DtoH|DtoD|HtoH' and 'Leaked bytes', and 'Leaked allocations' (one "
-            "summary slice to the trace's end). Nothing in TRACE is changed. "
+            "bytes: its class, bytes per class, the reason, the evidence (content: proven by a fingerprint, "
+            "address: the address rules alone), and a flow from the copy), 'Staged copies', the counters "
+            "'Duplicated bytes HtoD|DtoH|DtoD|HtoH' and 'Leaked bytes', and 'Leaked allocations' (one summary "
+            "slice to the trace's end). Nothing in TRACE is changed. "
             "Duplicated and redundant figures are upper bounds: writes by CPU code and GPU kernels are not traced."
         ),
     )
     parser.add_argument("trace", type=Path, metavar="TRACE", help="memq trace (.pftrace from ctf2perfetto)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
-                        help="annotated trace to write (must differ from TRACE)")
+                        help="annotated trace to write (a new file or one of yours, not TRACE; replaced "
+                             "atomically)")
     add_unified_arg(parser)
     add_engine_args(parser)
     parser.set_defaults(func=run)
@@ -35,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from ..annotate import annotation_packets, collect, require_protobuf_trace, write_annotated
     from ..engine import open_trace
     from . import stderr_is_terminal
+    from ..outfiles import check_output
     from .open import require_trace_file
 
     require_trace_file(args.trace)
+    check_output(args.output, inputs=[args.trace])
     require_protobuf_trace(args.trace)
     started = time.monotonic()
     if stderr_is_terminal():

@@ -1,4 +1,4 @@
-"""`memq record -o DIR [--api hip,cuda,libc] [--host-min-size BYTES] [--mode blocking|discard] [--force] -- CMD ...`
+"""`memq record -o DIR [--api hip,cuda,libc] [--host-min-size BYTES] [--mode blocking|discard] [--content sampled|full|off] [--force] -- CMD ...`
 
 `python3 -m ctf2perfetto.cli.record record -o DIR -- CMD` is the same command
 without the other subcommands, whose modules import pandas: recording needs only
@@ -18,11 +18,15 @@ usable bytes as an allocation and a free event, smaller blocks as per-thread
 totals written every 10 ms), every HIP and CUDA runtime memory call
 (allocations, frees with the size they free, copies, sets, prefetch/advise,
 synchronisations, device selection), loaded libraries and process names, with
-vpid/vtid/ip contexts. A session daemon is started if none is running.
-Ctrl-C reaches COMMAND; the session is stopped and destroyed
-whatever happens to COMMAND, and DIR/memq-record.json records the command,
-its exit code, clocks, versions, what was enabled and how many events were
-lost. memq record exits with COMMAND's exit code (127: not found).
+vpid/vtid/ip contexts, and content fingerprints of what copies move where the
+CPU may read it (--content), which let the analyses tell redundant copies from
+copies of new data. A session daemon is started if none is running.
+Ctrl-C reaches COMMAND (SIGINT, SIGTERM and SIGHUP sent to memq are forwarded
+to it); the session is stopped and destroyed whatever happens to COMMAND or to
+memq (a guardian process does it if memq is killed), and DIR/memq-record.json
+records the command, its exit code, clocks, versions, what was enabled and how
+many events were lost. memq record exits with COMMAND's exit code (127: not
+found, 126: not executable).
 """
 EPILOG = """\
 notes:
@@ -65,6 +69,12 @@ def add_parser(subparsers) -> None:
                              "512k, 2M when every heap call is an event: --host-min-size 0 or --host-source lttng)")
     parser.add_argument("--num-subbuf", type=int, default=8, metavar="N",
                         help="sub-buffers per CPU (default 8): more buffer absorbs longer bursts")
+    parser.add_argument("--content", choices=("sampled", "full", "off"), default="sampled",
+                        help="fingerprint what copies move, where the CPU can read it (host memory; device memory "
+                             "only on unified-memory devices): sampled (default: the length and 16 blocks of 64 "
+                             "bytes spread over the range; ~0.1 us a fingerprint, ~1 us when not cached), full "
+                             "(every byte; ~20 GB/s per core) or off. Redundant copies are then checked against "
+                             "the data, not only addresses")
     parser.add_argument("--force", action="store_true",
                         help="record into a non-empty DIR (replaces a previous recording's ust/ and "
                              "memq-record.json, leaves other files)")
@@ -87,8 +97,12 @@ def run(args: argparse.Namespace) -> int:
     result = record(RecordOptions(output=args.output, command=command, apis=parse_apis(args.api),
                                   mode=args.mode, force=args.force, subbuf_size=args.subbuf_size,
                                   num_subbuf=args.num_subbuf, host_source=args.host_source,
-                                  host_min_size=parse_host_min_size(args.host_min_size)), announce)
-    print(summary(result), file=sys.stderr)
+                                  host_min_size=parse_host_min_size(args.host_min_size),
+                                  content=args.content), announce)
+    try:
+        print(summary(result), file=sys.stderr)
+    except OSError:
+        pass  # the terminal is gone (SIGHUP): memq-record.json says it all
     return result.exit_code
 
 

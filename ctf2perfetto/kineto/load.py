@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MemqError, UsageError
+from ..traceformat import names as N
 
 
 @dataclass
@@ -41,6 +42,8 @@ def load(path: str | Path) -> KinetoTrace:
         raise UsageError(f"{path}: is a directory, expected a Kineto JSON file")
     if not path.exists():
         raise UsageError(f"{path}: Kineto trace not found")
+    if not path.is_file():  # a fifo would block for ever, /dev/zero never end
+        raise UsageError(f"{path}: not a regular file, expected a Kineto JSON file")
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
@@ -53,6 +56,8 @@ def load(path: str | Path) -> KinetoTrace:
         raise MemqError(f"{path}: not a readable gzip file: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MemqError(f"{path}: not a JSON Kineto trace: {exc}") from None
+    if isinstance(doc, list):  # the Chrome trace format's bare event array
+        doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise MemqError(f"{path}: no traceEvents list: not a PyTorch profiler (Kineto) trace")
     base = doc.get("baseTimeNanoseconds", 0)
@@ -61,14 +66,35 @@ def load(path: str | Path) -> KinetoTrace:
     except (TypeError, ValueError, InvalidOperation):
         raise MemqError(f"{path}: baseTimeNanoseconds is not a number: {base!r}") from None
     trace = KinetoTrace(path, base_ns, [])
-    for event in doc["traceEvents"]:
+    for number, event in enumerate(doc["traceEvents"]):
         if not isinstance(event, dict):
             continue
         if event.get("ph") == "M":
             _read_metadata(trace, event)
         else:
+            if event.get("cat") in N.KINETO_MEMORY_WORK:
+                _check_memory_work(trace, number, event)
             trace.events.append(event)
     return trace
+
+
+def _check_memory_work(trace: KinetoTrace, number: int, event: dict) -> None:
+    """A copy or memset the analyses count: a bad time, duration or byte count is refused in one line
+    (it would give negative or wrong figures), never dropped."""
+    if event.get("ph") != "X":
+        return
+    where = f"{trace.path}: traceEvents[{number}] ({event.get('cat')} {str(event.get('name', ''))[:60]!r})"
+    if trace.abs_ns(event.get("ts")) is None:
+        raise MemqError(f"{where}: ts {event.get('ts')!r} is not a number")
+    dur = us_to_ns(event.get("dur", 0))
+    if dur is None or dur < 0:
+        raise MemqError(f"{where}: dur {event.get('dur')!r} is not a duration (a number >= 0)")
+    args = event.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise MemqError(f"{where}: args is not an object")
+    nbytes = (args or {}).get("bytes")
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise MemqError(f"{where}: bytes {nbytes!r} is not a byte count (an integer >= 0)")
 
 
 def _read_metadata(trace: KinetoTrace, event: dict) -> None:

@@ -71,10 +71,13 @@ class KinetoMerge:
         self.threads: dict[tuple[int, int], str] = {}  # CPU tracks used: write_trace's extra_threads
         self.processes: dict[int, str] = {}  # write_trace's extra_processes
         self.events = 0  # Kineto events written (slices, instants), after packets()
+        self.unplaced = 0  # events left out (no phase memq knows, no valid ts or dur)
+        self.first_ns = 0  # the first event's REALTIME ns, after packets()
         self.flows = 0  # flows written, after packets()
         self.clock_note: str | None = None  # the clock correction packets() made, if any
         self._descriptors: list[bytes] = []
         self._lanes: dict[tuple[Any, Any, bool], _Lane] = {}
+        self._streams: dict[_Lane, tuple[int, Any, str]] = {}  # GPU lane -> (device, stream, label)
         self._devices: set[int] = set()
         self._slices: dict[_Lane, list[Slice]] = {}
         self._instants: list[tuple[int, _Lane, dict]] = []
@@ -93,9 +96,11 @@ class KinetoMerge:
             if ipid not in self._devices:
                 self._devices.add(ipid)
                 self._descriptors.append(T.gpu_track(ipid))
-            uuid, descriptor = T.kineto_stream_track(ipid, tid, self.trace.thread_names.get(key) or f"stream {tid}")
+            label = self.trace.thread_names.get(key) or f"stream {tid}"
+            uuid, descriptor = T.kineto_stream_track(ipid, tid, label)
             self._descriptors.append(descriptor)
             lane = _Lane(uuid, "gpu")
+            self._streams[lane] = (ipid, tid, label)
         elif ipid is not None and itid is not None:
             self.processes[ipid] = self.trace.process_names.get(pid, f"pid {ipid}")
             if itid == 0:  # Kineto's process-scoped rows
@@ -122,15 +127,18 @@ class KinetoMerge:
             ts = trace.abs_ns(event.get("ts"))
             if ph not in ("X", "i", "I", "s", "t", "f"):
                 self._skip(f"with phase {ph!r}" if ph else "without phase")
+                self.unplaced += 1
                 continue
             if ts is None:
                 self._skip("without a valid ts")
+                self.unplaced += 1
                 continue
             lane = self._lane(event.get("pid"), event.get("tid"), event.get("cat") in N.KINETO_RUNTIME_CATEGORIES)
             if ph == "X":
                 dur = us_to_ns(event.get("dur", 0))
                 if dur is None or dur < 0:
                     self._skip("with a bad dur")
+                    self.unplaced += 1
                     continue
                 self._slices.setdefault(lane, []).append(Slice(ts, ts + dur, event))
             elif ph in ("i", "I"):
@@ -138,6 +146,31 @@ class KinetoMerge:
             else:
                 owner = (event.get("pid"), event.get("tid"))
                 self._flow_points.append((ph, (event.get("cat"), event.get("id")), ts, owner, event))
+
+    def _split_overlaps(self, lane: _Lane, lane_slices: list[Slice]) -> int:
+        """Keeps on `lane` the slices that nest (sorted by start, longest first); each one that would
+        cross another goes to the first overlap lane where it nests (a sibling track of the same name).
+        Returns how many moved."""
+        lanes: list[tuple[_Lane, list[Slice], list[Slice]]] = [(lane, [], [])]
+        moved = 0
+        for s in lane_slices:
+            for i, (_, kept, stack) in enumerate(lanes):
+                while stack and stack[-1].end <= s.start:
+                    stack.pop()
+                if not stack or s.end <= stack[-1].end:
+                    s.depth = len(stack)
+                    kept.append(s)
+                    stack.append(s)
+                    moved += i > 0
+                    break
+            else:
+                uuid, descriptor = T.kineto_stream_track(*self._streams[lane], lane=len(lanes))
+                self._descriptors.append(descriptor)
+                lanes.append((_Lane(uuid, lane.kind), [s], [s]))
+                moved += 1
+        for extra, kept, _ in lanes:
+            self._slices[extra] = kept
+        return moved
 
     def anchor_addresses(self) -> np.ndarray:
         """Addresses of the allocations Kineto's `[memory]` events report (for LttngEvents)."""
@@ -193,19 +226,25 @@ class KinetoMerge:
                                    "Kineto events moved to match")
         api_calls = lttng.calls_by_thread(realtime_offset_ns) if lttng is not None else {}
         widened, most = 0, 0
-        for lane, lane_slices in self._slices.items():
+        for lane, lane_slices in list(self._slices.items()):
             if api_calls and lane.thread in api_calls:
                 n, shift = widen(lane_slices, api_calls[lane.thread])
                 widened, most = widened + n, max(most, shift)
         if widened:
             self._skip(f"ops widened to cover a memq API call they crossed (by at most {most / 1000:.1f} us)",
                        widened)
-        clamped = 0
-        for lane_slices in self._slices.values():
+        clamped = overlapping = 0
+        for lane in list(self._slices):
+            lane_slices = self._slices[lane]
             lane_slices.sort(key=lambda s: (s.start, -s.end))
-            clamped += nest(lane_slices)
+            if lane.kind == "gpu":  # device work is not clamped: what overlaps goes on a lane of its own
+                overlapping += self._split_overlaps(lane, lane_slices)
+            else:
+                clamped += nest(lane_slices)
         if clamped:
             self._skip("slice ends clamped to their parent", clamped)
+        if overlapping:
+            self._skip("GPU slices overlapping another on their stream, put on an overlap lane", overlapping)
 
         # A flow point binds in the runtime child track first (ac2g starts at runtime calls), then the thread's.
         lanes = self._lanes
@@ -235,6 +274,8 @@ class KinetoMerge:
         for ts, lane, event in self._instants:
             add(ts, lane, P.TYPE_INSTANT, event)
         self.events = sum(map(len, self._slices.values())) + len(self._instants)
+        starts = [s.start for lane_slices in self._slices.values() for s in lane_slices[:1]]
+        self.first_ns = min(starts + [ts for ts, _, _ in self._instants], default=0)
 
         packets = [P.sequence_start(N.SEQ_KINETO)]
         packets += [P.packet(N.SEQ_KINETO, descriptor=d) for d in self._descriptors]

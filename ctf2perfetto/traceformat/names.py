@@ -33,6 +33,7 @@ CAT_META = "memq.meta"
 CAT_DEVICE = "memq.device"
 CAT_BINARY = "memq.binary"
 CAT_LOST = "memq.lost"
+CAT_COPY_DONE = "memq.copy_done"  # a copy's destination fingerprint at its completion point
 CAT_ANALYSIS = "memq.analysis"
 # Categories of the PyTorch profiler (Kineto) that memq reads.
 KINETO_CPU_OP = "cpu_op"
@@ -40,12 +41,19 @@ KINETO_MEMCPY = "gpu_memcpy"
 KINETO_MEMSET = "gpu_memset"
 KINETO_KERNEL = "kernel"
 KINETO_GPU_CATEGORIES = frozenset({KINETO_KERNEL, KINETO_MEMCPY, KINETO_MEMSET, "gpu_user_annotation"})
+# What the analyses count: checked on load, and never clamped or dropped (they go on overlap lanes).
+KINETO_MEMORY_WORK = frozenset({KINETO_MEMCPY, KINETO_MEMSET})
 KINETO_RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 
 # -- event names ---------------------------------------------------------------------------------------
 EVENT_TRACE_INFO = "memq trace info"
-EVENT_LOST_EVENTS = "lost events"
-EVENT_LOST_PACKETS = "lost packets"
+EVENT_COPY_DONE = "copy done"
+# memq.lost slice names: a LOST row's aux2 (events.py: 0 events, 1 packets), then the losses the files
+# show (TraceInfo.losses, ctf2perfetto.preflight): packets index/ lists that are gone, packets --salvage
+# cut away.
+LOSS_EVENTS, LOSS_PACKETS, LOSS_MISSING, LOSS_DROPPED = 0, 1, 2, 3
+LOSS_NAMES = {LOSS_EVENTS: "lost events", LOSS_PACKETS: "lost packets", LOSS_MISSING: "missing packets",
+              LOSS_DROPPED: "dropped packets"}
 EVENT_MEMSET = "memset"
 EVENT_HOST_SMALL = "host_small"  # memq.heap: one thread's totals of blocks below the recording's threshold
 # memq.heap instant names: LTTng's libc events are named by their kind; memq's host_alloc / host_free by the
@@ -68,7 +76,12 @@ GPU_OPS = {EventKind.GPU_ALLOC: "alloc", EventKind.GPU_FREE: "free", EventKind.G
            EventKind.GPU_UNREGISTER: "unregister", EventKind.GPU_COPY: "copy", EventKind.GPU_SET: "set",
            EventKind.GPU_PREFETCH: "prefetch", EventKind.GPU_ADVISE: "advise", EventKind.GPU_SYNC: "sync",
            EventKind.GPU_SET_DEVICE: "set_device"}
+CONTENT_MODES = {0: "off", 1: "sampled", 2: "full"}  # memq:copy content_mode (docs/EVENTS.md)
+# A copy's `content` bits: which fingerprint arguments it carries (8: the after-fingerprint comes later,
+# in a memq.copy_done instant).
+CONTENT_SRC, CONTENT_DST_BEFORE, CONTENT_DST_AFTER, CONTENT_DEFERRED = 1, 2, 4, 8
 SOURCE_LTTNG = "lttng"
+SOURCE_KINETO = "kineto"  # a JSON trace converted alone (memq's importer)
 
 # -- tracks ------------------------------------------------------------------------------------------------
 TRACK_MEMQ = "memq"  # global: trace info, devices, losses
@@ -145,13 +158,19 @@ ARGS: dict[str, str | None] = {
     # copy and memset slices
     "api": None, "pid": None, "tid": None, "dst_alloc_id": None, "src_alloc_id": None, "dst_mem": None,
     "src_mem": None, "direction": None,
+    # content fingerprints (copies, memq.copy_done)
+    "seq": None, "content": None, "content_mode": None, "src_hash": None, "dst_hash_before": None,
+    "dst_hash_after": None,
     # memq track: trace info, devices, binaries, losses
     "source": None, "converter_version": None, "hostname": None, "lost_events": None, "lost_packets": None,
-    "unmatched_frees": None, "skipped_events": None, "events": None, "host_source": None,
+    "unmatched_frees": None, "skipped_events": None, "events": None, "events_read": None,
+    "recorded_events": None, "missing_events": None, "missing_packets": None, "missing_streams": None,
+    "dropped_packets": None, "dropped_bytes": BYTES, "host_source": None,
     "host_min_size": BYTES, "name": None, "integrated": None,
     "unified_memory": None, "baddr": None, "memsz": BYTES, "path": None, "build_id": None, "count": None,
     # memq annotate
-    "class": None, "reason": None, "redundant_bytes": BYTES, "redundant_dur": NS, "repeat_bytes": BYTES,
+    "class": None, "reason": None, "evidence": None, "redundant_bytes": BYTES, "content_bytes": BYTES,
+    "redundant_dur": NS, "no_op_bytes": BYTES, "repeat_bytes": BYTES,
     "round_trip_bytes": BYTES, "managed_bytes": BYTES, "unified_bytes": BYTES, "allocations": None,
     "first_ts": None, "kinds": None, "largest": None, "allocated_ts": None,
 }

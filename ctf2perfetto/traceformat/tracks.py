@@ -105,8 +105,10 @@ def libraries_track() -> bytes:
 
 
 # -- Kineto ------------------------------------------------------------------------------------------------------
-def kineto_stream_track(device: int, stream: object, label: str) -> tuple[int, bytes]:
-    track = uuid("kineto-stream", device, stream)
+def kineto_stream_track(device: int, stream: object, label: str, lane: int = 0) -> tuple[int, bytes]:
+    """Kineto's GPU work of a stream; lane > 0: work overlapping other work of that stream (a sibling of
+    the same name: device work is never clamped or dropped)."""
+    track = uuid("kineto-stream", device, stream, *((lane,) if lane else ()))
     return track, P.descriptor(track, N.kineto_stream_track_name(label), parent=gpu_uuid(device),
                                merge=P.MERGE_NONE)
 

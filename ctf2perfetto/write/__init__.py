@@ -11,8 +11,6 @@ temporary file renamed over `out` only on success.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +23,13 @@ from ..encode import copy_patched
 from ..errors import MemqError
 from ..events import EventBatch, EventKind, TraceInfo
 from ..model import MemoryModel, kind_in
+from ..outfiles import AtomicOutput
 from ..traceformat import names as N
 from ..traceformat import packets as P
 from ..traceformat import tracks as T
 from .gpu import GpuWriter
 from .heap import HEAP_EVENTS, HeapWriter
-from .meta import MetaWriter
+from .meta import MetaWriter, placed_losses
 from .registry import TrackRegistry
 from .stream import PacketStream, counter_table
 
@@ -50,6 +49,12 @@ class ConvertSummary:
     small_frees: int = 0
     lost_events: int = 0
     lost_packets: int = 0
+    missing_events: int = 0  # TraceInfo's: what the files lack (index/, memq-record.json) ...
+    missing_packets: int = 0
+    missing_streams: int = 0
+    recorded_events: int | None = None
+    dropped_packets: int = 0  # ... and what --salvage cut away
+    dropped_bytes: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     clock_source: str = ""  # "recorder" or "ctf clock offset"
@@ -107,7 +112,11 @@ class _TraceWriter:
             # A libc-only batch (the bulk of most traces) is used in place, not gathered row by row.
             rows = slice(None) if len(heap) == n else heap
             row_offsets[rows] = self.heap.emit(batch, mb, rows, self._pairs, self._pair_of_row, sample_done)
-        gpu = np.flatnonzero((batch["kind"] >= EventKind.GPU_ALLOC) & (batch["kind"] < EventKind.LOST))
+        kind = batch["kind"]
+        gpu = np.flatnonzero((kind >= EventKind.GPU_ALLOC) & (kind < EventKind.LOST) & (kind != EventKind.GPU_COPY_DONE))
+        done = np.flatnonzero(kind == EventKind.GPU_COPY_DONE)
+        if len(done):
+            self.gpu.emit_copy_done(batch, done, thread_uuid)
         if len(gpu):
             row_call_id = np.zeros(n, np.uint64)
             row_call_id[gpu] = np.arange(self.next_call_id, self.next_call_id + len(gpu), dtype=np.uint64)
@@ -146,9 +155,12 @@ class _TraceWriter:
                extra_threads: Mapping[tuple[int, int], str], extra_packets: Iterable[bytes]) -> None:
         """The `memq` track, every descriptor, then the extra packets."""
         t0 = self.first_ts or 0
+        placed, files = placed_losses(info)
+        if placed is not None:  # losses the files show, with the files as their streams
+            self.lost.append(placed)
         if self.lost:
             self.meta.emit_lost({c: np.concatenate([part[c] for part in self.lost]) for c in self.lost[0]},
-                                info.stream_files)
+                                list(info.stream_files) + files)
         self.meta.emit_info(info, t0, summary.unmatched_frees, summary.total_events)
         self.out.write(self.tracks.descriptors(info, t0, extra_processes, extra_threads))
         for packet in extra_packets:
@@ -157,71 +169,63 @@ class _TraceWriter:
 
 def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], TraceInfo], out: Path, *,
                 progress: Callable[[int], None] | None = None, extra_packets: Iterable[bytes] = (),
-                extra_processes: Mapping[int, str] = {}, extra_threads: Mapping[tuple[int, int], str] = {}
-                ) -> ConvertSummary:
+                extra_processes: Mapping[int, str] = {}, extra_threads: Mapping[tuple[int, int], str] = {},
+                inputs: Iterable[Path] = ()) -> ConvertSummary:
     """Write `batches` as a memq Perfetto trace at `out` (atomically: nothing is left there on failure).
 
     `info` may be a callable, called after the last batch (the decoder completes
     TraceInfo while it reads). `extra_packets` are serialized TracePackets appended
     as they are; `extra_processes` / `extra_threads` get track descriptors even
-    if no memq event uses them. `progress(events_done)` is called after each batch.
+    if no memq event uses them. `progress(events_done)` is called after each batch. `out`
+    follows ctf2perfetto.outfiles (never an input, a link, a device, ...; `inputs` are the command's).
     """
     started = time.monotonic()
     out = Path(out)
-    directory = out.parent if str(out.parent) else Path(".")
-    if not directory.is_dir():
-        raise MemqError(f"{out}: cannot write: {directory} is not a directory")
     summary = ConvertSummary(output=str(out))
-    tmp_paths: list[Path] = []
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
-        tmp_paths.append(Path(name))
-        with os.fdopen(fd, "wb", buffering=1 << 20) as body:
-            writer = _TraceWriter(body)
-            done = 0
-            for batch in batches:
-                writer.add(batch)
-                done += len(batch)
-                if progress is not None:
-                    progress(done)
-            trace_info = info() if callable(info) else info
-            totals = writer.model.totals
-            summary.events = dict(sorted(writer.events.items()))
-            summary.allocations = totals.allocations
-            summary.unmatched_frees = totals.unmatched_frees
-            summary.replaced_allocations = totals.replaced
-            summary.small_allocations = totals.small_allocations
-            summary.small_frees = totals.small_frees
-            writer.finish(trace_info, summary, extra_processes, extra_threads, extra_packets)
-            clock = clocks.correspondence(trace_info, writer.first_ts or 0)
-            summary.clock_source = clock.source
-            if not writer.gpu.patches:
-                body.flush()
-                body.seek(0)
-                body.write(clocks.snapshot_record(clock))
-        if writer.gpu.patches:  # copy -> allocation flows: the allocation packets grow, so the file is rewritten
-            fd, patched = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
-            tmp_paths.append(Path(patched))
-            with os.fdopen(fd, "wb", buffering=1 << 20) as final:
-                final.write(clocks.snapshot_record(clock))
-                copy_patched(Path(name), clocks.SNAPSHOT_RECORD_SIZE, writer.gpu.patches, final)
-            name = patched
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(name, 0o666 & ~umask)  # mkstemp made it private; the trace is an ordinary file
-        os.replace(name, out)
-        tmp_paths.remove(Path(name))
+        with AtomicOutput(out, inputs=inputs) as target:
+            name = target.path
+            with open(name, "wb", buffering=1 << 20) as body:
+                writer = _TraceWriter(body)
+                done = 0
+                for batch in batches:
+                    writer.add(batch)
+                    done += len(batch)
+                    if progress is not None:
+                        progress(done)
+                trace_info = info() if callable(info) else info
+                totals = writer.model.totals
+                summary.events = dict(sorted(writer.events.items()))
+                summary.allocations = totals.allocations
+                summary.unmatched_frees = totals.unmatched_frees
+                summary.replaced_allocations = totals.replaced
+                summary.small_allocations = totals.small_allocations
+                summary.small_frees = totals.small_frees
+                writer.finish(trace_info, summary, extra_processes, extra_threads, extra_packets)
+                clock = clocks.correspondence(trace_info, writer.first_ts or 0)
+                summary.clock_source = clock.source
+                if not writer.gpu.patches:
+                    body.flush()
+                    body.seek(0)
+                    body.write(clocks.snapshot_record(clock))
+            if writer.gpu.patches:  # copy -> allocation flows: the allocation packets grow, so the file is rewritten
+                patched = target.temp()
+                with open(patched, "wb", buffering=1 << 20) as final:
+                    final.write(clocks.snapshot_record(clock))
+                    copy_patched(name, clocks.SNAPSHOT_RECORD_SIZE, writer.gpu.patches, final)
+                name = patched
+            target.commit(name)
     except OSError as exc:
         raise MemqError(f"{out}: cannot write: {exc.strerror or exc}") from exc
-    finally:
-        for path in tmp_paths:
-            path.unlink(missing_ok=True)
     threads = writer.tracks.threads
     summary.processes = len({p for p, _ in threads} | set(extra_processes))
     summary.threads = len(threads | set(extra_threads))
     summary.lttng_threads = set(threads)
     summary.lost_events = trace_info.lost_events
     summary.lost_packets = trace_info.lost_packets
+    for name in ("missing_events", "missing_packets", "missing_streams", "recorded_events", "dropped_packets",
+                 "dropped_bytes"):
+        setattr(summary, name, getattr(trace_info, name))
     summary.skipped = dict(trace_info.skipped)
     summary.warnings = list(trace_info.warnings)
     if summary.clock_source != "recorder":

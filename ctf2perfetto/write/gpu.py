@@ -8,7 +8,7 @@ from ..events import EventBatch, EventKind, MemKind
 from ..model import ModelBatch
 from ..traceformat import names as N
 from .registry import TrackRegistry
-from .stream import PacketStream, slice_table
+from .stream import PacketStream, instant_table, slice_table
 
 A = N.A
 
@@ -46,6 +46,41 @@ class GpuWriter:
                  for iid, _, values, present in args if iid == interner.arg(key) and present.any()]
         kinds = interner.strings(N.copy_kind_name(runtime_of(nm), k) for nm, k in zip(names, copy_kind.tolist()))
         return twins + [(interner.arg(A.copy_kind_name), ARG_STRING, kinds, copy)]
+
+    def _content_args(self, batch: EventBatch, rows: np.ndarray, copy: np.ndarray) -> list:
+        """A copy's content fingerprints (docs/TRACE_FORMAT.md): each hash only where its `content` bit says so."""
+        a = self.out.interner.arg
+        content = batch["content"][rows]
+        mode = batch["content_mode"][rows]
+        recorded = copy & (mode > 0)
+        return [
+            (a(A.seq), ARG_UINT, batch["seq"][rows], copy & (batch["seq"][rows] > 0)),
+            (a(A.content), ARG_UINT, content.astype(np.uint64), recorded),
+            (a(A.content_mode), ARG_STRING, self._strings(N.CONTENT_MODES.get(m, str(m)) for m in mode.tolist()),
+             recorded),
+            (a(A.src_hash), ARG_POINTER, batch["src_hash"][rows], copy & ((content & N.CONTENT_SRC) != 0)),
+            (a(A.dst_hash_before), ARG_POINTER, batch["dst_hash_before"][rows],
+             copy & ((content & N.CONTENT_DST_BEFORE) != 0)),
+            (a(A.dst_hash_after), ARG_POINTER, batch["dst_hash_after"][rows],
+             copy & ((content & N.CONTENT_DST_AFTER) != 0)),
+        ]
+
+    def emit_copy_done(self, batch: EventBatch, rows: np.ndarray, thread_uuid: np.ndarray) -> None:
+        """memq.copy_done instants on the completing thread: a copy's destination fingerprint after completion."""
+        g = len(rows)
+        interner = self.out.interner
+        names = [batch.api_names[i] for i in batch["api"][rows].tolist()]
+        ones = np.ones(g, bool)
+        a = interner.arg
+        args = [
+            (a(A.seq), ARG_UINT, batch["seq"][rows], ones),
+            (a(A.dst_hash_after), ARG_POINTER, batch["dst_hash_after"][rows], ones),
+            (a(A.api), ARG_STRING, self._strings(names), ones),
+            (a(A.stream), ARG_UINT, batch["stream"][rows], ones),
+            (a(A.device), ARG_INT, arg_values(batch["device"][rows]), ones),
+        ]
+        self.out.emit(instant_table(batch["ts"][rows], thread_uuid[rows], np.full(g, interner.name(N.EVENT_COPY_DONE)),
+                                    np.full(g, interner.category(N.CAT_COPY_DONE)), args))
 
     def emit_api(self, batch: EventBatch, mb: ModelBatch, rows: np.ndarray, thread_uuid: np.ndarray,
                  call_id: np.ndarray) -> np.ndarray:
@@ -178,6 +213,7 @@ class GpuWriter:
             (a(A.dst_mem), ARG_STRING, self._mem_names(ep["dst_mem"]), ones),
             (a(A.src_mem), ARG_STRING, self._mem_names(ep["src_mem"]), copy),
             (a(A.direction), ARG_STRING, self._strings(directions), copy),
+            *self._content_args(batch, rows, copy),
         ]
         args += self._readable(args, names, copy_kind, copy)
         # src flow terminates on the BEGIN, dst flow on the END: one terminating id per packet. A copy's

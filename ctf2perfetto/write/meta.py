@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import __version__
-from ..encode import ARG_INT, ARG_STRING, ARG_UINT, Table
+from ..encode import ARG_INT, ARG_STRING, ARG_UINT
 from ..events import TraceInfo
 from ..traceformat import names as N
 from ..traceformat import packets as P
 from ..traceformat import tracks as T
 from .registry import TrackRegistry
-from .stream import PacketStream, slice_table
+from .stream import PacketStream, instant_table, slice_table
 
 A = N.A
 
@@ -31,8 +31,7 @@ class MetaWriter:
         for i in np.lexsort((np.arange(g), begin)).tolist():
             track[i] = self.tracks.lost_lane(int(begin[i]), int(end[i]))
         interner = self.out.interner
-        name = np.where(lost["aux2"] == 1, interner.name(N.EVENT_LOST_PACKETS),
-                        interner.name(N.EVENT_LOST_EVENTS)).astype(np.uint32)
+        name = np.array([interner.name(N.LOSS_NAMES[int(k)]) for k in lost["aux2"].tolist()], np.uint32)
         stream = interner.strings(stream_files[i] if 0 <= i < len(stream_files) else f"stream {i}"
                                   for i in lost["stream"].tolist())
         ones = np.ones(g, bool)
@@ -51,11 +50,8 @@ class MetaWriter:
                 value = int(value)
                 args.append((interner.arg(key), ARG_INT if value < 0 else ARG_UINT,
                              np.array([value & ((1 << 64) - 1)], np.uint64)))
-        self.out.emit(Table(
-            ts=np.array([ts], np.int64), track=np.array([track], np.uint64),
-            type=np.array([P.TYPE_INSTANT], np.uint8), name_iid=np.array([interner.name(name)], np.uint32),
-            cat_iid=np.array([interner.category(category)], np.uint32),
-            args=[(nm, t, v, np.ones(1, bool)) for nm, t, v in args]))
+        self.out.emit(instant_table([ts], [track], [interner.name(name)], [interner.category(category)],
+                                    [(nm, t, v, np.ones(1, bool)) for nm, t, v in args]))
 
     def emit_info(self, info: TraceInfo, t0: int, unmatched_frees: int, events: int) -> None:
         """memq.meta, memq.device and memq.binary instants."""
@@ -64,7 +60,7 @@ class MetaWriter:
             A.source: N.SOURCE_LTTNG, A.converter_version: __version__, A.hostname: info.hostname,
             A.lost_events: info.lost_events, A.lost_packets: info.lost_packets,
             A.unmatched_frees: unmatched_frees, A.skipped_events: sum(info.skipped.values()), A.events: events,
-            **_host_settings(info)})
+            **_loss_accounting(info), **_host_settings(info)})
         for dev in info.devices:
             self._instant(t0, memq, N.CAT_DEVICE, N.gpu_track_name(dev.get("device", 0)), {
                 A.pid: dev.get("pid", 0), A.device: dev.get("device", 0), A.runtime: str(dev.get("runtime", "")),
@@ -79,6 +75,43 @@ class MetaWriter:
             values[N.fmt_key(A.memsz)] = N.format_bytes(values[A.memsz])
             self.tracks.libraries = True
             self._instant(int(binary.get("ts", t0)), T.libraries_uuid(), N.CAT_BINARY, values[A.path], values)
+
+
+def info_packet(source: str, ts: int, values: dict[str, int]) -> bytes:
+    """The `memq trace info` instant (memq.meta) of a trace memq built from another source than LTTng, at
+    `ts` (REALTIME ns), with the memq track's descriptor."""
+    event = P.track_event(P.TYPE_INSTANT, T.memq_uuid(), name=N.EVENT_TRACE_INFO, category=N.CAT_META,
+                          args={A.source: source, A.converter_version: __version__, **values})
+    return T.record(N.SEQ_DESCRIPTORS, T.memq_track()) + \
+        P.record(P.packet(N.SEQ_DESCRIPTORS, ts=ts, clock=N.CLOCK_REALTIME, event=event))
+
+
+def placed_losses(info: TraceInfo) -> tuple[dict[str, np.ndarray] | None, list[str]]:
+    """The losses the files show at a known time (ctf2perfetto.preflight) as LOST-like columns, their
+    `stream` indexing TraceInfo.stream_files followed by the returned file names; (None, []) if none."""
+    placed = [loss for loss in info.losses if loss.get("begin") is not None]
+    if not placed:
+        return None, []
+    files = sorted({loss["file"] for loss in placed})
+    return {
+        "ts": np.array([loss["begin"] for loss in placed], np.int64),
+        "size": np.array([max(0, loss["end"] - loss["begin"]) for loss in placed], np.uint64),
+        "aux": np.array([loss["packets"] for loss in placed], np.uint64),
+        "aux2": np.array([N.LOSS_DROPPED if "salvage" in loss["what"] else N.LOSS_MISSING for loss in placed],
+                         np.uint64),
+        "stream": np.array([len(info.stream_files) + files.index(loss["file"]) for loss in placed], np.uint64),
+    }, files
+
+
+def _loss_accounting(info: TraceInfo) -> dict[str, object]:
+    """What was read and what the files lack (docs/TRACE_FORMAT.md, "Loss"), for `memq trace info`."""
+    values: dict[str, object] = {A.events_read: info.events_read}
+    if info.recorded_events is not None:
+        values[A.recorded_events] = info.recorded_events
+    values.update({A.missing_events: info.missing_events, A.missing_packets: info.missing_packets,
+                   A.missing_streams: info.missing_streams, A.dropped_packets: info.dropped_packets,
+                   A.dropped_bytes: info.dropped_bytes, N.fmt_key(A.dropped_bytes): N.format_bytes(info.dropped_bytes)})
+    return values
 
 
 def _host_settings(info: TraceInfo) -> dict[str, object]:

@@ -66,18 +66,9 @@ class TrackRegistry:
     def descriptors(self, info: TraceInfo, t0: int, extra_processes: Mapping[int, str],
                     extra_threads: Mapping[tuple[int, int], str]) -> bytes:
         """Every other descriptor (written after the events: trace_processor reads them first anyway)."""
-        out: list[bytes] = []
-        threads = set(self.threads) | set(extra_threads)
-        pids = sorted({p for p, _ in threads} | set(extra_processes)
-                      | {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE})
-        names = {**info.processes, **extra_processes}
-        for pid in pids:
-            out.append(T.record(N.SEQ_DESCRIPTORS, T.process_track(pid, names.get(pid) or None), t0,
-                                N.CLOCK_MONOTONIC))
-        thread_names = {**info.threads, **extra_threads}
-        for pid, tid in sorted(threads):
-            name = thread_names.get((pid, tid)) or (names.get(pid) if pid == tid else None)
-            out.append(T.record(N.SEQ_DESCRIPTORS, T.thread_track(pid, tid, name or None), t0, N.CLOCK_MONOTONIC))
+        counter_pids = {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE}
+        out = process_thread_descriptors({**info.processes, **extra_processes}, {**info.threads, **extra_threads},
+                                         t0, self.threads | set(extra_threads), counter_pids | set(extra_processes))
         out += [T.record(N.SEQ_DESCRIPTORS, T.heap_track(pid, tid)) for pid, tid in sorted(self.heap_threads)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.gpu_track(dev)) for dev in sorted(self.gpus)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.stream_track(*where))
@@ -86,3 +77,18 @@ class TrackRegistry:
         if self.libraries:
             out.append(T.record(N.SEQ_DESCRIPTORS, T.libraries_track()))
         return b"".join(out)
+
+
+def process_thread_descriptors(processes: Mapping[int, str], threads: Mapping[tuple[int, int], str], t0: int = 0,
+                               used_threads: set | None = None, used_pids: set | None = None) -> list[bytes]:
+    """Descriptor records of processes and threads (names where known, stamped `t0` on the converter's
+    MONOTONIC clock): the threads `used_threads` (default: every one named) and the processes of those plus
+    `used_pids` (default: every one named)."""
+    thread_set = set(threads) if used_threads is None else set(used_threads)
+    pids = sorted({p for p, _ in thread_set} | (set(processes) if used_pids is None else set(used_pids)))
+    out = [T.record(N.SEQ_DESCRIPTORS, T.process_track(pid, processes.get(pid) or None), t0, N.CLOCK_MONOTONIC)
+           for pid in pids]
+    for pid, tid in sorted(thread_set):
+        name = threads.get((pid, tid)) or (processes.get(pid) if pid == tid else None)
+        out.append(T.record(N.SEQ_DESCRIPTORS, T.thread_track(pid, tid, name or None), t0, N.CLOCK_MONOTONIC))
+    return out

@@ -171,6 +171,16 @@ def slice_table(begin: np.ndarray, end: np.ndarray, track: np.ndarray, name_iid:
               for nm, t, v, p in args])
 
 
+def instant_table(ts: np.ndarray, track: np.ndarray, name_iid: np.ndarray, cat_iid: np.ndarray,
+                  args: list[tuple[int, int, np.ndarray, np.ndarray]]) -> Table:
+    """A Table of instants; arguments as slice_table's."""
+    n = len(ts)
+    return Table(ts=np.asarray(ts, np.int64), track=np.asarray(track, np.uint64),
+                 type=np.full(n, P.TYPE_INSTANT, np.uint8), name_iid=np.asarray(name_iid, np.uint32),
+                 cat_iid=np.asarray(cat_iid, np.uint32),
+                 args=[(nm, t, np.asarray(v).astype(np.uint64), p) for nm, t, v, p in args])
+
+
 def counter_table(ts: np.ndarray, track: np.ndarray, values: np.ndarray) -> Table:
     """A Table of counter samples (absolute values)."""
     return Table(ts=ts, track=track, type=np.full(len(ts), P.TYPE_COUNTER, np.uint8), counter=values)

@@ -163,7 +163,7 @@ WITH ops AS (
   SELECT device, ts, dur FROM memq_copy
   UNION ALL SELECT device, ts, dur FROM memq_set
   UNION ALL
-  SELECT EXTRACT_ARG(arg_set_id, 'args.device'), ts, dur FROM slice WHERE category = 'kernel'
+  SELECT COALESCE(EXTRACT_ARG(arg_set_id, 'debug.device'), EXTRACT_ARG(arg_set_id, 'args.device')), ts, dur FROM slice WHERE category = 'kernel'
 ),
 n AS (SELECT device, COUNT(*) AS ops FROM ops GROUP BY device),
 busy AS (SELECT grp AS device, wall_dur FROM _memq_union_dur!((SELECT device AS grp, ts, dur FROM ops)))

@@ -4,8 +4,11 @@
 INCLUDE PERFETTO MODULE memq.allocations;
 INCLUDE PERFETTO MODULE memq.copies;
 
--- One row per converted LTTng trace (memq.meta instant `memq trace info`): what it lost or could not use.
+-- One row per converted trace (memq.meta instant `memq trace info`): what it lost or could not use
+-- (docs/TRACE_FORMAT.md, "Loss").
 CREATE PERFETTO VIEW memq_meta(
+  -- `lttng`, or `kineto` for a JSON trace memq's importer converted alone.
+  source STRING,
   -- Events LTTng discarded (net change of its counter).
   lost_events LONG,
   -- Packets LTTng discarded.
@@ -14,16 +17,38 @@ CREATE PERFETTO VIEW memq_meta(
   unmatched_frees LONG,
   -- Events decoded but not usable.
   skipped_events LONG,
+  -- Every event babeltrace2 delivered.
+  events_read LONG,
+  -- The events memq-record.json counted, when the trace has one.
+  recorded_events LONG,
+  -- Recorded events the files do not hold (memq-record.json's count minus the events read).
+  missing_events LONG,
+  -- Packets index/ lists that the stream files no longer hold.
+  missing_packets LONG,
+  -- Stream files index/ lists that are gone.
+  missing_streams LONG,
+  -- Packets --salvage cut away.
+  dropped_packets LONG,
+  -- Their bytes.
+  dropped_bytes LONG,
   -- What recorded the host heap (`memq record --host-source`: `memq` or `lttng`), when the recording says.
   host_source STRING,
   -- The recording's host heap threshold (`memq record --host-min-size`), when it says.
   host_min_size LONG
 ) AS
 SELECT
+  EXTRACT_ARG(arg_set_id, 'debug.source') AS source,
   EXTRACT_ARG(arg_set_id, 'debug.lost_events') AS lost_events,
   EXTRACT_ARG(arg_set_id, 'debug.lost_packets') AS lost_packets,
   EXTRACT_ARG(arg_set_id, 'debug.unmatched_frees') AS unmatched_frees,
   EXTRACT_ARG(arg_set_id, 'debug.skipped_events') AS skipped_events,
+  EXTRACT_ARG(arg_set_id, 'debug.events_read') AS events_read,
+  EXTRACT_ARG(arg_set_id, 'debug.recorded_events') AS recorded_events,
+  EXTRACT_ARG(arg_set_id, 'debug.missing_events') AS missing_events,
+  EXTRACT_ARG(arg_set_id, 'debug.missing_packets') AS missing_packets,
+  EXTRACT_ARG(arg_set_id, 'debug.missing_streams') AS missing_streams,
+  EXTRACT_ARG(arg_set_id, 'debug.dropped_packets') AS dropped_packets,
+  EXTRACT_ARG(arg_set_id, 'debug.dropped_bytes') AS dropped_bytes,
   EXTRACT_ARG(arg_set_id, 'debug.host_source') AS host_source,
   EXTRACT_ARG(arg_set_id, 'debug.host_min_size') AS host_min_size
 FROM slice WHERE category = 'memq.meta';

@@ -64,6 +64,10 @@ static int ok(int r)
 	return r;
 }
 
+/* A linear copy on device 0, logged with the stream memq must record. */
+#define COPY(api, d, s, n, kind, recorded_stream, call) \
+	log_copy(api, d, s, n, kind, recorded_stream, -1, 0, 0, 0, 0, 0, ok(call))
+
 static void hip(void)
 {
 	char *host = calloc(1, 1 << 14);
@@ -75,13 +79,10 @@ static void hip(void)
 	ok(hipStreamCreate(&s));
 	r = ok(hipMalloc(&d, 8192));        /* (the call first: argument order is unspecified) */
 	log_alloc("alloc", "hipMalloc", d, 8192, 4, NULL, 0, 0, 0, 0, r);
-	log_copy("hipMemcpy_spt", d, host, 256, H2D, PER_THREAD, -1, 0, 0, 0, 0, 0, ok(hipMemcpy_spt(d, host, 256, H2D)));
-	log_copy("hipMemcpyAsync_spt", d, host, 256, H2D, PER_THREAD, -1, 0, 0, 0, 0, 0,
-		ok(hipMemcpyAsync_spt(d, host, 256, H2D, NULL)));
-	log_copy("hipMemcpyAsync_spt", host, d, 128, D2H, s, -1, 0, 0, 0, 0, 0,
-		ok(hipMemcpyAsync_spt(host, d, 128, D2H, s)));
-	log_copy("hipMemcpyAsync_spt", host, d, 64, D2H, NULL, -1, 0, 0, 0, 0, 0,
-		ok(hipMemcpyAsync_spt(host, d, 64, D2H, LEGACY)));
+	COPY("hipMemcpy_spt", d, host, 256, H2D, PER_THREAD, hipMemcpy_spt(d, host, 256, H2D));
+	COPY("hipMemcpyAsync_spt", d, host, 256, H2D, PER_THREAD, hipMemcpyAsync_spt(d, host, 256, H2D, NULL));
+	COPY("hipMemcpyAsync_spt", host, d, 128, D2H, s, hipMemcpyAsync_spt(host, d, 128, D2H, s));
+	COPY("hipMemcpyAsync_spt", host, d, 64, D2H, NULL, hipMemcpyAsync_spt(host, d, 64, D2H, LEGACY));
 	log_set("hipMemset_spt", d, 7, 100, PER_THREAD, 0, ok(hipMemset_spt(d, 7, 100)));
 	log_set("hipMemsetAsync_spt", d, 9, 50, PER_THREAD, 0, ok(hipMemsetAsync_spt(d, 9, 50, NULL)));
 	log_copy("hipMemcpy2D_spt", d, host, 300, H2D, PER_THREAD, -1, 100, 3, 128, 256, 0,
@@ -122,15 +123,11 @@ static void cuda(void)
 
 	r = ok(cudaMalloc(&d, 4096));       /* (the call first: argument order is unspecified) */
 	log_alloc("alloc", "cudaMalloc", d, 4096, 4, NULL, 0, 0, 0, 0, r);
-	log_copy("cudaMemcpyAsync_ptsz", d, host, 64, H2D, PER_THREAD, -1, 0, 0, 0, 0, 0,
-		ok(cudaMemcpyAsync_ptsz(d, host, 64, H2D, NULL)));
-	log_copy("cudaMemcpyAsync_ptsz", d, host, 64, H2D, NULL, -1, 0, 0, 0, 0, 0,
-		ok(cudaMemcpyAsync_ptsz(d, host, 64, H2D, LEGACY)));
-	log_copy("cudaMemcpyAsync", d, host, 64, H2D, NULL, -1, 0, 0, 0, 0, 0,
-		ok(cudaMemcpyAsync(d, host, 64, H2D, LEGACY)));
-	log_copy("cudaMemcpyAsync", d, host, 64, H2D, PER_THREAD, -1, 0, 0, 0, 0, 0,
-		ok(cudaMemcpyAsync(d, host, 64, H2D, PER_THREAD)));
-	log_copy("cudaMemcpy_ptds", host, d, 64, D2H, PER_THREAD, -1, 0, 0, 0, 0, 0, ok(cudaMemcpy_ptds(host, d, 64, D2H)));
+	COPY("cudaMemcpyAsync_ptsz", d, host, 64, H2D, PER_THREAD, cudaMemcpyAsync_ptsz(d, host, 64, H2D, NULL));
+	COPY("cudaMemcpyAsync_ptsz", d, host, 64, H2D, NULL, cudaMemcpyAsync_ptsz(d, host, 64, H2D, LEGACY));
+	COPY("cudaMemcpyAsync", d, host, 64, H2D, NULL, cudaMemcpyAsync(d, host, 64, H2D, LEGACY));
+	COPY("cudaMemcpyAsync", d, host, 64, H2D, PER_THREAD, cudaMemcpyAsync(d, host, 64, H2D, PER_THREAD));
+	COPY("cudaMemcpy_ptds", host, d, 64, D2H, PER_THREAD, cudaMemcpy_ptds(host, d, 64, D2H));
 	log_set("cudaMemsetAsync_ptsz", d, 1, 64, PER_THREAD, 0, ok(cudaMemsetAsync_ptsz(d, 1, 64, NULL)));
 	log_sync("cudaStreamSynchronize_ptsz", PER_THREAD, 0, ok(cudaStreamSynchronize_ptsz(NULL)));
 	log_sync("cudaStreamSynchronize", NULL, 0, ok(cudaStreamSynchronize(LEGACY)));
@@ -142,8 +139,7 @@ static void cuda(void)
 	log_prefetch("cudaMemPrefetchAsync_v2_ptsz", m, 4096, 1, PER_THREAD, 0,
 		ok(cudaMemPrefetchAsync_v2_ptsz(m, 4096, (struct location) { 1, 1 }, 0, NULL)));
 	log_free("free", "cudaFree", m, 4096, 5, NULL, 0, ok(cudaFree(m)));
-	log_copy("cuMemcpyHtoDAsync_v2_ptsz", d, host, 32, H2D, PER_THREAD, -1, 0, 0, 0, 0, 0,
-		ok(cuMemcpyHtoDAsync_v2_ptsz(P(d), host, 32, NULL)));
+	COPY("cuMemcpyHtoDAsync_v2_ptsz", d, host, 32, H2D, PER_THREAD, cuMemcpyHtoDAsync_v2_ptsz(P(d), host, 32, NULL));
 	log_sync("cuStreamSynchronize", NULL, 0, ok(cuStreamSynchronize(LEGACY)));
 	log_free("free", "cudaFree", d, 4096, 4, NULL, 0, ok(cudaFree(d)));
 }

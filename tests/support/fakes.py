@@ -10,6 +10,7 @@
   libmod13.so, two_runtimes         copy; two_runtimes DIR LOG runs both in one process
   stream_work                       hip|cuda LOG: per-thread default stream entry points and stream ids
   heap_work                         host heap only: edges|threads|idle|fork (memq's heap wrappers)
+  content_work                      copy patterns for content fingerprints (staging loop, read-backs, ...)
 and returns their paths. Everything finds its neighbours through an $ORIGIN
 rpath, so nothing needs LD_LIBRARY_PATH.
 """
@@ -44,6 +45,7 @@ class FakeGpu:
     two_runtimes: Path
     stream_work: Path  # hip|cuda LOG: per-thread-stream entry points, stream ids
     heap_work: Path
+    content_work: Path
 
     def python_argv(self, python: str, runtime: str, log: Path) -> list[str]:
         """argv running the `runtime` workload from Python through ctypes (RTLD_LOCAL)."""
@@ -61,7 +63,7 @@ def build_fakes(dest: Path) -> FakeGpu:
     dest.mkdir(parents=True, exist_ok=True)
     src = {name: str(FAKES / name) for name in ("fake_hip.c", "fake_cuda.c", "fake_cudadrv.c", "hip_work.c",
                                                 "cuda_work.c", "workload.c", "driver_work.c", "stream_work.c",
-                                                "heap_work.c")}
+                                                "heap_work.c", "content_work.c")}
     hip = dest / "libamdhip64.so"
     cuda = dest / "libcudart.so.12"
     hip_work = dest / "libhipwork.so"
@@ -87,8 +89,11 @@ def build_fakes(dest: Path) -> FakeGpu:
           "-l:libcudart.so.12", "-l:libcuda.so.1", "-lpthread"])
     heap_work = dest / "heap_work"
     _gcc(["-o", str(heap_work), src["heap_work.c"], "-lpthread"])
+    content_work = dest / "content_work"
+    _gcc([inc, RPATH, "-o", str(content_work), src["content_work.c"], f"-L{dest}", "-l:libcudart.so.12",
+          "-l:libamdhip64.so"])
     return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work,
-                   dest / "two_runtimes", stream_work, heap_work)
+                   dest / "two_runtimes", stream_work, heap_work, content_work)
 
 
 def _build_two_runtimes(dest: Path) -> None:

@@ -167,13 +167,14 @@ def record_workload(fake, out_dir: Path, runtime: str, *, api: str = "hip,cuda,l
 
 PROCESS_EVENTS = ("memq:clock", "memq:device")
 HOST_EVENTS = ("memq:host_alloc", "memq:host_free", "memq:host_small")  # the host heap (test_heap.py's business)
+# Events that are not calls: these two, the host heap's and copies' after-fingerprints (tests/test_content.py).
+NOT_CALLS = PROCESS_EVENTS + HOST_EVENTS + ("memq:copy_done",)
 NOT_PAYLOAD = ("pid", "tid", "event", "api")
 
 
 def call_events(trace_dir: Path, pid: int) -> list[dict]:
-    """The memq GPU call events of `pid` (not the per-process or host heap events)."""
-    return [e for e in read_events(trace_dir, pids={pid}, prefix="memq:")
-            if e["event"] not in PROCESS_EVENTS + HOST_EVENTS]
+    """The memq GPU call events of `pid` (not the per-process, host heap or copy_done events)."""
+    return [e for e in read_events(trace_dir, pids={pid}, prefix="memq:") if e["event"] not in NOT_CALLS]
 
 
 def assert_events_match(events: list[dict], calls: list[dict]) -> None:

@@ -17,11 +17,11 @@ NAMES = {
     "hip": {M.DEVICE: "hipMalloc", M.MANAGED: "hipMallocManaged", M.PINNED: "hipHostMalloc",
             M.REGISTERED: "hipHostRegister", "free": "hipFree", "free_pinned": "hipHostFree",
             "unregister": "hipHostUnregister", "copy": "hipMemcpyAsync", "copy_2d": "hipMemcpy2DAsync",
-            "set": "hipMemsetAsync"},
+            "set": "hipMemsetAsync", "sync": "hipStreamSynchronize"},
     "cuda": {M.DEVICE: "cudaMalloc", M.MANAGED: "cudaMallocManaged", M.PINNED: "cudaMallocHost",
              M.REGISTERED: "cudaHostRegister", "free": "cudaFree", "free_pinned": "cudaFreeHost",
              "unregister": "cudaHostUnregister", "copy": "cudaMemcpyAsync", "copy_2d": "cudaMemcpy2DAsync",
-             "set": "cudaMemsetAsync"},
+             "set": "cudaMemsetAsync", "sync": "cudaStreamSynchronize"},
 }
 
 
@@ -69,6 +69,19 @@ class Rows:
         """`height` rows of `width` bytes, `dpitch` apart in the destination, `spitch` in the source."""
         row = self.copy(begin, end, dst, src, width * height, kind, **common)
         return dict(row, aux=width, aux2=height, dpitch=dpitch, spitch=spitch, api=self._names()["copy_2d"])
+
+    def fingerprinted(self, row: dict, seq: int, *, src: int | None = None, before: int | None = None,
+                      after: int | None = None, later: bool = False) -> dict:
+        """A copy row with content fingerprints (docs/EVENTS.md, memq:copy): `seq` is its number in the process;
+        `later`: its after-fingerprint comes in a `copy_done` row with that seq."""
+        bits = (src is not None) | (before is not None) << 1 | (after is not None) << 2 | later << 3
+        return dict(row, seq=seq, content=bits, content_mode=1, src_hash=src or 0, dst_hash_before=before or 0,
+                    dst_hash_after=after or 0)
+
+    def copy_done(self, ts: int, seq: int, dst_hash: int, *, stream: int = 0, device: int = 0) -> dict:
+        """The after-fingerprint of copy `seq`, taken at a completion point (a stream synchronisation)."""
+        return dict(kind=K.GPU_COPY_DONE, begin=ts, ts=ts, pid=self.pid, tid=self.pid, seq=seq, dst_hash_after=dst_hash,
+                    stream=stream, device=device, api=self._names()["sync"])
 
     def memset(self, begin: int, end: int, dst: int, nbytes: int, *, stream: int = 0, device: int = 0) -> dict:
         return dict(kind=K.GPU_SET, begin=begin, ts=end, pid=self.pid, tid=self.pid, ptr=dst, size=nbytes,
