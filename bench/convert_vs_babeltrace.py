@@ -6,11 +6,14 @@ that nothing is lost. Then, in one run and on that trace, times:
 
   1. babeltrace2 -c source.ctf.fs --params 'inputs=["<trace>"]' -c sink.utils.counter
   2. ctf2perfetto.decode alone (iterate every EventBatch)
-  3. ctf2perfetto <dir> -o out.pftrace (the whole converter), when its CLI is installed
+  3. ctf2perfetto <dir> -o out.pftrace (the whole converter: ctf2perfetto.pipeline), when its CLI is installed
+  4. with --baseline CHECKOUT: the same command with another source checkout on PYTHONPATH (e.g. the
+     main branch's worktree, native libraries built), so a change is measured against it in the same run
 
-and prints events/s, the ratios to babeltrace2 and the peak RSS of each. Usage:
+and prints events/s, the ratios to babeltrace2 (and to the baseline) and the peak RSS of each. The
+converter runs with this file's checkout on PYTHONPATH. Usage:
 
-    python3 bench/convert_vs_babeltrace.py [--events 3000000] [--repeat 3] [--rerecord]
+    python3 bench/convert_vs_babeltrace.py [--events 3000000] [--repeat 3] [--rerecord] [--baseline DIR]
 """
 from __future__ import annotations
 
@@ -68,7 +71,10 @@ def trace_dirs(trace: Path) -> list[Path]:
     return sorted(p.parent for p in trace.rglob("metadata"))
 
 
-def run_child(cmd: list[str], output: Path | None = None) -> tuple[float, float, int, str]:
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_child(cmd: list[str], output: Path | None = None, pythonpath: Path = REPO) -> tuple[float, float, int, str]:
     """Wall seconds, CPU seconds (user + system), peak RSS (KiB) and stdout of a child process.
 
     `output` (the file the child writes) is removed first, untimed: replacing the previous
@@ -76,7 +82,8 @@ def run_child(cmd: list[str], output: Path | None = None) -> tuple[float, float,
     if output is not None:
         output.unlink(missing_ok=True)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out = proc.stdout.read()
     err = proc.stderr.read()
     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -110,6 +117,8 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=3_000_000, help="events to record (default 3M)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per tool; the best is kept")
     parser.add_argument("--rerecord", action="store_true", help="record the trace again")
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                        help="also time the converter of this source checkout (its native libraries built)")
     args = parser.parse_args()
 
     trace = OUT / f"libc-{args.events}"
@@ -126,10 +135,12 @@ def main() -> int:
     results: dict[str, tuple[float, float, int]] = {}
     events = 0
 
-    def best(name: str, cmd: list[str], output: Path | None = None) -> str:
-        runs = [run_child(cmd, output) for _ in range(args.repeat)]
+    def keep_best(name: str, runs: list[tuple[float, float, int, str]]) -> str:
         results[name] = (min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs))
         return runs[0][3]
+
+    def best(name: str, cmd: list[str]) -> str:
+        return keep_best(name, [run_child(cmd) for _ in range(args.repeat)])
 
     out = best("babeltrace2 counter", ["babeltrace2", "-c", "source.ctf.fs", "--params", f"inputs={inputs}",
                                        "-c", "sink.utils.counter"])
@@ -139,8 +150,15 @@ def main() -> int:
     converter = entry_point("ctf2perfetto")
     if converter:
         pftrace = OUT / "bench.pftrace"
+        command = [converter, str(trace), "-o", str(pftrace), "--quiet"]
+        sides = [("ctf2perfetto", REPO)] + ([("baseline ctf2perfetto", args.baseline)] if args.baseline else [])
+        runs: dict[str, list] = {name: [] for name, _ in sides}
         try:
-            best("ctf2perfetto", [converter, str(trace), "-o", str(pftrace), "--quiet"], pftrace)
+            for _ in range(args.repeat):  # interleaved run by run, so both sides see the same machine load
+                for name, where in sides:
+                    runs[name].append(run_child(command, pftrace, where))
+            for name, measured in runs.items():
+                keep_best(name, measured)
         except RuntimeError as exc:
             print(f"ctf2perfetto: not measured ({exc})", file=sys.stderr)
 
@@ -152,6 +170,10 @@ def main() -> int:
     for name, (wall, cpu, rss) in results.items():
         print(f"{name:22} {wall:7.2f} {events / wall:12,.0f} {wall / base:6.2f} {cpu:7.2f} {cpu / base_cpu:9.2f} "
               f"{rss / 1024:6.0f} MiB")
+    if "baseline ctf2perfetto" in results and "ctf2perfetto" in results:
+        new, old = results["ctf2perfetto"], results["baseline ctf2perfetto"]
+        print(f"ctf2perfetto / baseline ({args.baseline}): wall {new[0] / old[0]:.2f}, CPU {new[1] / old[1]:.2f} "
+              "(< 1: this checkout is faster)")
     return 0
 
 

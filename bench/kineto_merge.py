@@ -19,7 +19,6 @@ from pathlib import Path
 
 from ctf2perfetto import kineto
 from ctf2perfetto.engine import open_trace
-from ctf2perfetto.write import device_track_uuid, process_track_uuid, thread_track_uuid
 
 DEFAULT = (Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "kineto"
            / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
@@ -45,8 +44,7 @@ def main() -> None:
             engine.query("SELECT count(*) FROM slice")
 
     def merge() -> int:
-        merged = kineto.KinetoMerge(kineto.load(args.kineto), thread_track_uuid=thread_track_uuid,
-                                    process_track_uuid=process_track_uuid, device_track_uuid=device_track_uuid)
+        merged = kineto.KinetoMerge(kineto.load(args.kineto))
         return len(merged.packets())
 
     events = len(kineto.load(args.kineto).events)

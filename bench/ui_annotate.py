@@ -70,9 +70,10 @@ def main() -> int:
         print(f"annotate total          {collect_s + append_s:7.2f} s   ratio to load "
               f"{(collect_s + append_s) / load_s:5.2f}")
         if args.browser:
+            from ctf2perfetto.traceformat import names as N
             from ui.browser import load_in_chromium, start_memq_open
 
-            track = "Duplicated bytes" if len(notes.duplicated) else "Leaked bytes"  # one memq open pins
+            track = N.ANALYSIS_GROUP  # on the first screen of every annotated trace
             start = time.perf_counter()
             server = start_memq_open(out, "--engine", "browser")  # the UI's own engine, as documented
             try:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ctf2perfetto.cli.convert import keep_freed_memory  # noqa: E402
+from ctf2perfetto.pipeline import keep_freed_memory  # noqa: E402
 from ctf2perfetto.events import EventBatch, EventKind, TraceInfo  # noqa: E402
 from ctf2perfetto.write import write_trace  # noqa: E402
 

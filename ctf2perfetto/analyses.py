@@ -56,11 +56,12 @@ def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None) -
     if not path.exists():
         raise UsageError(f"{path}: no such trace file or directory")
     from .engine import open_trace
+    from .pipeline import convert
 
     if path.is_dir():
         with tempfile.TemporaryDirectory(prefix="memq-") as tmp:
             converted = Path(tmp) / "trace.pftrace"
-            _convert(path, converted)
+            convert(path, converted)
             with open_trace(converted, trace_processor=trace_processor) as engine:
                 yield engine
         return
@@ -68,16 +69,8 @@ def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None) -
         yield engine
 
 
-def _convert(directory: Path, out: Path) -> None:
-    """Decode an LTTng trace directory and write it as a memq trace."""
-    from .decode import decode
-    from .write import write_trace
-
-    with decode(directory) as decoding:
-        write_trace(decoding, lambda: decoding.info, out)
-
-
-def _query(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
+def module_query(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
+    """`sql` (a SELECT of the memq modules' tables) with those modules included."""
     includes = "".join(f"INCLUDE PERFETTO MODULE memq.{m};\n" for m in modules)
     return engine.query(includes + sql)
 
@@ -91,13 +84,8 @@ def trace_warnings(trace: Any) -> list[str]:
     """What the converter counted as lost or unusable (memq.meta) and what trace_processor could not
     import (its error / data-loss stats): one line each, empty when clean."""
     with load(trace) as engine:
-        meta = engine.query(f"""
-            SELECT {", ".join(f"EXTRACT_ARG(arg_set_id, 'debug.{k}') AS {k}" for k in META_COUNTS)}
-            FROM slice WHERE category = 'memq.meta'""")
-        orphans = engine.query("""
-            INCLUDE PERFETTO MODULE memq.copies;
-            SELECT (SELECT count(*) FROM memq_copy WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL))
-                 + (SELECT count(*) FROM memq_set WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL)) AS n""")
+        meta = module_query(engine, ("trace",), f"SELECT {', '.join(META_COUNTS)} FROM memq_meta")
+        unplaced = int(module_query(engine, ("trace",), "SELECT unplaced FROM memq_trace")["unplaced"].iloc[0])
         problems = engine.import_problems()
     lines = []
     for row in meta.to_dict("records"):
@@ -116,9 +104,8 @@ def trace_warnings(trace: Any) -> list[str]:
             lines.append(f"{int(row['unmatched_frees']):,} frees matched no traced allocation")
         if row["skipped_events"]:
             lines.append(f"{int(row['skipped_events']):,} events could not be used")
-    orphaned = int(orphans["n"].iloc[0])
-    if orphaned:
-        lines.append(f"{orphaned:,} copies or memsets have no API call (call_id) or no address in the trace: they are "
+    if unplaced:
+        lines.append(f"{unplaced:,} copies or memsets have no thread (pid, tid) or no address in the trace: they are "
                      "left out of the mirror, duplicated and redundant figures")
     for row in problems.to_dict("records"):
         lines.append(f"trace_processor could not import everything: {row['name']} = {int(row['value']):,} "
@@ -129,14 +116,14 @@ def trace_warnings(trace: Any) -> list[str]:
 def sources(trace: Any) -> pd.DataFrame:
     """What the trace holds: one row per source with has_addresses, copies, sets."""
     with load(trace) as engine:
-        return _query(engine, ("copies",), "SELECT * FROM memq_source ORDER BY source")
+        return module_query(engine, ("copies",), "SELECT * FROM memq_source ORDER BY source")
 
 
 def _source_info(engine: Any) -> tuple[list[str], bool, bool]:
     """(sources, has addresses, has any memory event)."""
     df = sources(engine)
-    events = _query(engine, ("allocations",), "SELECT (SELECT COUNT(*) FROM memq_allocation) "
-                                              "+ (SELECT COUNT(*) FROM memq_host_small) AS n")["n"].iloc[0]
+    events = module_query(engine, ("trace",),
+                          "SELECT allocations + small_block_processes AS n FROM memq_trace")["n"].iloc[0]
     names = df["source"].tolist()
     has_events = bool(events) or bool((df["copies"] + df["sets"]).sum())
     return names, bool(df["has_addresses"].astype(bool).any()) if len(df) else False, has_events
@@ -157,19 +144,15 @@ def duplicated(trace: Any) -> pd.DataFrame:
     """
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
-        df = _query(engine, ("duplicated",), """
-            SELECT g.grouping, p.pid, g.key, g.peak_bytes, g.peak_ts, g.mean_bytes, g.byte_ns,
-                   g.window_start, g.window_end
-            FROM memq_duplicated_group g LEFT JOIN process p USING (upid)
-            ORDER BY g.grouping, p.pid IS NOT NULL, p.pid, g.key""")
+        df = module_query(engine, ("duplicated",), "SELECT * FROM memq_duplicated_report")
         applies = addressed or not has_events
         if not applies:
             df = df.iloc[0:0]
         elif not ((df["grouping"] == "total") & df["pid"].isna()).any():
-            window = engine.query("SELECT trace_start() AS s, trace_end() AS e").iloc[0]
+            window = module_query(engine, ("trace",), "SELECT start_ts, end_ts FROM memq_trace").iloc[0]
             zero = pd.DataFrame([{"grouping": "total", "pid": None, "key": None, "peak_bytes": 0, "peak_ts": None,
-                                  "mean_bytes": 0.0, "byte_ns": 0, "window_start": window["s"],
-                                  "window_end": window["e"]}])
+                                  "mean_bytes": 0.0, "byte_ns": 0, "window_start": window["start_ts"],
+                                  "window_end": window["end_ts"]}])
             df = zero if df.empty else pd.concat([zero, df], ignore_index=True)
         return _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names)
 
@@ -180,10 +163,15 @@ def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
         raise UsageError(f"grouping {grouping!r}: expected one of {', '.join(DUP_GROUPINGS)}")
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
-        df = _query(engine, ("duplicated",), f"""
-            SELECT p.pid, c.key, c.ts, c.dur, c.value
-            FROM memq_duplicated_counter c LEFT JOIN process p USING (upid)
-            WHERE c.grouping = '{grouping}' ORDER BY p.pid IS NOT NULL, p.pid, c.key, c.ts""")
+        df = module_query(engine, ("duplicated",), f"SELECT * FROM memq_duplicated_over_time('{grouping}')")
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+
+
+def duplicated_over_time(trace: Any) -> pd.DataFrame:
+    """Whole-trace duplicated bytes over time: ts, direction ('' = all mirrors), value; one row per change."""
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = module_query(engine, ("duplicated",), "SELECT ts, direction, value FROM memq_duplicated_trace_counter")
         return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
 
 
@@ -191,10 +179,7 @@ def mirrors(trace: Any) -> pd.DataFrame:
     """Every mirror piece: copy_id, call_id, pid, dst, src, bytes, ts, dur, end_ts, direction, allocations."""
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
-        df = _query(engine, ("mirrors",), """
-            SELECT m.id, m.copy_id, m.call_id, p.pid, m.dst, m.src, m.bytes, m.ts, m.dur, m.end_ts, m.direction,
-                   m.dst_alloc_id, m.src_alloc_id, m.untracked_source
-            FROM memq_mirror m LEFT JOIN process p USING (upid) ORDER BY m.ts, m.dst""")
+        df = module_query(engine, ("mirrors",), "SELECT * FROM memq_mirror_report")
         return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
 
 
@@ -212,14 +197,7 @@ def redundant_copies(trace: Any, unified: str = "auto") -> pd.DataFrame:
     _check_unified(unified)
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
-        df = _query(engine, ("redundant",), f"""
-            SELECT r.id, r.call_id, p.pid, t.tid, r.ts, r.dur, r.source, r.api, r.direction, r.bytes, r.stream,
-                   r.device, r.unified_device, r.no_op_bytes, r.repeat_bytes, r.round_trip_bytes, r.managed_bytes,
-                   r.unified_bytes, r.redundant_bytes, r.content_bytes, r.repeat_content_bytes,
-                   r.round_trip_content_bytes, r.class, r.evidence, r.redundant_dur, r.staged
-            FROM memq_redundant_copy('{unified}') r
-            LEFT JOIN process p USING (upid) LEFT JOIN thread t USING (utid)
-            ORDER BY r.ts, r.id""")
+        df = module_query(engine, ("redundant",), f"SELECT * FROM memq_redundant_copy_report!('{unified}')")
         return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
                            sources=names)
 
@@ -241,9 +219,7 @@ def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:
     _check_unified(unified)
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
-        got = _query(engine, ("redundant",), f"""
-            SELECT p.pid, r.class, r.evidence, r.count, r.bytes, r.dur_sum, r.wall_dur
-            FROM memq_redundant_total('{unified}') r LEFT JOIN process p USING (upid)""")
+        got = module_query(engine, ("redundant",), f"SELECT * FROM memq_redundant_total_report!('{unified}')")
         columns = [prefix + f for prefix in ("", "content_", "address_") for f in FIGURES]
         wide: dict[tuple, dict] = {}
         for row in got.to_dict("records"):
@@ -278,7 +254,7 @@ def summary(trace: Any) -> dict[str, pd.DataFrame]:
         names, addressed, has_events = _source_info(engine)
         out = {}
         for key, sql in SUMMARY_TABLES.items():
-            df = _query(engine, ("summary",), sql)
+            df = module_query(engine, ("summary",), sql)
             applies = addressed or key != "allocations"
             out[key] = _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names)
         return out
@@ -289,7 +265,7 @@ def leaks(trace: Any) -> pd.DataFrame:
     """Allocations never freed, grouped by kind and size: count, bytes, first_ts, last_ts."""
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
-        df = _query(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
+        df = module_query(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
         caveat = "Allocations with no free in the trace; a lost free shows as a leak."
         if df["size"].isna().any():
             threshold = _host_min_size(engine)
@@ -302,8 +278,7 @@ def leaks(trace: Any) -> pd.DataFrame:
 
 def _host_min_size(engine: Any) -> int | None:
     """The recording's host heap threshold (`memq record --host-min-size`), when the trace says."""
-    df = engine.query("SELECT EXTRACT_ARG(arg_set_id, 'debug.host_min_size') AS n FROM slice "
-                      "WHERE category = 'memq.meta' AND EXTRACT_ARG(arg_set_id, 'debug.host_min_size') IS NOT NULL")
+    df = module_query(engine, ("trace",), "SELECT host_min_size AS n FROM memq_meta WHERE host_min_size IS NOT NULL")
     return int(df["n"].iloc[0]) if len(df) else None
 
 
@@ -311,7 +286,5 @@ def leaked_allocations(trace: Any) -> pd.DataFrame:
     """Every allocation never freed (keeps `alloc_id` for attribution)."""
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
-        df = _query(engine, ("leaks",), """
-            SELECT l.alloc_id, p.pid, l.kind, l.device, l.addr, l.size, l.ts, l.api, l.alloc_slice_id
-            FROM memq_leak l LEFT JOIN process p USING (upid) ORDER BY l.size DESC, l.ts""")
+        df = module_query(engine, ("leaks",), "SELECT * FROM memq_leak_report")
         return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)

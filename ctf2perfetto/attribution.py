@@ -27,31 +27,7 @@ from .errors import MemqError, UsageError
 BY = ("op", "callsite")
 KEYS = ("call_id", "alloc_id")
 
-# The event that carries the key (API slice or heap instant) on its thread track.
-_ANCHORS_SQL = """
-SELECT EXTRACT_ARG(s.arg_set_id, 'debug.{key}') AS anchor_key, s.ts AS anchor_ts, s.dur AS anchor_dur,
-       tt.utid AS utid, p.pid AS pid, EXTRACT_ARG(s.arg_set_id, 'debug.ip') AS ip
-FROM slice s
-JOIN thread_track tt ON s.track_id = tt.id
-JOIN thread t USING (utid)
-LEFT JOIN process p USING (upid)
-WHERE s.category IN ('memq.api', 'memq.heap') AND EXTRACT_ARG(s.arg_set_id, 'debug.{key}') IS NOT NULL
-"""
-
-_OPS_SQL = """
-SELECT s.id AS op_slice_id, s.ts AS op_ts, s.dur AS op_dur, s.name AS op, tt.utid AS utid,
-       s.depth = 0 AS top_level
-FROM slice s JOIN thread_track tt ON s.track_id = tt.id
-WHERE s.category = 'cpu_op'
-ORDER BY tt.utid, s.ts, s.dur DESC
-"""
-
-_BINARIES_SQL = """
-SELECT s.ts AS ts, EXTRACT_ARG(s.arg_set_id, 'debug.pid') AS pid, EXTRACT_ARG(s.arg_set_id, 'debug.baddr') AS baddr,
-       EXTRACT_ARG(s.arg_set_id, 'debug.memsz') AS memsz, EXTRACT_ARG(s.arg_set_id, 'debug.path') AS path,
-       EXTRACT_ARG(s.arg_set_id, 'debug.build_id') AS build_id
-FROM slice s WHERE s.category = 'memq.binary'
-"""
+_MODULE = "INCLUDE PERFETTO MODULE memq.attribution;\n"
 
 
 def attribute(engine: Any, df: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -61,7 +37,7 @@ def attribute(engine: Any, df: pd.DataFrame, by: str) -> pd.DataFrame:
     key = next((k for k in KEYS if k in df.columns), None)
     if key is None:
         raise MemqError(f"cannot attribute by {by}: the table has no {' or '.join(KEYS)} column")
-    anchors = engine.query(_ANCHORS_SQL.format(key=key)).drop_duplicates("anchor_key")
+    anchors = engine.query(f"{_MODULE}SELECT * FROM memq_anchor('{key}')").drop_duplicates("anchor_key")
     out = df.copy()
     joined = out[[key]].merge(anchors, how="left", left_on=key, right_on="anchor_key")
     warnings: list[str] = list(df.attrs.get("warnings", []))
@@ -86,7 +62,7 @@ def attribute(engine: Any, df: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 def _innermost_ops(engine: Any, joined: pd.DataFrame) -> tuple[list[str | None], list[int | None]]:
-    ops = engine.query(_OPS_SQL)
+    ops = engine.query(f"{_MODULE}SELECT * FROM memq_cpu_op")
     if ops.empty:
         raise UsageError("--by op needs a PyTorch profiler trace merged in: convert with "
                          "`ctf2perfetto TRACE_DIR --kineto profile.json -o out.pftrace`")
@@ -123,7 +99,7 @@ def _innermost_ops(engine: Any, joined: pd.DataFrame) -> tuple[list[str | None],
 
 
 def _callsites(engine: Any, joined: pd.DataFrame) -> tuple[list, list[str]]:
-    binaries = engine.query(_BINARIES_SQL)
+    binaries = engine.query(f"{_MODULE}SELECT * FROM memq_binary")
     if binaries.empty:
         raise MemqError("--by callsite: the trace has no memq.binary events (record with `memq record`, "
                         "which enables the statedump and lttng_ust_lib events)")

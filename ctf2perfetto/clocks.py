@@ -14,14 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-
 from .events import TraceInfo
-
-MONOTONIC = pb.BUILTIN_CLOCK_MONOTONIC
-REALTIME = pb.BUILTIN_CLOCK_REALTIME
-BOOTTIME = pb.BUILTIN_CLOCK_BOOTTIME
-CLOCK_SEQUENCE_ID = 2  # the snapshot's own packet sequence (it uses no incremental state)
+from .traceformat import names as N
+from .traceformat.packets import fixed_varint as _varint
 
 
 @dataclass(frozen=True)
@@ -49,17 +44,6 @@ def correspondence(info: TraceInfo, first_ts: int) -> ClockCorrespondence:
     return ClockCorrespondence(first_ts, first_ts + info.clock_offset_ns, None, "ctf clock offset")
 
 
-def _varint(value: int, width: int) -> bytes:
-    """`value` as a varint of exactly `width` bytes (redundant continuation bytes are valid protobuf)."""
-    out = bytearray()
-    for i in range(width):
-        byte = (value >> (7 * i)) & 0x7F
-        out.append(byte | (0x80 if i < width - 1 else 0))
-    if value >> (7 * width):
-        raise ValueError(f"{value} does not fit a {width}-byte varint")
-    return bytes(out)
-
-
 # Packet 0 is written last, into room reserved at the start of the file, so it always
 # takes exactly this many bytes: three clocks with their ids in 1-byte varints, or two
 # clocks with the difference spread over the sequence id and primary clock varints.
@@ -74,15 +58,15 @@ def _clock_entry(clock_id: int, value: int, id_width: int) -> bytes:
 def snapshot_record(clock: ClockCorrespondence) -> bytes:
     """`Trace.packet` record of packet 0: the snapshot alone, REALTIME as the primary trace clock, always
     SNAPSHOT_RECORD_SIZE bytes."""
-    values = [(MONOTONIC, clock.monotonic), (REALTIME, clock.realtime)]
+    values = [(N.CLOCK_MONOTONIC, clock.monotonic), (N.CLOCK_REALTIME, clock.realtime)]
     if clock.boottime is not None:
-        values.append((BOOTTIME, clock.boottime))
+        values.append((N.CLOCK_BOOTTIME, clock.boottime))
     clocks_bytes = b"".join(_clock_entry(cid, v, 1) for cid, v in values)
     slack = 3 * len(_clock_entry(0, 0, 1)) - len(clocks_bytes)  # 0 or one entry's worth
     seq_width = 1 + min(slack, 9)
     primary_width = 1 + slack - (seq_width - 1)
-    snapshot = clocks_bytes + b"\x10" + _varint(REALTIME, primary_width)
-    packet = b"\x50" + _varint(CLOCK_SEQUENCE_ID, seq_width) + b"\x32" + _varint(len(snapshot), 2) + snapshot
+    snapshot = clocks_bytes + b"\x10" + _varint(N.CLOCK_REALTIME, primary_width)
+    packet = b"\x50" + _varint(N.SEQ_CLOCK, seq_width) + b"\x32" + _varint(len(snapshot), 2) + snapshot
     record = b"\x0a" + _varint(len(packet), 4) + packet
     assert len(record) == SNAPSHOT_RECORD_SIZE
     return record

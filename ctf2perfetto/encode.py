@@ -1,9 +1,9 @@
 """Columns -> Perfetto TracePacket bytes: the Python side of native/encode.c (libmemqencode.so).
 
 `Table` holds TrackEvents that share an argument schema as columns; `Table.encode`
-turns them into `Trace.packet` records in one native call. Also the few
-byte-level helpers the writer needs: records of structural packets, varints, and
-appending flow ids to an already written (padded) allocation packet.
+turns them into `Trace.packet` records in one native call (the bulk path; single
+packets come from traceformat.packets). Also `copy_patched`: appending flow ids to
+already written (padded) allocation packets.
 """
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-
 from .errors import MemqError
 from .paths import native_library
+from .traceformat import names as N
+from .traceformat import packets as P
 
-SEQ = 1  # default trusted_packet_sequence_id of encoded packets (the memq sequence)
-TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
 ARG_INT, ARG_UINT, ARG_POINTER, ARG_STRING = 0, 1, 2, 3
 
 
@@ -58,7 +56,7 @@ class Table:
     xc_value: np.ndarray | None = None
     xc_has: np.ndarray | None = None  # bool: the row carries an extra counter value
     pad: np.ndarray | None = None
-    seq: np.ndarray | None = None  # sequence id per row (default: SEQ)
+    seq: np.ndarray | None = None  # sequence id per row (default: the memq sequence)
     # (name iid, ARG_* type, uint64 values, bool presence)
     args: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
 
@@ -102,7 +100,7 @@ class Table:
             p(self.cat_iid, np.uint32), p(self.flow_out, np.uint64), p(self.flow_in, np.uint64),
             p(self.counter, np.int64), p(self.xc_track, np.uint64), p(self.xc_value, np.int64),
             p(self.xc_has, np.uint8), p(self.pad, np.uint8), nargs, p(names, np.uint32), p(types, np.uint8),
-            values, present, p(self.seq, np.uint32), SEQ, out.ctypes.data, offsets.ctypes.data)
+            values, present, p(self.seq, np.uint32), N.SEQ_MEMQ, out.ctypes.data, offsets.ctypes.data)
         return out[:written], offsets[:n]
 
 
@@ -112,53 +110,22 @@ def arg_values(values: np.ndarray) -> np.ndarray:
         if values.dtype.kind == "i" else values.astype(np.uint64, copy=False)
 
 
-def record(packet: pb.TracePacket) -> bytes:
-    """One `Trace.packet` record."""
-    body = packet.SerializeToString()
-    return b"\x0a" + varint(len(body)) + body
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _varint4(value: int) -> bytes:
-    return bytes([(value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, ((value >> 14) & 0x7F) | 0x80,
-                  (value >> 21) & 0x7F])
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-
-
 def _patch_packet(packet: bytes, flow_ids: list[int]) -> bytes:
     """Append flow ids to the TrackEvent of a padded record (0x0a, 4-byte length, ..., track_event last)."""
     pos = 5
     while pos < len(packet):
         tag_start = pos
-        tag, pos = _read_varint(packet, pos)
-        if tag == 0x5A:  # track_event, written last with a 4-byte length
-            extra = b"".join(b"\xf9\x02" + fid.to_bytes(8, "little") for fid in flow_ids)  # flow_ids = 47
+        tag, pos = P.read_varint(packet, pos)
+        if tag == P.FIELD_TRACK_EVENT << 3 | 2:  # track_event, written last with a 4-byte length
+            extra = b"".join(P.fixed64_field(P.FIELD_FLOW_IDS, fid) for fid in flow_ids)
             event = packet[pos + 4:]
-            body = packet[5:tag_start] + b"\x5a" + _varint4(len(event) + len(extra)) + event + extra
-            return b"\x0a" + _varint4(len(body)) + body
+            body = packet[5:tag_start] + P.varint(tag) + P.fixed_varint(len(event) + len(extra), 4) + event + extra
+            return b"\x0a" + P.fixed_varint(len(body), 4) + body
         wire = tag & 7
         if wire == 0:
-            _, pos = _read_varint(packet, pos)
+            _, pos = P.read_varint(packet, pos)
         elif wire == 2:
-            length, pos = _read_varint(packet, pos)
+            length, pos = P.read_varint(packet, pos)
             pos += length
         else:
             pos += 8 if wire == 1 else 4

@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from .events import HEAP_FREE_KINDS, HEAP_KINDS, EventBatch, EventKind, MemKind
+from .liveset import NEVER, Allocs, LiveSet, sort_by_space_addr
 
 # Address-space classes: which free can end an allocation.
 CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4
@@ -41,22 +42,14 @@ CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4
 # blocks; a fake runtime's device memory is libc memory), then the latest started.
 CLS_PRIORITY = (CLS_DEVICE, CLS_PINNED, CLS_REGISTERED, CLS_HOST)
 
-# Counter kinds: (kind, pid) for the per-process ones, (DEVICE, device) for device memory.
+# Counter kinds: (kind, pid) for the per-process ones, (DEVICE, device) for device memory (their track names:
+# write/registry.py, from traceformat).
 CNT_HOST, CNT_PINNED, CNT_REGISTERED, CNT_MANAGED, CNT_DEVICE = 0, 1, 2, 3, 4
-COUNTER_NAMES = {
-    CNT_HOST: "Host heap live bytes",
-    CNT_PINNED: "Pinned live bytes",
-    CNT_REGISTERED: "Registered live bytes",
-    CNT_MANAGED: "Managed live bytes",
-}
 
 # MemKind -> class / counter kind (index = MemKind value; UNKNOWN GPU memory counts as device).
 _MEM_CLS = np.array([CLS_DEVICE, CLS_HOST, CLS_PINNED, CLS_REGISTERED, CLS_DEVICE, CLS_DEVICE], np.int64)
 _MEM_CNT = np.array([CNT_DEVICE, CNT_HOST, CNT_PINNED, CNT_REGISTERED, CNT_DEVICE, CNT_MANAGED], np.int64)
-_NEVER = np.iinfo(np.int64).max
 _CNT_SHIFT = 40  # counter key = kind << 40 | pid-or-device
-_COMPACT_MIN = 1 << 16  # live-set delta / deletions tolerated before a compaction, at least
-_MERGE_ALL_FACTOR = 4  # a live set up to this many times a batch's entries is merged whole
 
 
 def counter_key(kind: int, owner: int) -> int:
@@ -87,36 +80,6 @@ def _free_class(api_names: list[str]) -> np.ndarray:
     """api index -> class a GPU_FREE of that function ends (pinned frees vs the rest)."""
     pinned = [("HostFree" in n or "FreeHost" in n) for n in api_names]
     return np.where(np.array(pinned + [False], bool), CLS_PINNED, CLS_DEVICE).astype(np.int64)
-
-
-@dataclass
-class _Allocs:
-    """A set of allocations as columns (live ones carried between batches, or recently ended)."""
-
-    pid: np.ndarray
-    cls: np.ndarray
-    addr: np.ndarray
-    size: np.ndarray
-    mem: np.ndarray
-    device: np.ndarray
-    alloc_id: np.ndarray
-    start: np.ndarray  # ts of the allocating call's end
-    end: np.ndarray  # begin of the freeing call (_NEVER while live)
-    tag: np.ndarray  # opaque per-allocation value set by the consumer (the writer: packet offset)
-    row: np.ndarray  # row of the allocating event in the batch that created it (-1: earlier)
-
-    FIELDS = ("pid", "cls", "addr", "size", "mem", "device", "alloc_id", "start", "end", "tag", "row")
-
-    @classmethod
-    def empty(cls) -> "_Allocs":
-        return cls(*(np.zeros(0, np.uint64 if f in ("addr", "size", "alloc_id") else np.int64) for f in cls.FIELDS))
-
-    @classmethod
-    def concat(cls, parts: list["_Allocs"]) -> "_Allocs":
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.FIELDS))
-
-    def __len__(self) -> int:
-        return len(self.pid)
 
 
 @dataclass
@@ -155,65 +118,6 @@ class ModelTotals:
     counters: dict[int, int] = field(default_factory=dict)  # counter key -> live bytes now
 
 
-class _LiveSet:
-    """The live allocations, in (pid, class, address) order, as a large sorted base with deletion marks
-    plus a small sorted delta; compacted when the delta or the deletions pass a quarter of the base.
-    A batch then costs time in the allocations it touches, not in all that are live."""
-
-    def __init__(self) -> None:
-        self.base = _Allocs.empty()
-        self.base_space = np.zeros(0, np.int64)  # pid * 8 + cls of each base entry
-        self.dead = np.zeros(0, bool)
-        self.n_dead = 0
-        self.delta = _Allocs.empty()
-
-    def take(self, pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> _Allocs:
-        """Remove and return, in order, the live allocations at these (pid, cls, addr) keys.
-
-        When few allocations are live, all of them are returned: merging them with the
-        batch is cheaper than looking the keys up."""
-        if len(self.base) - self.n_dead + len(self.delta) <= _MERGE_ALL_FACTOR * len(pid):
-            if len(self.base) == 0:  # the delta alone is in order already
-                everything, self.delta = self.delta, _Allocs.empty()
-                return everything
-            everything = self.all()
-            self.__init__()
-            return _take(everything, _sort_by_space_addr(everything.pid, everything.cls, everything.addr))
-        limit = max(_COMPACT_MIN, len(self.base) // 4)
-        if len(self.delta) > limit or self.n_dead > limit:
-            self._compact()
-        hit = _lookup(self.base_space, self.base.addr, pid * 8 + cls, addr)
-        hit = hit[~self.dead[hit]]
-        self.dead[hit] = True
-        self.n_dead += len(hit)
-        in_delta = _lookup(self.delta.pid * 8 + self.delta.cls, self.delta.addr, pid * 8 + cls, addr)
-        rest = np.ones(len(self.delta), bool)
-        rest[in_delta] = False
-        touched = _Allocs.concat([_take(self.base, hit), _take(self.delta, in_delta)])
-        self.delta = _take(self.delta, np.flatnonzero(rest))
-        return _take(touched, _sort_by_space_addr(touched.pid, touched.cls, touched.addr))
-
-    def add(self, allocs: _Allocs) -> None:
-        """Add allocations that are live (in order; none of them at a key already live)."""
-        if len(self.delta) == 0:
-            self.delta = allocs
-            return
-        merged = _Allocs.concat([self.delta, allocs])
-        self.delta = _take(merged, _sort_by_space_addr(merged.pid, merged.cls, merged.addr))
-
-    def all(self) -> _Allocs:
-        """Every live allocation (for the rare batches with copies)."""
-        return _Allocs.concat([_take(self.base, np.flatnonzero(~self.dead)), self.delta])
-
-    def _compact(self) -> None:
-        merged = self.all()
-        self.base = _take(merged, _sort_by_space_addr(merged.pid, merged.cls, merged.addr))
-        self.base_space = self.base.pid * 8 + self.base.cls
-        self.dead = np.zeros(len(self.base), bool)
-        self.n_dead = 0
-        self.delta = _Allocs.empty()
-
-
 def _copy_rows(batch: EventBatch) -> np.ndarray:
     """Rows of the copies and sets that succeeded."""
     kind = batch["kind"]
@@ -223,32 +127,11 @@ def _copy_rows(batch: EventBatch) -> np.ndarray:
     return np.flatnonzero(copies & (batch["result"] == 0))
 
 
-def _take(allocs: _Allocs, index: np.ndarray) -> _Allocs:
-    return _Allocs(*(getattr(allocs, f)[index] for f in _Allocs.FIELDS))
-
-
-def _lookup(space: np.ndarray, addr: np.ndarray, q_space: np.ndarray, q_addr: np.ndarray) -> np.ndarray:
-    """Indices of the (space, addr)-sorted entries whose key is one of the queries (each once)."""
-    if len(space) == 0 or len(q_space) == 0:
-        return np.zeros(0, np.int64)
-    found = []
-    for sp in np.unique(q_space).tolist():
-        lo, hi = np.searchsorted(space, sp, "left"), np.searchsorted(space, sp, "right")
-        if lo == hi:
-            continue
-        want = q_addr[q_space == sp]
-        pos = lo + np.searchsorted(addr[lo:hi], want)
-        ok = pos < hi
-        pos = pos[ok]
-        found.append(pos[addr[pos] == want[ok]])
-    return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
-
-
 class MemoryModel:
     """Carries live allocations and counters across batches (see module docstring)."""
 
     def __init__(self) -> None:
-        self.live = _LiveSet()
+        self.live = LiveSet()
         self._recent: tuple[_Entries | None, np.ndarray] = (None, np.zeros(0, np.int64))
         self._recent_tags: np.ndarray | None = None
         self.next_id = 1
@@ -261,7 +144,7 @@ class MemoryModel:
             z = np.zeros(0, np.int64)
             return ModelBatch(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
                               np.zeros(0, bool), z, z, z, z,
-                              endpoints=self._copy_endpoints(batch, _copy_rows(batch), _Allocs.empty()))
+                              endpoints=self._copy_endpoints(batch, _copy_rows(batch), Allocs.empty()))
         kind = batch["kind"]
         ptr, src, size, result = batch["ptr"], batch["src"], batch["size"], batch["result"]
         ts, begin, pid = batch["ts"], batch["begin"], batch["pid"]
@@ -310,7 +193,7 @@ class MemoryModel:
         ent_addr = np.concatenate([live.addr, b_addr])
         ent_start = np.concatenate([np.ones(nl, bool), e_is_start])
         ent_row = np.concatenate([np.full(nl, -1, np.int64), erow])
-        perm = _sort_by_space_addr(ent_pid, ent_cls, ent_addr)
+        perm = sort_by_space_addr(ent_pid, ent_cls, ent_addr)
         s_pid, s_cls, s_addr = ent_pid[perm], ent_cls[perm], ent_addr[perm]
         s_start, s_row = ent_start[perm], ent_row[perm]
         m = len(perm)
@@ -355,8 +238,8 @@ class MemoryModel:
         copy_rows = _copy_rows(batch)
         endpoints = self._copy_endpoints(
             batch, copy_rows,
-            _Allocs.concat([entries.allocs(np.flatnonzero(s_start)), self.live.all()]) if len(copy_rows)
-            else _Allocs.empty())
+            Allocs.concat([entries.allocs(np.flatnonzero(s_start)), self.live.all()]) if len(copy_rows)
+            else Allocs.empty())
         self.live.add(entries.allocs(np.flatnonzero(s_start & last_in_group)))
         self._recent = (entries, np.flatnonzero(s_start & ~last_in_group))
         self._recent_tags = None
@@ -369,11 +252,11 @@ class MemoryModel:
         return ModelBatch(alloc_id, freed_alloc_id, replaced_alloc_id, unmatched, *samples, endpoints=endpoints)
 
     @property
-    def recent(self) -> _Allocs:
+    def recent(self) -> Allocs:
         """Allocations that ended in the previous batch (copies may start before their own row)."""
         entries, index = self._recent
         if entries is None:
-            return _Allocs.empty()
+            return Allocs.empty()
         allocs = entries.allocs(index)
         if self._recent_tags is not None:
             new = allocs.row >= 0
@@ -445,12 +328,12 @@ class MemoryModel:
             row, time, key, value = row[order], time[order], key[order], value[order]
         return row, time, key, value
 
-    def _copy_endpoints(self, batch: EventBatch, rows: np.ndarray, allocs: _Allocs) -> dict[str, np.ndarray]:
+    def _copy_endpoints(self, batch: EventBatch, rows: np.ndarray, allocs: Allocs) -> dict[str, np.ndarray]:
         """For each successful copy/set row (`rows`): the allocation live at its start holding src / dst."""
         kind = batch["kind"]
         out: dict[str, np.ndarray] = {"row": rows}
-        recent = self.recent if len(rows) else _Allocs.empty()
-        pool = _Allocs.concat([allocs, recent]) if len(recent) else allocs
+        recent = self.recent if len(rows) else Allocs.empty()
+        pool = Allocs.concat([allocs, recent]) if len(recent) else allocs
         for side, col in (("dst", "ptr"), ("src", "src")):
             query = rows if side == "dst" else rows[kind[rows] == EventKind.GPU_COPY]
             found = _find_containing(pool, batch["pid"][query], batch[col][query], batch["begin"][query])
@@ -470,7 +353,7 @@ class _Entries:
     sorted by (pid, class, address, event order). Columns of the allocation an entry describes
     are gathered on demand, for the entries that need them."""
 
-    def __init__(self, live: _Allocs, batch: EventBatch, perm, pid, cls, addr, is_start, row, closes_prev,
+    def __init__(self, live: Allocs, batch: EventBatch, perm, pid, cls, addr, is_start, row, closes_prev,
                  row_columns: dict[str, np.ndarray]) -> None:
         self.live, self.batch, self.perm = live, batch, perm
         self.pid, self.cls, self.addr, self.is_start, self.row = pid, cls, addr, is_start, row
@@ -506,9 +389,9 @@ class _Entries:
             owner = np.where(kind == CNT_DEVICE, self.column("device", index), self.pid[index])
         return (kind << _CNT_SHIFT) | (owner & ((1 << _CNT_SHIFT) - 1))
 
-    def allocs(self, index: np.ndarray) -> _Allocs:
+    def allocs(self, index: np.ndarray) -> Allocs:
         """The allocations started by entries `index`, with their end where a later entry ends them."""
-        end = np.full(len(index), _NEVER, np.int64)
+        end = np.full(len(index), NEVER, np.int64)
         nxt = index + 1
         closed = nxt < len(self.perm)
         closed[closed] = self.closes_prev[nxt[closed]]
@@ -517,26 +400,12 @@ class _Entries:
         tag = np.zeros(len(index), np.int64)
         tag[from_live] = self.live.tag[self.perm[index[from_live]]]
         row = np.where(from_live, -1, self.row[index])
-        return _Allocs(self.pid[index], self.cls[index], self.addr[index], self.column("size", index),
+        return Allocs(self.pid[index], self.cls[index], self.addr[index], self.column("size", index),
                        self.column("mem", index), self.column("device", index), self.column("alloc_id", index),
                        self.column("start", index), end, tag, row)
 
 
-def _sort_by_space_addr(pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> np.ndarray:
-    """Stable order by (pid, cls, addr); the input is already in event order within a key."""
-    if len(pid) == 0:
-        return np.zeros(0, np.int64)
-    key = pid * 8 + cls
-    if (key == key[0]).all():  # one process, one class: the libc heap case, no sort for this
-        spaces, space = key[:1], np.zeros(len(key), np.int64)
-    else:
-        spaces, space = np.unique(key, return_inverse=True)
-    if len(spaces) < (1 << 15) and int(addr.max()) < (1 << 48):
-        return np.argsort((space.astype(np.uint64) << np.uint64(48)) | addr, kind="stable")
-    return np.lexsort((addr, space))
-
-
-def _find_containing(pool: _Allocs, pid: np.ndarray, addr: np.ndarray, when: np.ndarray) -> dict[str, np.ndarray]:
+def _find_containing(pool: Allocs, pid: np.ndarray, addr: np.ndarray, when: np.ndarray) -> dict[str, np.ndarray]:
     """Per query: the allocation of `pool` live at `when` in process `pid` holding byte `addr`
     (CLS_PRIORITY's rule when several do)."""
     q = len(pid)

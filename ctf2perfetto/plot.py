@@ -17,17 +17,11 @@ import pandas as pd
 
 from .errors import MemqError
 from .outfiles import AtomicOutput
+from .traceformat import names as N
 
-# Counter tracks of docs/TRACE_FORMAT.md, summed over processes into one line per kind.
-LIVE_BYTES_SQL = """
-SELECT t.id AS track_id, t.name AS track, c.ts AS ts, CAST(c.value AS INT) AS value
-FROM counter c JOIN counter_track t ON c.track_id = t.id
-WHERE t.name IN ('Host heap live bytes', 'Pinned live bytes', 'Registered live bytes', 'Managed live bytes')
-   OR t.name GLOB 'GPU * device live bytes'
-ORDER BY c.ts, c.id
-"""
-KIND_LABELS = {"Host heap live bytes": "host heap", "Pinned live bytes": "pinned",
-               "Registered live bytes": "registered", "Managed live bytes": "managed"}
+# The live-bytes counters (memq.counters), summed over processes into one line per kind; device memory
+# has one line per GPU, named after its track.
+KIND_LABELS = {"host": "host heap", "pinned": "pinned", "registered": "registered", "managed": "managed"}
 # The analyses' classes as the figure names them.
 CLASS_LABELS = {"no_op": "no-op", "round_trip": "round trip", "redundant": "any class (union)",
                 "staged": "staged (pageable, not redundant)"}
@@ -54,14 +48,15 @@ class PlotData:
 def live_bytes(counters: pd.DataFrame) -> pd.DataFrame:
     """Sum the per-process live-bytes counters into one step series per kind (device: one per GPU).
 
-    `counters` holds the rows of LIVE_BYTES_SQL. A counter track holds its last value until its
+    `counters` holds the rows of memq_live_counter. A counter track holds its last value until its
     next sample, so each track's change is added to its series' running total.
     """
     if counters.empty:
         return pd.DataFrame({"ts": pd.Series(dtype="int64"), "series": pd.Series(dtype=str),
                              "value": pd.Series(dtype="int64")})
     frame = counters.copy()
-    frame["series"] = frame["track"].map(lambda t: KIND_LABELS.get(t, t.removesuffix(" live bytes")))
+    frame["series"] = [KIND_LABELS.get(kind) or track.removesuffix(N.DEVICE_COUNTER_SUFFIX) + " device"
+                       for kind, track in zip(frame["kind"], frame["track"])]
     # Tracks of one name exist once per process: each track's own changes are what add up.
     frame["delta"] = frame.groupby("track_id")["value"].diff().fillna(frame["value"])
     frame["value"] = frame.groupby("series")["delta"].cumsum().astype("int64")
@@ -72,7 +67,6 @@ def live_bytes(counters: pd.DataFrame) -> pd.DataFrame:
 def collect(engine: Any, unified: str = "auto") -> PlotData:
     """Query everything the figure shows from an open engine."""
     from . import analyses
-    from .annotate import duplicated_over_time
 
     totals = analyses.redundant(engine, unified)
     totals = totals[totals["pid"].isna() & totals["applies"].astype(bool)]
@@ -81,9 +75,10 @@ def collect(engine: Any, unified: str = "auto") -> PlotData:
         "summed_ns": totals["dur_sum"].astype("int64").to_numpy(),
         "content_ns": totals["content_dur_sum"].astype("int64").to_numpy(),
         "wall_ns": totals["wall_dur"].astype("int64").to_numpy()})
-    bounds = engine.query("SELECT trace_start() AS s, trace_end() AS e").iloc[0]
-    return PlotData(live=live_bytes(engine.query(LIVE_BYTES_SQL)), duplicated=duplicated_over_time(engine),
-                    redundant_time=redundant_time, start=int(bounds["s"]), end=int(bounds["e"]))
+    bounds = analyses.module_query(engine, ("trace",), "SELECT start_ts, end_ts FROM memq_trace").iloc[0]
+    counters = analyses.module_query(engine, ("counters",), "SELECT * FROM memq_live_counter")
+    return PlotData(live=live_bytes(counters), duplicated=analyses.duplicated_over_time(engine),
+                    redundant_time=redundant_time, start=int(bounds["start_ts"]), end=int(bounds["end_ts"]))
 
 
 def size_unit(max_bytes: float) -> tuple[int, str]:
@@ -107,7 +102,7 @@ def render(data: PlotData, out: Path, title: str) -> None:
            "no live-bytes counters: not a memq recording (see docs/TRACE_FORMAT.md)")
     dup = data.duplicated.assign(series=data.duplicated["direction"].fillna("").replace("", "total"))
     not_applicable = data.duplicated.attrs.get("applies") is False
-    _steps(ax_dup, dup, "series", data, "Duplicated bytes (upper bound: CPU and kernel writes are not traced)",
+    _steps(ax_dup, dup, "series", data, f"{N.DUPLICATED_TRACK} ({N.UPPER_BOUND_NOTE})",
            "not applicable: the trace's copies carry no addresses" if not_applicable else "nothing duplicated")
     ax_live.set_xlim(0, duration_s)
     ax_dup.set_xlim(*_active_window(dup, data, duration_s))

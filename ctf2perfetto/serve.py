@@ -26,12 +26,14 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TypeVar
+from typing import Callable, TypeVar
 
 from .errors import MemqError, UsageError
+from .traceformat.ui import settings_script
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 10000  # trace_processor's default CORS list allows http://127.0.0.1:10000
+SETTINGS_SCRIPT = "/memq-ui-settings.js"  # memq's UI defaults, run before the UI reads its settings
 
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -78,6 +80,13 @@ def ui_route(origin: str, page: str, args: dict[str, str], startup_commands: lis
     return f"{origin}/#!/{page}" + (f"?{query}" if query else "")
 
 
+def ui_index_html(ui: UiBuild) -> str:
+    """The build's index.html, loading SETTINGS_SCRIPT first: memq's default timestamp format (wall-clock time)
+    for a user who has not chosen one, before the UI reads its settings."""
+    html = (ui.root / "index.html").read_text(encoding="utf-8")
+    return html.replace("<head>", f'<head>\n  <script src="{SETTINGS_SCRIPT}"></script>', 1)
+
+
 def trace_url_path(trace: Path) -> str:
     """URL path the trace is served at; the UI titles the trace with its last part."""
     return "/traces/" + urllib.parse.quote(trace.name)
@@ -108,6 +117,21 @@ class StaticHandler(BaseHTTPRequestHandler):
             self._send_bytes(b"bad path\n", "text/plain", send_body, HTTPStatus.BAD_REQUEST)
             return None
         return path
+
+    def _send_ui_file(self, ui: UiBuild, path: str, send_body: bool, index_html: Callable[[], str]) -> bool:
+        """The file of `ui` that `path` names (its index.html as `index_html()` makes it, memq's settings
+        script); False when there is none."""
+        if path == SETTINGS_SCRIPT:
+            self._send_bytes(settings_script().encode(), _CONTENT_TYPES[".js"], send_body)
+            return True
+        file = self._static_file(ui.root, path)
+        if file is None:
+            return False
+        if file == (ui.root / "index.html").resolve():
+            self._send_bytes(index_html().encode(), _CONTENT_TYPES[".html"], send_body)
+        else:
+            self._send_static(file, send_body)
+        return True
 
     def _static_file(self, root: Path, path: str) -> Path | None:
         """The file of the UI build under `root` that URL path `path` names; None outside it or missing."""
@@ -189,12 +213,8 @@ class _Handler(StaticHandler):
             self._send_bytes(b"{}", "application/json", send_body)
         elif path == "/file_info":
             self._send_bytes(json.dumps({"name": site.trace.name}).encode(), "application/json", send_body)
-        else:
-            file = self._static_file(site.ui.root, path)
-            if file is None:
-                self._send_bytes(b"not found\n", "text/plain", send_body, HTTPStatus.NOT_FOUND)
-            else:
-                self._send_static(file, send_body)
+        elif not self._send_ui_file(site.ui, path, send_body, lambda: ui_index_html(site.ui)):
+            self._send_bytes(b"not found\n", "text/plain", send_body, HTTPStatus.NOT_FOUND)
 
 
 @dataclass(frozen=True)

@@ -622,13 +622,13 @@ def test_unified_memory_is_per_device(trace):
         assert totals(analyses.redundant(engine))["unified"] == (1, 64, 100, 100)
 
 
-def test_copy_without_its_api_call_is_reported_not_dropped_silently(trace) -> None:
-    """A memq.copy slice whose call_id matches no memq.api slice (e.g. a hand-edited or foreign trace) cannot be
+def test_copy_without_its_thread_is_reported_not_dropped_silently(trace) -> None:
+    """A memq.copy slice that names no thread of the trace (e.g. a hand-edited or foreign trace) cannot be
     placed in a process's address space: the figures leave it out, and the warnings say how many."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
     path = trace([malloc(100, HOST, MiB), gpu_alloc(200, DEV, MiB), copy(1_000, 2_000, DEV, HOST, MiB, 1)])
-    assert not any("no API call" in line for line in analyses.trace_warnings(path))
+    assert not any("no thread" in line for line in analyses.trace_warnings(path))
     packets = pb.Trace()
     p = packets.packet.add()
     p.trusted_packet_sequence_id = 4242
@@ -641,10 +641,11 @@ def test_copy_without_its_api_call_is_reported_not_dropped_silently(trace) -> No
         if kind == pb.TrackEvent.TYPE_SLICE_BEGIN:
             p.track_event.name = "HtoD"
             p.track_event.categories.append("memq.copy")
-            for name, value in (("call_id", 987654), ("dst", DEV), ("src", HOST), ("bytes", MiB), ("copy_kind", 1)):
+            for name, value in (("call_id", 987654), ("pid", 424242), ("tid", 424242), ("dst", DEV), ("src", HOST),
+                                ("bytes", MiB), ("copy_kind", 1)):
                 a = p.track_event.debug_annotations.add()
                 a.name, a.int_value = name, value
     with open(path, "ab") as f:
         f.write(packets.SerializeToString())
     warnings = analyses.trace_warnings(path)
-    assert any(line.startswith("1 copies or memsets have no API call") for line in warnings), warnings
+    assert any(line.startswith("1 copies or memsets have no thread") for line in warnings), warnings

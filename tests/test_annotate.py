@@ -9,11 +9,11 @@ import pytest
 
 import oracle
 from ctf2perfetto import analyses
-from ctf2perfetto.annotate import (ANNOTATION_CATEGORY, LEAKS_SHOWN_PER_KIND, Annotations, annotation_packets,
-                                   write_annotated)
+from ctf2perfetto.annotate import LEAKS_SHOWN_PER_KIND, Annotations, annotation_packets, write_annotated
 from ctf2perfetto.decode import decode
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventKind
+from ctf2perfetto.traceformat import names as N
 from support.rows import from_batches
 from ui.traces import annotated, converted, memq
 
@@ -69,7 +69,7 @@ def test_appends_without_touching_the_trace_and_loads_clean(hip: Path, hip_annot
     _, annotated_engine = engines
     assert annotated_engine.query(PROBLEMS_SQL).empty, annotated_engine.query(PROBLEMS_SQL)
     # Every event of the original is still there, unchanged in count.
-    count = "SELECT COUNT(*) AS n FROM slice WHERE category IS NOT '" + ANNOTATION_CATEGORY + "'"
+    count = "SELECT COUNT(*) AS n FROM slice WHERE category IS NOT '" + N.CAT_ANALYSIS + "'"
     assert engines[0].query(count)["n"].iloc[0] == annotated_engine.query(count)["n"].iloc[0]
 
 
@@ -107,52 +107,78 @@ def test_peak_of_the_counter_is_the_reported_peak(engines, reference) -> None:
 
 
 def test_redundant_copy_slices_equal_the_oracle(engines, reference) -> None:
+    """One slice per copy with redundant bytes on one `Redundant copies` track (lanes share the name): its main
+    class, the bytes of each class, their formatted twins, and a flow from the copy it judges."""
     _, annotated_engine = engines
     ref, _ = reference
+    class_bytes = ", ".join(f"EXTRACT_ARG(s.arg_set_id, 'debug.{cls}_bytes') AS {cls}" for cls in oracle.CLASSES)
     got = annotated_engine.query(f"""
         SELECT t.name AS track, s.ts, s.dur, s.depth, EXTRACT_ARG(s.arg_set_id, 'debug.class') AS cls,
-               EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS redundant_bytes,
+               EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS redundant_bytes, {class_bytes},
+               EXTRACT_ARG(s.arg_set_id, 'debug.evidence') AS evidence,
+               EXTRACT_ARG(s.arg_set_id, 'debug.content_bytes') AS content_bytes,
+               EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes_fmt') AS redundant_fmt,
+               EXTRACT_ARG(s.arg_set_id, 'debug.redundant_dur_fmt') AS dur_fmt,
+               EXTRACT_ARG(s.arg_set_id, 'debug.call_id') AS call_id,
                EXTRACT_ARG(s.arg_set_id, 'debug.reason') AS reason,
-               EXTRACT_ARG(s.arg_set_id, 'debug.evidence') AS evidence
+               (SELECT EXTRACT_ARG(c.arg_set_id, 'debug.call_id') FROM flow f JOIN slice c ON c.id = f.slice_out
+                WHERE f.slice_in = s.id AND c.category = '{N.CAT_COPY}') AS flow_from_call,
+               (SELECT c.ts FROM flow f JOIN slice c ON c.id = f.slice_out
+                WHERE f.slice_in = s.id AND c.category = '{N.CAT_COPY}') AS copy_ts
         FROM slice s JOIN track t ON s.track_id = t.id
-        WHERE s.category = '{ANNOTATION_CATEGORY}' AND t.name GLOB 'Redundant copies: *'""")
-    # A class's bytes are `content` evidence when a fingerprint proves all of them (no-op copies always).
-    expected = [(f"Redundant copies: {cls.replace('_', ' ')}", w.begin, w.end - w.begin, cls, getattr(w, cls),
-                 "content" if oracle.proven_bytes(w, cls) == getattr(w, cls) else "address")
-                for w in ref.writes if w.src is not None for cls in oracle.CLASSES if getattr(w, cls) > 0]
-    assert {cls for *_, cls, _, _ in expected} >= {"no_op", "round_trip"}, \
+        WHERE s.category = '{N.CAT_ANALYSIS}' AND t.name GLOB 'Redundant*'""")
+    # The copy's evidence is `content` when a fingerprint proves all its redundant bytes (no-op copies always).
+    expected = sorted((N.REDUNDANT_TRACK, w.begin, w.end - w.begin, oracle.copy_class(w), sum(by_class),
+                       *(n or None for n in by_class), oracle.proven_bytes(w, "redundant"),
+                       "content" if oracle.proven_bytes(w, "redundant") == sum(by_class) else "address")
+                      for w in ref.writes if w.src is not None
+                      for by_class in [[getattr(w, cls) for cls in oracle.CLASSES]] if any(by_class))
+    assert any(w.round_trip for w in ref.writes) and any(w.no_op for w in ref.writes), \
         "the workload must copy data back (round trip) and read back unchanged data (no-op) for this test to mean much"
-    assert sorted(got[["track", "ts", "dur", "cls", "redundant_bytes", "evidence"]].itertuples(index=False,
-                                                                                             name=None)) == \
-        sorted(expected)
+    assert {row[-1] for row in expected} == {"content", "address"}, "both kinds of evidence must occur"
+    rows = got[["track", "ts", "dur", "cls", "redundant_bytes", *oracle.CLASSES, "content_bytes",
+                "evidence"]].astype(object)
+    assert sorted(tuple(None if pd.isna(v) else v for v in row) for row in rows.itertuples(index=False)) == expected
     assert (got["depth"] == 0).all(), "overlapping copies must go to separate lanes, never nest"
     assert got["reason"].str.len().min() > 20
+    assert (got["flow_from_call"] == got["call_id"]).all() and (got["copy_ts"] == got["ts"]).all(), \
+        "each verdict has a flow from its own copy"
+    assert set(got["redundant_fmt"]) == {N.format_bytes(b) for b in got["redundant_bytes"]}
+    assert got["dur_fmt"].str.endswith("s").all()
 
 
 def _leaks(ref: oracle.Oracle) -> list[oracle.Alloc]:
     return [a for a in ref.allocs if a.end is None]
 
 
-def test_leaks_are_marked_at_the_trace_end(engines, reference) -> None:
+def test_leaks_are_one_summary(engines, reference) -> None:
+    """`Leaked allocations` holds one slice from the first leak to the trace's end: totals, per kind, the largest."""
     original, annotated_engine = engines
     leaks = _leaks(reference[0])
     trace_end = original.query("SELECT trace_end() AS e")["e"].iloc[0]
-    marks = annotated_engine.query(f"""
-        SELECT s.ts, s.name, EXTRACT_ARG(s.arg_set_id, 'debug.mem_kind') AS kind,
-               EXTRACT_ARG(s.arg_set_id, 'debug.bytes') AS bytes,
-               EXTRACT_ARG(s.arg_set_id, 'debug.allocations') AS allocations,
-               EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id
-        FROM slice s JOIN track t ON s.track_id = t.id WHERE t.name = 'Leaked allocations'""")
-    assert leaks and (marks["ts"] == trace_end).all()
-    summaries = marks[marks["allocations"].notna()].set_index("kind")
-    assert set(summaries.index) == {a.mem for a in leaks}
-    for kind in summaries.index:
+    marks = annotated_engine.query("""
+        SELECT s.id, s.ts, s.dur, s.name, s.arg_set_id FROM slice s JOIN track t ON s.track_id = t.id
+        WHERE t.name = 'Leaked allocations'""")
+    assert leaks and len(marks) == 1
+    mark = marks.iloc[0]
+    total = sum(a.size for a in leaks)
+    assert (mark["ts"], mark["ts"] + mark["dur"]) == (min(a.start for a in leaks), trace_end)
+    args = dict(annotated_engine.query(f"SELECT key, display_value FROM args WHERE arg_set_id = {mark['arg_set_id']}")
+                .itertuples(index=False))
+    assert (int(args["debug.allocations"]), int(args["debug.bytes"])) == (len(leaks), total)
+    assert mark["name"] == f"leaked: {len(leaks):,} allocations, {N.format_bytes(total)}"
+    for kind in {a.mem for a in leaks}:
         sizes = sorted((a.size for a in leaks if a.mem == kind), reverse=True)
-        assert (summaries.loc[kind, "allocations"], summaries.loc[kind, "bytes"]) == (len(sizes), sum(sizes))
-        shown = marks[marks["alloc_id"].notna() & (marks["kind"] == kind)]
-        # The largest leaks are the ones shown.
-        assert sorted(shown["bytes"], reverse=True) == sizes[:LEAKS_SHOWN_PER_KIND]
-    assert set(marks["alloc_id"].dropna()) <= set(analyses.leaked_allocations(original)["alloc_id"])
+        assert int(args[f"debug.kinds.{kind}.allocations"]) == len(sizes)
+        assert int(args[f"debug.kinds.{kind}.bytes"]) == sum(sizes)
+        assert args[f"debug.kinds.{kind}.bytes_fmt"] == N.format_bytes(sum(sizes))
+        shown = [int(args[f"debug.kinds.{kind}.largest.{i}.bytes"]) for i in range(1, LEAKS_SHOWN_PER_KIND + 1)
+                 if f"debug.kinds.{kind}.largest.{i}.bytes" in args]
+        # The largest leaks are the ones shown, largest first.
+        assert shown == sizes[:LEAKS_SHOWN_PER_KIND]
+        ids = {int(args[f"debug.kinds.{kind}.largest.{i}.alloc_id"]) for i in range(1, len(shown) + 1)}
+        assert ids <= set(analyses.leaked_allocations(original)["alloc_id"])
+    assert not [k for k in args if k.startswith("debug.kinds.") and k.split(".")[2] not in {a.mem for a in leaks}]
 
 
 def test_leaked_bytes_counter_grows_to_the_total_leaked(engines, reference) -> None:
@@ -176,9 +202,10 @@ def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) 
     # Three repeat copies where the second overlaps the first and the third fits after the first.
     red = pd.DataFrame({"ts": [start + 100, start + 150, start + 300], "dur": [200, 500, 50],
                         "cls": ["repeat"] * 3, "bytes": [64, 128, 32], "redundant_bytes": [64, 100, 32],
-                        "content_bytes": [64, 0, 0], "evidence": ["content", "address", "address"],
-                        "redundant_dur": [200, 390, 50], "direction": ["HtoD"] * 3, "api": ["hipMemcpy"] * 3,
-                        "call_id": [1, 2, 3]})
+                        "no_op_bytes": [0] * 3, "repeat_bytes": [64, 100, 32], "round_trip_bytes": [0] * 3,
+                        "managed_bytes": [0] * 3, "unified_bytes": [0] * 3, "content_bytes": [64, 0, 0],
+                        "evidence": ["content", "address", "address"], "redundant_dur": [200, 390, 50],
+                        "direction": ["HtoD"] * 3, "api": ["hipMemcpy"] * 3, "call_id": [1, 2, 3]})
     staged = pd.DataFrame({"ts": [start + 400], "dur": [20], "bytes": [4096], "direction": ["HtoD"],
                            "api": ["hipMemcpy"], "call_id": [4]})
     notes = Annotations(pd.DataFrame({"ts": [start + 100], "direction": [""], "value": [64]}), red, staged,
@@ -190,7 +217,7 @@ def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) 
         assert engine.query(PROBLEMS_SQL).empty
         lanes = engine.query(f"""
             SELECT s.track_id, s.ts - {start} AS t FROM slice s JOIN track t ON s.track_id = t.id
-            WHERE t.name = 'Redundant copies: repeat' ORDER BY s.ts""")
+            WHERE t.name = 'Redundant copies' ORDER BY s.ts""")
         staged_rows = engine.query(f"""
             SELECT s.ts - {start} AS t, s.dur, EXTRACT_ARG(s.arg_set_id, 'debug.bytes') AS bytes
             FROM slice s JOIN track t ON s.track_id = t.id WHERE t.name = 'Staged copies'""")
@@ -210,8 +237,9 @@ def test_unified_yes_marks_every_host_device_copy(hip: Path, tmp_path: Path) -> 
     assert expected, "HtoD/DtoH copies on a unified device must be unified-redundant"
     with open_trace(out) as engine:
         got = engine.query("""
-            SELECT s.ts, EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS b FROM slice s
-            JOIN track t ON s.track_id = t.id WHERE t.name = 'Redundant copies: unified' ORDER BY s.ts""")
+            SELECT s.ts, EXTRACT_ARG(s.arg_set_id, 'debug.unified_bytes') AS b FROM slice s
+            JOIN track t ON s.track_id = t.id WHERE t.name = 'Redundant copies'
+            AND EXTRACT_ARG(s.arg_set_id, 'debug.unified_bytes') IS NOT NULL ORDER BY s.ts""")
     assert sorted(map(tuple, got.astype(int).values.tolist())) == expected
 
 

@@ -70,18 +70,19 @@ def engine(run: dict):
 def test_allocations_fall_inside_the_ops_of_their_thread(run: dict, engine) -> None:
     assert engine.import_problems().empty, engine.import_problems().to_string()
     ops = engine.query(f"""
-        SELECT s.ts, s.ts + s.dur AS end_ts, s.track_id FROM slice s
+        SELECT s.ts, s.ts + s.dur AS end_ts, s.track_id, tt.utid FROM slice s
         JOIN thread_track tt ON s.track_id = tt.id JOIN thread t USING (utid)
         WHERE s.category = 'cpu_op' AND t.tid = {run['tid']} ORDER BY s.ts""")
     allocs = engine.query(f"""
-        SELECT s.ts, s.track_id FROM slice s
+        SELECT s.ts, s.track_id, tt.utid, tt.name AS track FROM slice s
         JOIN thread_track tt ON s.track_id = tt.id JOIN thread t USING (utid) JOIN process p USING (upid)
         WHERE s.category = 'memq.heap' AND t.tid = {run['tid']} AND p.pid = {run['pid']}
           AND EXTRACT_ARG(s.arg_set_id, 'debug.size') >= {MIN_SIZE}
           AND EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') IS NOT NULL""")
     assert len(ops) > 100
-    # Kineto ops and LTTng heap events of the main thread share one thread track.
-    assert set(ops["track_id"]) == set(allocs["track_id"]) and len(set(ops["track_id"])) == 1
+    # Kineto ops and LTTng heap events are of one thread: the ops on its track, the heap calls on its `heap` track.
+    assert set(ops["utid"]) == set(allocs["utid"]) and len(set(ops["utid"])) == 1
+    assert len(set(ops["track_id"])) == 1 and set(allocs["track"]) == {"heap"}
     starts, ends = ops["ts"].tolist(), ops["end_ts"].tolist()
     window = [t for t in allocs["ts"] if starts[0] <= t <= max(ends)]
     assert len(window) >= 50, "too few large allocations while profiling"

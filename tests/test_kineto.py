@@ -187,16 +187,14 @@ def test_runtime_calls_sit_under_their_thread(merged, shared_data: Path) -> None
 
 
 def test_packets_decode_with_the_perfetto_protos() -> None:
-    """The hand-encoded TrackEvent packets read back, field by field, with the protobuf library."""
+    """A Kineto event's packet reads back, field by field, with the protobuf library (decimals as doubles)."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-    from ctf2perfetto.kineto import _Builder, _Lane
+    from ctf2perfetto.kineto.merge import event_packet
 
-    builder = _Builder()
     args = {"neg": -5, "big": 1 << 63, "f": Decimal("0.25"), "ok": True, "s": "x", "dims": [[1, 2]], "none": None}
-    builder.event(1_700_000_000_123_456_789, _Lane(12345, "thread"), pb.TrackEvent.TYPE_SLICE_BEGIN, "aten::mm",
-                  "cpu_op", args, [7], [9])
-    packet = pb.TracePacket.FromString(builder.items[0][2])
+    packet = pb.TracePacket.FromString(event_packet(1_700_000_000_123_456_789, 12345, pb.TrackEvent.TYPE_SLICE_BEGIN,
+                                                    "aten::mm", "cpu_op", args, [7], [9]))
     assert (packet.timestamp, packet.timestamp_clock_id) == (1_700_000_000_123_456_789, 1)
     event = packet.track_event
     assert (event.type, event.track_uuid, event.name, list(event.categories)) == (1, 12345, "aten::mm", ["cpu_op"])

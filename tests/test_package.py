@@ -2,6 +2,7 @@
 native libraries, and works installed on its own (outside the source checkout)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -35,12 +36,17 @@ def test_installed_wheel_registers_the_memq_package(wheel: Path, tmp_path: Path,
     # Dependencies come from this interpreter's site-packages; memq itself only from the wheel.
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True)
+    # --ignore-installed: a memq of the same version in the system site-packages (an editable install of some
+    # checkout) would otherwise count as installed, and the wheel would not be.
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)], check=True,
+                   capture_output=True)
+    # A PYTHONPATH naming a checkout (how the tests run from one) would win over the installed wheel.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run([python, "-c", "import ctf2perfetto; print(ctf2perfetto.__file__)"], cwd=tmp_path,
-                           check=True, capture_output=True, text=True).stdout
+                           check=True, capture_output=True, text=True, env=env).stdout
     assert where.startswith(str(venv)), where
     query = "INCLUDE PERFETTO MODULE memq.units; SELECT memq_mib(3145728) AS mib"
     run = subprocess.run([venv / "bin" / "memq", "sql", str(shared_data / "kineto" / "base.json.gz"), query,
-                          "--format", "csv"], cwd=tmp_path, capture_output=True, text=True)
+                          "--format", "csv"], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["mib", "3.0"]

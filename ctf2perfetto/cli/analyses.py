@@ -87,7 +87,7 @@ def run(name: str, args: argparse.Namespace) -> int:
             tables[f"by {by}"] = _attributed(engine, name, by, args)
         first = next(iter(tables.values()))
         first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
-        start = int(engine.query("SELECT trace_start() AS s")["s"].iloc[0])
+        start = int(analyses.module_query(engine, ("trace",), "SELECT start_ts FROM memq_trace")["start_ts"].iloc[0])
     _print(name, tables, args.format, start)
     return 0
 

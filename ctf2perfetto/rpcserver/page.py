@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from ..serve import UiBuild, ui_route
+from ..serve import UiBuild, ui_index_html, ui_route
 
 UI_RPC_PORT = 9001  # where the Perfetto UI looks for trace_processor unless told otherwise
 FLAGS_KEY = "perfettoFeatureFlags"  # the UI's localStorage key for feature flags
@@ -52,16 +52,16 @@ _SCRIPT = """<script>/* added by memq serve: see ctf2perfetto/rpcserver/page.py 
 """
 
 
-def index_html(ui: UiBuild, port: int) -> bytes:
-    """The build's index.html with the script above, for a server on `port`."""
-    page = (ui.root / "index.html").read_text(encoding="utf-8")
+def index_html(ui: UiBuild, port: int) -> str:
+    """The build's index.html (memq's settings first) with the script above, for a server on `port`."""
+    page = ui_index_html(ui)
     script = _SCRIPT % {"port": port, "ui_port": UI_RPC_PORT, "key": json.dumps(FLAGS_KEY),
                         "flag": json.dumps(RELAX_CSP_FLAG), "accept_arg": json.dumps(USE_LOADED_TRACE_ARG),
                         "button": json.dumps(USE_LOADED_TRACE_BUTTON)}
     head_end = page.find("</head>")
     if head_end < 0:
-        return (script + page).encode()
-    return (page[:head_end] + script + page[head_end:]).encode()
+        return script + page
+    return page[:head_end] + script + page[head_end:]
 
 
 def viewer_url(origin: str, port: int, startup_commands: list[dict] | None = None,

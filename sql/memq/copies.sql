@@ -72,9 +72,9 @@ CREATE PERFETTO TABLE memq_copy(
   end_ts TIMESTAMP,
   -- `lttng` or `kineto`.
   source STRING,
-  -- Process that issued it (LTTng: of the API call; Kineto: of the slice's track).
+  -- Process that issued it (LTTng: the slice's `debug.pid`; Kineto: of the slice's track).
   upid LONG,
-  -- Thread that issued it (LTTng); Kineto: the track's thread.
+  -- Thread that issued it (LTTng: `debug.pid` / `debug.tid`); Kineto: the track's thread.
   utid LONG,
   -- `debug.call_id` shared with the memq.api slice of the call; NULL for Kineto.
   call_id LONG,
@@ -142,6 +142,8 @@ WITH lttng AS (
     s.dur,
     s.name AS direction,
     EXTRACT_ARG(s.arg_set_id, 'debug.call_id') AS call_id,
+    EXTRACT_ARG(s.arg_set_id, 'debug.pid') AS pid,
+    EXTRACT_ARG(s.arg_set_id, 'debug.tid') AS tid,
     EXTRACT_ARG(s.arg_set_id, 'debug.api') AS api,
     EXTRACT_ARG(s.arg_set_id, 'debug.bytes') AS bytes,
     EXTRACT_ARG(s.arg_set_id, 'debug.dst') AS dst,
@@ -209,7 +211,7 @@ SELECT
   _memq_range_key(l.src, l.bytes, l.width, l.height, l.spitch, l.depth, l.sslice) AS src_key,
   _memq_range_key(l.dst, l.bytes, l.width, l.height, l.dpitch, l.depth, l.dslice) AS dst_key
 FROM lttng l
-LEFT JOIN _memq_api_call c USING (call_id)
+LEFT JOIN _memq_thread c USING (pid, tid)
 LEFT JOIN done d ON d.upid = c.upid AND d.seq = l.seq
 UNION ALL
 SELECT
@@ -251,13 +253,15 @@ CREATE PERFETTO TABLE memq_set(
   device LONG
 ) AS
 SELECT
-  s.id, s.ts, s.dur, s.ts + s.dur AS end_ts, 'lttng' AS source, c.upid, c.call_id,
+  s.id, s.ts, s.dur, s.ts + s.dur AS end_ts, 'lttng' AS source, c.upid,
+  EXTRACT_ARG(s.arg_set_id, 'debug.call_id') AS call_id,
   EXTRACT_ARG(s.arg_set_id, 'debug.bytes') AS bytes,
   EXTRACT_ARG(s.arg_set_id, 'debug.dst') AS dst,
   EXTRACT_ARG(s.arg_set_id, 'debug.stream') AS stream,
   EXTRACT_ARG(s.arg_set_id, 'debug.device') AS device
 FROM slice s
-LEFT JOIN _memq_api_call c ON c.call_id = EXTRACT_ARG(s.arg_set_id, 'debug.call_id')
+LEFT JOIN _memq_thread c
+  ON c.pid = EXTRACT_ARG(s.arg_set_id, 'debug.pid') AND c.tid = EXTRACT_ARG(s.arg_set_id, 'debug.tid')
 WHERE s.category = 'memq.set'
 UNION ALL
 SELECT

@@ -134,3 +134,47 @@ FROM memq_duplicated_group g
 LEFT JOIN memq_allocation a ON a.alloc_id = CAST(g.key AS INT)
 WHERE g.grouping = 'allocation'
 ORDER BY g.peak_bytes DESC;
+
+-- memq_duplicated_group with process ids, in report order (ctf2perfetto.analyses.duplicated).
+CREATE PERFETTO VIEW memq_duplicated_report AS
+SELECT g.grouping, p.pid, g.key, g.peak_bytes, g.peak_ts, g.mean_bytes, g.byte_ns, g.window_start, g.window_end
+FROM memq_duplicated_group g LEFT JOIN process p USING (upid)
+ORDER BY g.grouping, p.pid IS NOT NULL, p.pid, g.key;
+
+-- memq_duplicated_counter of one grouping with process ids (ctf2perfetto.analyses.duplicated_counter).
+CREATE PERFETTO FUNCTION memq_duplicated_over_time(
+  -- `total`, `direction`, `allocation` or `untracked_source`.
+  grouping STRING
+)
+-- One row per change.
+RETURNS TABLE(
+  -- Process id; NULL for the whole trace.
+  pid LONG,
+  -- Group within the grouping.
+  key STRING,
+  -- When the value starts.
+  ts TIMESTAMP,
+  -- How long it holds.
+  dur DURATION,
+  -- Duplicated bytes.
+  value LONG
+) AS
+SELECT p.pid, c.key, c.ts, c.dur, c.value
+FROM memq_duplicated_counter c LEFT JOIN process p USING (upid)
+WHERE c.grouping = $grouping
+ORDER BY p.pid IS NOT NULL, p.pid, c.key, c.ts;
+
+-- Whole-trace duplicated bytes, all mirrors (`direction` '') and per copy direction: what `memq annotate`
+-- draws as counters and `memq plot` as lines.
+CREATE PERFETTO VIEW memq_duplicated_trace_counter(
+  -- '' for all mirrors, else HtoD, DtoH, DtoD or HtoH.
+  direction STRING,
+  -- When the value starts.
+  ts TIMESTAMP,
+  -- Duplicated bytes.
+  value LONG
+) AS
+SELECT IIF(grouping = 'total', '', key) AS direction, ts, value
+FROM memq_duplicated_counter
+WHERE upid IS NULL AND grouping IN ('total', 'direction')
+ORDER BY grouping = 'direction', key, ts;

@@ -57,3 +57,8 @@ SELECT * FROM (
   HAVING SUM(live_count) > 0 OR SUM(live_bytes) > 0
 )
 ORDER BY bytes DESC;
+
+-- Every leaked allocation with its process id, largest first (ctf2perfetto.analyses.leaked_allocations).
+CREATE PERFETTO VIEW memq_leak_report AS
+SELECT l.alloc_id, p.pid, l.kind, l.device, l.addr, l.size, l.ts, l.api, l.alloc_slice_id
+FROM memq_leak l LEFT JOIN process p USING (upid) ORDER BY l.size DESC, l.ts;

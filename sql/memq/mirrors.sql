@@ -478,3 +478,9 @@ SELECT
 FROM _memq_piece p
 WHERE p.end_raw > p.t
 ORDER BY p.t, p.lo;
+
+-- memq_mirror with process ids (ctf2perfetto.analyses.mirrors).
+CREATE PERFETTO VIEW memq_mirror_report AS
+SELECT m.id, m.copy_id, m.call_id, p.pid, m.dst, m.src, m.bytes, m.ts, m.dur, m.end_ts, m.direction,
+  m.dst_alloc_id, m.src_alloc_id, m.untracked_source
+FROM memq_mirror m LEFT JOIN process p USING (upid) ORDER BY m.ts, m.dst;

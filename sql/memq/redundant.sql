@@ -267,3 +267,23 @@ SELECT
 FROM walled
 GROUP BY upid, class, evidence
 ORDER BY upid, class, evidence;
+
+-- memq_redundant_copy with process and thread ids, in time order (ctf2perfetto.analyses.redundant_copies):
+-- `SELECT * FROM memq_redundant_copy_report!('auto')`.
+CREATE PERFETTO MACRO memq_redundant_copy_report(unified Expr)
+RETURNS TableOrSubquery AS (
+  SELECT r.id, r.call_id, p.pid, t.tid, r.ts, r.dur, r.source, r.api, r.direction, r.bytes, r.stream,
+    r.device, r.unified_device, r.no_op_bytes, r.repeat_bytes, r.round_trip_bytes, r.managed_bytes,
+    r.unified_bytes, r.redundant_bytes, r.content_bytes, r.repeat_content_bytes, r.round_trip_content_bytes,
+    r.class, r.evidence, r.redundant_dur, r.staged
+  FROM memq_redundant_copy($unified) r
+  LEFT JOIN process p USING (upid) LEFT JOIN thread t USING (utid)
+  ORDER BY r.ts, r.id
+);
+
+-- memq_redundant_total with process ids (ctf2perfetto.analyses.redundant).
+CREATE PERFETTO MACRO memq_redundant_total_report(unified Expr)
+RETURNS TableOrSubquery AS (
+  SELECT p.pid, r.class, r.evidence, r.count, r.bytes, r.dur_sum, r.wall_dur
+  FROM memq_redundant_total($unified) r LEFT JOIN process p USING (upid)
+);

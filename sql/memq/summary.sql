@@ -17,6 +17,7 @@
 
 INCLUDE PERFETTO MODULE memq.allocations;
 INCLUDE PERFETTO MODULE memq.copies;
+INCLUDE PERFETTO MODULE memq.counters;
 INCLUDE PERFETTO MODULE memq.intervals;
 INCLUDE PERFETTO MODULE memq.units;
 
@@ -103,19 +104,7 @@ CREATE PERFETTO TABLE memq_summary_allocation(
   -- Their bytes.
   leaked_bytes LONG
 ) AS
-WITH track AS (
-  SELECT
-    id,
-    CASE
-      WHEN name = 'Host heap live bytes' THEN 'host'
-      WHEN name = 'Pinned live bytes' THEN 'pinned'
-      WHEN name = 'Registered live bytes' THEN 'registered'
-      WHEN name = 'Managed live bytes' THEN 'managed'
-      WHEN name GLOB 'GPU * device live bytes' THEN 'device'
-    END AS kind
-  FROM counter_track
-  WHERE name GLOB '* live bytes'
-),
+WITH track AS (SELECT id, kind FROM memq_live_counter_track),
 -- The value each sample time settles on: calls at one time (a block allocated and freed
 -- at the same ns) leave several samples there, and only the last one holds for a while.
 held AS (
@@ -123,7 +112,7 @@ held AS (
     SELECT c.track_id, c.ts, c.value,
       ROW_NUMBER() OVER (PARTITION BY c.track_id, c.ts ORDER BY c.id DESC) AS rn
     FROM counter c
-    WHERE c.track_id IN (SELECT id FROM track WHERE kind IS NOT NULL)
+    WHERE c.track_id IN (SELECT id FROM track)
   ) WHERE rn = 1
 ),
 track_peak AS (

@@ -3,7 +3,8 @@
 // memq's Perfetto UI plugin: when a trace with memq memory events is opened it adds a "memq"
 // track group (device bytes over all GPUs, copies by direction, duplicated bytes when the memq
 // SQL package is available and the trace is not annotated yet) and commands that run the memq
-// analyses and show their tables, and pin the memory tracks.
+// analyses and show their tables, pins the summary tracks `memq open` pins, and shows times as
+// wall-clock time unless the user chose another format.
 //
 // Written against the plugin API of Perfetto v55 (ui/src/public/*: PerfettoPlugin, Trace,
 // TrackNode; SliceTrack + SourceDataset, CounterTrack.create with sqlSource; QueryPage's
@@ -16,12 +17,15 @@ import {CounterTrack} from '../../components/tracks/counter_track';
 import {SliceTrack} from '../../components/tracks/slice_track';
 import {SourceDataset} from '../../trace_processor/dataset';
 import {LONG, NUM, STR} from '../../trace_processor/query_result';
+import {TimestampFormat} from '../../public/timeline';
 import QueryPagePlugin from '../dev.perfetto.QueryPage';
+// Names of the trace format, generated from ctf2perfetto/traceformat (python3 -m ctf2perfetto.traceformat.ui).
+import {
+  ARG_BYTES_FMT, CAT_COPY, CAT_SET, DEVICE_COUNTER_GLOB, DUPLICATED_TRACK, MEMQ_CATEGORIES, PIN_PATTERN,
+  TIMESTAMP_FORMAT,
+} from './memq_names';
 
-// Track names from docs/TRACE_FORMAT.md and ctf2perfetto/annotate.py.
-const MEMORY_TRACKS = new RegExp('^(GPU .* device live bytes|(Host heap|Pinned|Registered|Managed) live bytes|' +
-  'Duplicated bytes.*|Redundant copies: .*|Staged copies|Leaked allocations|Leaked bytes)$');
-const MEMQ_CATEGORIES = `('memq.heap', 'memq.api', 'memq.copy', 'memq.set')`;
+const PINNED_TRACKS = new RegExp(PIN_PATTERN);
 
 // One command per analysis: the memq module to include and the table to show.
 const ANALYSES: ReadonlyArray<{verb: string; title: string; module: string; query: string}> = [
@@ -53,19 +57,24 @@ export default class MemQ implements PerfettoPlugin {
     // --add-sql-package (memq open --trace-processor) or the UI registered it.
     const hasPackage = (await trace.engine.tryQuery('INCLUDE PERFETTO MODULE memq.duplicated')).ok;
     const annotated = (await count(trace,
-      `SELECT COUNT(*) AS n FROM counter_track WHERE name = 'Duplicated bytes'`)) > 0;
+      `SELECT COUNT(*) AS n FROM counter_track WHERE name = '${DUPLICATED_TRACK}'`)) > 0;
+    // The trace's clock is REALTIME: wall-clock time reads better than the default timecode (days since 1970).
+    const wallClock = Object.values(TimestampFormat).find((f) => f === TIMESTAMP_FORMAT);
+    if (wallClock !== undefined && trace.timeline.timestampFormat === TimestampFormat.Timecode) {
+      trace.timeline.timestampFormat = wallClock;
+    }
 
     const group = new TrackNode({name: 'memq', isSummary: true});
     trace.workspace.addChildFirst(group);
 
-    addCounter(trace, group, 'DeviceBytes', 'Device live bytes, all GPUs', `
+    addCounter(trace, group, 'DeviceBytes', 'memq: device live bytes, all GPUs', `
       SELECT ts, SUM(delta) OVER (ORDER BY ts, id ROWS UNBOUNDED PRECEDING) AS value FROM (
         SELECT c.id, c.ts, c.value - COALESCE(LAG(c.value) OVER (
           PARTITION BY c.track_id ORDER BY c.ts, c.id), 0) AS delta
         FROM counter c JOIN counter_track t ON c.track_id = t.id
-        WHERE t.name GLOB 'GPU * device live bytes')`);
+        WHERE t.name GLOB '${DEVICE_COUNTER_GLOB}')`);
     if (hasPackage && !annotated) {
-      addCounter(trace, group, 'Duplicated', 'Duplicated bytes (upper bound)',
+      addCounter(trace, group, 'Duplicated', 'memq: duplicated bytes (upper bound)',
         "SELECT ts, value FROM memq_duplicated_counter WHERE grouping = 'total' AND upid IS NULL");
     }
     const uri = `${trace.pluginId}#Copies`;
@@ -73,21 +82,18 @@ export default class MemQ implements PerfettoPlugin {
       uri,
       description: 'Every copy and memset (memq.copy / memq.set), laid out by overlap.',
       renderer: SliceTrack.create({trace, uri, dataset: new SourceDataset({
-        src: `SELECT id, ts, dur, name || ' ' || IFNULL(EXTRACT_ARG(arg_set_id, 'debug.bytes'), '') || ' B' AS name
-              FROM slice WHERE category IN ('memq.copy', 'memq.set')`,
+        src: `SELECT id, ts, dur, name || ' ' || IFNULL(EXTRACT_ARG(arg_set_id, '${ARG_BYTES_FMT}'), '') AS name
+              FROM slice WHERE category IN ('${CAT_COPY}', '${CAT_SET}')`,
         schema: {id: NUM, ts: LONG, dur: LONG, name: STR},
       })}),
     });
-    group.addChildLast(new TrackNode({uri, name: 'Copies and memsets'}));
+    group.addChildLast(new TrackNode({uri, name: 'memq: copies and memsets'}));
     group.expand();
 
-    trace.commands.registerCommand({
-      id: `${trace.pluginId}#PinMemoryTracks`,
-      name: 'memq: pin memory tracks',
-      callback: () => {
-        trace.workspace.flatTracks.filter((t) => MEMORY_TRACKS.test(t.name)).forEach((t) => t.pin());
-      },
-    });
+    const pin = () => trace.workspace.flatTracks.filter((t) => PINNED_TRACKS.test(t.name)).forEach((t) => t.pin());
+    pin();
+    trace.commands.registerCommand({id: `${trace.pluginId}#PinMemoryTracks`, name: 'memq: pin memory tracks',
+      callback: pin});
     for (const a of ANALYSES) {
       trace.commands.registerCommand({
         id: `${trace.pluginId}#${a.verb}`,

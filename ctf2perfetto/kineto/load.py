@@ -1,0 +1,130 @@
+"""Reading a PyTorch-profiler (Kineto) JSON trace: events with absolute REALTIME nanoseconds.
+
+Kineto times are CLOCK_REALTIME microseconds relative to `baseTimeNanoseconds` (absolute
+Unix µs in traces older than that field), so each event lands at `base + round(ts * 1000)`
+ns. Numbers are parsed as decimals, not floats: a float of 1.7e15 µs has a 0.25 µs grain.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from ..errors import MemqError, UsageError
+from ..traceformat import names as N
+
+
+@dataclass
+class KinetoTrace:
+    """A parsed Kineto trace: events with absolute REALTIME nanoseconds."""
+
+    path: Path
+    base_ns: int  # baseTimeNanoseconds, 0 when the trace predates it
+    events: list[dict]
+    process_names: dict[Any, str] = field(default_factory=dict)
+    process_labels: dict[Any, str] = field(default_factory=dict)
+    thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+
+    def abs_ns(self, ts: Any) -> int | None:
+        """Absolute REALTIME ns of a Kineto `ts` (µs); None if it is not a number."""
+        ns = us_to_ns(ts)
+        return None if ns is None else self.base_ns + ns
+
+
+def load(path: str | Path) -> KinetoTrace:
+    """Read a Kineto JSON / JSON.gz trace. Bad input raises one-line errors."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, expected a Kineto JSON file")
+    if not path.exists():
+        raise UsageError(f"{path}: Kineto trace not found")
+    if not path.is_file():  # a fifo would block for ever, /dev/zero never end
+        raise UsageError(f"{path}: not a regular file, expected a Kineto JSON file")
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        doc = json.loads(raw, parse_float=Decimal)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise MemqError(f"{path}: cannot read Kineto trace: {reason}") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise MemqError(f"{path}: not a readable gzip file: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MemqError(f"{path}: not a JSON Kineto trace: {exc}") from None
+    if isinstance(doc, list):  # the Chrome trace format's bare event array
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise MemqError(f"{path}: no traceEvents list: not a PyTorch profiler (Kineto) trace")
+    base = doc.get("baseTimeNanoseconds", 0)
+    try:
+        base_ns = int(base)
+    except (TypeError, ValueError, InvalidOperation):
+        raise MemqError(f"{path}: baseTimeNanoseconds is not a number: {base!r}") from None
+    trace = KinetoTrace(path, base_ns, [])
+    for number, event in enumerate(doc["traceEvents"]):
+        if not isinstance(event, dict):
+            continue
+        if event.get("ph") == "M":
+            _read_metadata(trace, event)
+        else:
+            if event.get("cat") in N.KINETO_MEMORY_WORK:
+                _check_memory_work(trace, number, event)
+            trace.events.append(event)
+    return trace
+
+
+def _check_memory_work(trace: KinetoTrace, number: int, event: dict) -> None:
+    """A copy or memset the analyses count: a bad time, duration or byte count is refused in one line
+    (it would give negative or wrong figures), never dropped."""
+    if event.get("ph") != "X":
+        return
+    where = f"{trace.path}: traceEvents[{number}] ({event.get('cat')} {str(event.get('name', ''))[:60]!r})"
+    if trace.abs_ns(event.get("ts")) is None:
+        raise MemqError(f"{where}: ts {event.get('ts')!r} is not a number")
+    dur = us_to_ns(event.get("dur", 0))
+    if dur is None or dur < 0:
+        raise MemqError(f"{where}: dur {event.get('dur')!r} is not a duration (a number >= 0)")
+    args = event.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise MemqError(f"{where}: args is not an object")
+    nbytes = (args or {}).get("bytes")
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise MemqError(f"{where}: bytes {nbytes!r} is not a byte count (an integer >= 0)")
+
+
+def _read_metadata(trace: KinetoTrace, event: dict) -> None:
+    args = event.get("args") or {}
+    pid, tid, name = event.get("pid"), event.get("tid"), event.get("name")
+    if name == "process_name" and "name" in args:
+        trace.process_names[pid] = str(args["name"])
+    elif name == "process_labels" and "labels" in args:
+        trace.process_labels[pid] = str(args["labels"])
+    elif name == "thread_name" and "name" in args:
+        trace.thread_names[(pid, tid)] = str(args["name"]).strip()
+
+
+def us_to_ns(value: Any) -> int | None:
+    """Kineto µs (number or numeric string) -> integer ns; None if not a number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        us = value if isinstance(value, Decimal) else Decimal(str(value))
+        return int((us * 1000).to_integral_value(ROUND_HALF_EVEN))
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+
+
+def as_int(value: Any) -> int | None:
+    """A Kineto pid / tid / address as an int (they are ints or numeric strings); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return None

@@ -1,0 +1,108 @@
+"""CTF (+ a PyTorch-profiler trace) -> a memq Perfetto trace: the one conversion pipeline.
+
+`convert()` is what `ctf2perfetto` / `memq convert`, the analyses' on-the-fly conversion of
+a trace directory and the benchmarks run:
+
+    decode (native/decode.c, a worker thread) -> [Kineto: LttngEvents] -> write (model + writer)
+                                                   -> Kineto packets, placed against the LTTng events
+
+The decoder's worker starts before the writer's modules load, so their import overlaps decoding.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Protocol
+
+from .write import ConvertSummary
+
+
+class Progress(Protocol):
+    """Where a conversion reports how far it is."""
+
+    def decoded(self, done: int, total: int) -> None: ...  # bytes of the trace files read so far
+
+    def written(self, events: int) -> None: ...  # events written so far
+
+
+def keep_freed_memory() -> None:
+    """Have glibc keep freed memory for reuse instead of handing it back to the kernel.
+
+    The pipeline allocates and frees the same batch-sized numpy arrays (0.5-15 MB) over and
+    over, from two threads. With glibc's defaults many of them are mmap'd and unmapped each
+    time, or trimmed from the arena top, so every batch faulted its pages in again: ~140k
+    page faults and 0.35 s of system time per 3M events. With a fixed 32 MiB mmap threshold
+    (above every per-batch array, the 15 MB encode buffer included) and a 1 GiB trim threshold
+    they are reused: ~26k faults, 0.12 s. Both must be set: setting either one also freezes
+    glibc's adaptive mmap threshold, at 128 KiB if it was not raised. Memory is still bounded
+    by the largest working set (peak RSS +10 MB), not by the number of events. No-op where
+    libc has no mallopt. Process-wide: entry points call it, the library does not.
+    """
+    import ctypes
+
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is not None:
+        m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+        mallopt(m_mmap_threshold, 32 << 20)
+        mallopt(m_trim_threshold, 1 << 30)
+
+
+class _Later:
+    """An iterable made on first iteration (write_trace consumes extra_packets after the batches)."""
+
+    def __init__(self, make: Callable[[], list[bytes]]) -> None:
+        self.make = make
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.make())
+
+
+def _realtime_offset(info) -> int:
+    """REALTIME - MONOTONIC (ns) that the trace's clock snapshot applies to the LTTng events."""
+    from . import clocks
+
+    clock = clocks.correspondence(info, 0)
+    return clock.realtime - clock.monotonic
+
+
+def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: bool = False,
+            progress: Progress | None = None, batch_size: int = 1 << 16) -> ConvertSummary:
+    """Convert the LTTng trace(s) under `trace_dir` (and a Kineto JSON of the same run) into `out`.
+
+    Returns what was written; `warnings` holds every line the user should see (losses, clock
+    source, what the Kineto merge could not place). Bad input raises MemqError / UsageError
+    before anything is written; `out` follows ctf2perfetto.outfiles (checked before any work, replaced
+    atomically; never one of the inputs).
+    """
+    # numpy's OpenBLAS starts a thread per core at import, which then spin: a conversion does no
+    # linear algebra, and those threads take CPU from the decoder (must be set before numpy loads).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from .decode import decode
+    from .outfiles import check_output
+
+    inputs = [Path(trace_dir)] + ([Path(kineto)] if kineto is not None else [])
+    check_output(out, inputs=inputs)
+    merge = lttng_events = None
+    if kineto is not None:
+        from . import kineto as kineto_merge
+
+        merge = kineto_merge.KinetoMerge(kineto_merge.load(kineto))  # bad input fails here, before decoding
+        lttng_events = kineto_merge.LttngEvents(merge.anchor_addresses())
+    extra_packets: Iterable[bytes] = ()
+    # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
+    with decode(trace_dir, salvage=salvage, batch_size=batch_size,
+                progress=progress.decoded if progress else None) as decoding:
+        batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load
+        from .write import write_trace
+
+        if merge is not None and lttng_events is not None:
+            batches = (lttng_events.add(batch) for batch in batches)
+            # Made after the last batch (write_trace reads extra_packets last), against the LTTng
+            # events: clock check on shared allocations, ops widened over API calls (docs/TIMELINE.md).
+            extra_packets = _Later(lambda: merge.packets(lttng_events, _realtime_offset(decoding.info)))
+        summary = write_trace(batches, lambda: decoding.info, out, progress=progress.written if progress else None,
+                              extra_packets=extra_packets, extra_processes=merge.processes if merge else {},
+                              extra_threads=merge.threads if merge else {}, inputs=inputs)
+    if merge is not None:
+        summary.warnings += merge.warnings(summary.lttng_threads)
+    return summary

@@ -1,0 +1,94 @@
+"""The tracks a conversion uses, and their descriptors (traceformat.tracks makes each one)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ..events import TraceInfo
+from ..model import CNT_DEVICE, CNT_HOST, CNT_MANAGED, CNT_PINNED, CNT_REGISTERED, split_counter_key
+from ..traceformat import names as N
+from ..traceformat import tracks as T
+from .stream import PacketStream
+
+# model.py's counter kinds -> their track names (device counters are named per device).
+COUNTER_NAMES = {CNT_HOST: N.COUNTER_HOST, CNT_PINNED: N.COUNTER_PINNED, CNT_REGISTERED: N.COUNTER_REGISTERED,
+                 CNT_MANAGED: N.COUNTER_MANAGED}
+
+
+class TrackRegistry:
+    """Which threads, counters, GPUs, streams and memq lanes the events went on."""
+
+    def __init__(self, out: PacketStream) -> None:
+        self.out = out
+        self.threads: set[tuple[int, int]] = set()
+        self.heap_threads: set[tuple[int, int]] = set()  # threads with a `heap` track
+        self.libraries = False  # whether the `Libraries` track has events
+        self.counters: set[int] = set()
+        self.gpus: set[int] = set()
+        self.streams: dict[int, tuple[int, str, int, int]] = {}  # uuid -> (device, runtime, stream, lane)
+        self.copy_lanes = T.Lanes()
+        self.lost_lanes = T.Lanes()
+        self.memq_lanes = 1
+
+    def stream(self, device: int, runtime: str, stream: int, begin: int, end: int) -> int:
+        """uuid of the lane of (device, runtime, stream) free at `begin`, taken until `end`."""
+        lane = self.copy_lanes.assign((device, runtime, stream), begin, end)
+        uuid = T.stream_uuid(device, runtime, stream, lane)
+        self.streams[uuid] = (device, runtime, stream, lane)
+        self.gpus.add(device)
+        return uuid
+
+    def lost_lane(self, begin: int, end: int) -> int:
+        """uuid of the memq lane free at `begin`, taken until `end`."""
+        lane = self.lost_lanes.assign("lost", begin, end)
+        self.memq_lanes = max(self.memq_lanes, lane + 1)
+        return T.memq_uuid(lane)
+
+    def counter_uuids(self, keys: np.ndarray) -> np.ndarray:
+        """Counter track uuid per key; a counter's descriptor goes out before its first value, because
+        trace_processor's tokenizer needs it (the other descriptors can come at the end)."""
+        if len(keys) == 0:
+            return np.zeros(0, np.uint64)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        for key in uniq.tolist():
+            if key not in self.counters:
+                self.counters.add(key)
+                kind, owner = split_counter_key(key)
+                if kind == CNT_DEVICE:
+                    self.gpus.add(owner)
+                    descriptor = T.counter_track(key, N.device_counter_name(owner), T.gpu_uuid(owner))
+                else:
+                    descriptor = T.counter_track(key, COUNTER_NAMES[kind], T.process_uuid(owner))
+                self.out.write(T.record(N.SEQ_DESCRIPTORS, descriptor))
+        return np.array([T.counter_uuid(k) for k in uniq.tolist()], np.uint64)[inverse.ravel()]
+
+    def descriptors(self, info: TraceInfo, t0: int, extra_processes: Mapping[int, str],
+                    extra_threads: Mapping[tuple[int, int], str]) -> bytes:
+        """Every other descriptor (written after the events: trace_processor reads them first anyway)."""
+        counter_pids = {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE}
+        out = process_thread_descriptors({**info.processes, **extra_processes}, {**info.threads, **extra_threads},
+                                         t0, self.threads | set(extra_threads), counter_pids | set(extra_processes))
+        out += [T.record(N.SEQ_DESCRIPTORS, T.heap_track(pid, tid)) for pid, tid in sorted(self.heap_threads)]
+        out += [T.record(N.SEQ_DESCRIPTORS, T.gpu_track(dev)) for dev in sorted(self.gpus)]
+        out += [T.record(N.SEQ_DESCRIPTORS, T.stream_track(*where))
+                for _, where in sorted(self.streams.items(), key=lambda kv: kv[1])]
+        out += [T.record(N.SEQ_DESCRIPTORS, T.memq_track(lane)) for lane in range(self.memq_lanes)]
+        if self.libraries:
+            out.append(T.record(N.SEQ_DESCRIPTORS, T.libraries_track()))
+        return b"".join(out)
+
+
+def process_thread_descriptors(processes: Mapping[int, str], threads: Mapping[tuple[int, int], str], t0: int = 0,
+                               used_threads: set | None = None, used_pids: set | None = None) -> list[bytes]:
+    """Descriptor records of processes and threads (names where known, stamped `t0` on the converter's
+    MONOTONIC clock): the threads `used_threads` (default: every one named) and the processes of those plus
+    `used_pids` (default: every one named)."""
+    thread_set = set(threads) if used_threads is None else set(used_threads)
+    pids = sorted({p for p, _ in thread_set} | (set(processes) if used_pids is None else set(used_pids)))
+    out = [T.record(N.SEQ_DESCRIPTORS, T.process_track(pid, processes.get(pid) or None), t0, N.CLOCK_MONOTONIC)
+           for pid in pids]
+    for pid, tid in sorted(thread_set):
+        name = threads.get((pid, tid)) or (processes.get(pid) if pid == tid else None)
+        out.append(T.record(N.SEQ_DESCRIPTORS, T.thread_track(pid, tid, name or None), t0, N.CLOCK_MONOTONIC))
+    return out
