@@ -5,7 +5,7 @@ Reference, in the same run: `memq open --engine browser`, where the UI's built-i
 loads the trace in Chromium. Measured: `memq open --engine memq` (memq serve's embedded engine loads
 the trace, the UI queries it over the RPC). Each is timed from the command's start to the first track
 title on screen in headless Chromium (Chromium's start included in both), and to the memory track
-`memq open` pins ("Host heap live bytes"). Both engines are WebAssembly builds of trace_processor v52.
+`memq open` pins (GPU 0's device live bytes). Both engines are WebAssembly builds of trace_processor v52.
 Also printed: the CPU time memq and Chromium (every process) used, which a shared machine's load
 distorts less than the wall time (Chromium runs on several threads, memq's engine on one).
 
@@ -29,7 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
-PINNED_TRACK = "Host heap live bytes"  # pinned by memq open's startup command, on both engines
+from ctf2perfetto.traceformat import names as N  # noqa: E402 - after the path set-up
+
+PINNED_TRACK = N.device_counter_name(0)  # pinned by memq open's startup command, on both engines
 
 
 def make_trace(path: Path, heap: int, copies: int) -> None:
