@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .capture import CAPTURE_ENV, Capture
 from .errors import MemqError, UsageError
 from .paths import native_library
 
@@ -56,7 +57,7 @@ INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run
 # CUDA runtime 101..199 and driver 301..399, see docs/EVENTS.md), and the
 # per-process ones (`runtime` 1 = hip, 2 = cuda).
 MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "prefetch", "advise", "sync",
-                    "set_device")
+                    "set_device", "live")
 API_FILTER = {"hip": "api < 100 || (api > 400 && api < 450)",
               "cuda": "(api > 100 && api < 200) || (api > 300 && api < 400)"}
 RUNTIME_FILTER = {"hip": "runtime == 1", "cuda": "runtime == 2"}
@@ -79,6 +80,7 @@ class RecordOptions:
     force: bool = False
     subbuf_size: str = SUBBUF_SIZE  # lttng enable-channel --subbuf-size (power of two, >= page size)
     num_subbuf: int = NUM_SUBBUF
+    capture: Capture = Capture()  # capture windows (default: the whole run)
 
 
 @dataclass
@@ -232,7 +234,8 @@ def event_rules(apis: tuple[str, ...]) -> list[tuple[str, str | None]]:
         rules.append(("memq:*", None))
     elif gpu:
         calls = ",".join(f"memq:{e}" for e in MEMQ_CALL_EVENTS)
-        rules += [(calls, API_FILTER[gpu[0]]), ("memq:device", RUNTIME_FILTER[gpu[0]]), ("memq:clock", None)]
+        rules += [(calls, API_FILTER[gpu[0]]), ("memq:device", RUNTIME_FILTER[gpu[0]]), ("memq:clock", None),
+                  ("memq:window", None)]
     return rules
 
 
@@ -475,6 +478,22 @@ def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
     return warnings
 
 
+def check_capture(options: RecordOptions) -> None:
+    """Capture windows gate memq's own events; LTTng's libc wrapper writes its events regardless."""
+    if options.capture.windowed and "libc" in options.apis:
+        raise UsageError("--delay/--duration/--capture-range gate memq's own events, and LTTng's libc wrapper "
+                         "(--api libc) would still record the whole run: add --api hip,cuda")
+
+
+def capture_env(env: dict[str, str], capture: Capture, command_start_ns: int) -> None:
+    """MEMQ_CAPTURE for the command (removed when no window was asked for, so a stale one cannot apply)."""
+    value = capture.env_value(command_start_ns)
+    if value is None:
+        env.pop(CAPTURE_ENV, None)
+    else:
+        env[CAPTURE_ENV] = value
+
+
 def record(options: RecordOptions, announce: Callable[[str], None] | None = None) -> RecordResult:
     """Record `options.command` into `options.output`; see the module docstring.
 
@@ -488,6 +507,7 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
         raise UsageError(f"--subbuf-size {options.subbuf_size!r}: a size such as 4096, 64k or 2M")
     if options.num_subbuf < 2:
         raise UsageError(f"--num-subbuf {options.num_subbuf}: at least 2")
+    check_capture(options)
     env = lttng_environment()
     lttng = Lttng(env)
     executable = resolve_command(options.command[0], env)
@@ -510,7 +530,10 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
         lttng.run("start", session)
         readings.append(clock_reading("start"))
         if announce:
-            announce(f"memq record: recording {' '.join(options.command)} (session {session}) ...")
+            window = f", capture window {options.capture.describe()}" if options.capture.windowed else ""
+            announce(f"memq record: recording {' '.join(options.command)} (session {session}{window}) ...")
+        command_start = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        capture_env(child_env, options.capture, command_start)
         exit_code = run_command([executable, *options.command[1:]], child_env)
         readings.append(clock_reading("end"))
     finally:
@@ -533,7 +556,8 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
                  "channel": {"name": CHANNEL, "buffers": "per-uid", "subbuf_size": options.subbuf_size,
                              "num_subbuf": options.num_subbuf,
                              "blocking_timeout_us": BLOCKING_TIMEOUT_US if options.mode == "blocking" else 0},
-                 "events": [{"events": e, "filter": f} for e, f in rules], "contexts": list(CONTEXTS)},
+                 "events": [{"events": e, "filter": f} for e, f in rules], "contexts": list(CONTEXTS),
+                 "capture": options.capture.record(command_start)},
         discarded_events=discarded, lost_packets=lost_packets, preload=preload,
         reach=reach, warnings=reach_warnings(reach, options.apis))
     result.events = count_events(output)

@@ -16,6 +16,7 @@
 
 #include "memq_api.h"
 #include "memq_tp.h"
+#include "memq_window.h"
 
 /* hipErrorNotInitialized == cudaErrorInitializationError == 3: what a
  * wrapper returns when the real function cannot be found at all. */
@@ -76,6 +77,12 @@ struct memq_call {
 	void *ip;                /* the application's call site */
 	int device;              /* current device at the call */
 	int saved_errno;
+	/* 1: the call's event is written; 0: outside every capture window, only
+	 * the allocation table is kept (memq_window.h) */
+	int traced;
+	/* an untraced release took an entry that the opening window's snapshot
+	 * listed: its event is written anyway (memq_alloc_info.raced) */
+	int raced;
 };
 
 void memq_begin_slow(struct memq_call *c, int runtime, void *ip);
@@ -83,7 +90,9 @@ void memq_begin_slow(struct memq_call *c, int runtime, void *ip);
 /*
  * Start tracing a call when `enabled` (lttng_ust_tracepoint_enabled(...))
  * and the thread is not already inside a wrapper; `ip` is the application's
- * call site. Returns 0 when the call is not to be traced.
+ * call site. Returns 0 when the call is not to be traced. Outside capture
+ * windows it returns 1 with c->traced = 0: the emitters then keep the
+ * allocation table and write nothing (no clock is read).
  */
 static inline int memq_begin(struct memq_call *c, int enabled, int runtime, void *ip)
 {
@@ -106,6 +115,9 @@ static inline void memq_end(struct memq_call *c)
 	errno = c->saved_errno;
 }
 
+/* CLOCK_MONOTONIC now, in ns (LTTng's clock). */
+uint64_t memq_now_ns(void);
+
 /* The current device (-1 when the runtime cannot tell), via the real API. */
 int memq_current_device(int runtime);
 
@@ -116,11 +128,31 @@ int memq_cuda_major(void);
 struct memq_alloc_info {
 	uint64_t size;
 	uint8_t kind;            /* enum memq_mem_kind */
+	/* set by memq_table_take: the snapshot of the capture window opening
+	 * (or open) now listed this entry, so a caller outside the window must
+	 * write its free anyway (memq_window.h) */
+	uint8_t raced;
+};
+
+/* One tracked allocation, as a window's snapshot (memq:live) reports it. */
+struct memq_table_entry {
+	uint64_t ptr, size;
+	uint16_t api;            /* allocating function (enum memq_api); 0 if not known */
+	int16_t device;          /* -1 if not known */
+	uint8_t kind;            /* enum memq_mem_kind */
+	uint8_t registered;
 };
 
 /* `registered` separates host-register ranges from allocations. */
 void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind);
+/* memq_table_put with the allocating function and device. Returns 1 when the
+ * snapshot of the capture window opening now has passed this entry's shard
+ * already: a caller outside the window then writes it as memq:live itself. */
+int memq_table_insert(const struct memq_table_entry *e);
 int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out);
+/* Every entry to `fn`, each shard under its lock (memq_window.c). */
+void memq_table_snapshot(uint32_t gen, void (*fn)(const struct memq_table_entry *, void *), void *arg);
+void memq_table_snapshot_end(void);
 extern unsigned long memq_table_live;
 
 /*
@@ -132,6 +164,7 @@ static inline int memq_release_take(uint64_t ptr, int registered, struct memq_al
 {
 	info->size = 0;
 	info->kind = MEMQ_MEM_UNKNOWN;
+	info->raced = 0;
 	if (!__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED) || !ptr)
 		return 0;
 	return memq_table_take(ptr, registered, info);

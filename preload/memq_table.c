@@ -6,8 +6,9 @@
  * allocate concurrently rarely contend. Storage comes from mmap, never from
  * malloc: the libc wrapper would record our bookkeeping as the
  * application's heap traffic. Entries exist only for allocations made while
- * a session recorded them, so without a session the table stays empty and
- * frees skip it after one atomic load (memq_table_live).
+ * a session was enabled (inside capture windows or not: a window's snapshot
+ * lists what was allocated before it), so without a session the table stays
+ * empty and frees skip it after one atomic load (memq_table_live).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -23,6 +24,8 @@ enum { SLOT_EMPTY = 0, SLOT_FULL = 1, SLOT_TOMB = 2 };
 struct slot {
 	uint64_t ptr;
 	uint64_t size;
+	uint16_t api;            /* allocating function, for memq:live (0: not known) */
+	int16_t device;
 	uint8_t kind;
 	uint8_t registered;
 	uint8_t state;
@@ -33,6 +36,7 @@ struct shard {
 	struct slot *slots;
 	size_t cap;              /* power of two, 0 before the first insert */
 	size_t full, tombs;
+	uint32_t snap;           /* generation of the last window snapshot that listed this shard */
 } __attribute__((aligned(64)));
 
 static struct shard shards[SHARDS] = {
@@ -40,6 +44,16 @@ static struct shard shards[SHARDS] = {
 };
 
 unsigned long memq_table_live;
+
+/* Generation of the window whose snapshot is being written or is open; 0 when none. */
+static uint32_t snap_gen;
+
+/* Whether the snapshot of the window opening (or open) now has listed shard `s` already:
+ * an untraced insert or take there is not in it, so its caller writes the event itself. */
+static inline int raced(const struct shard *s)
+{
+	return s->snap && s->snap == __atomic_load_n(&snap_gen, __ATOMIC_ACQUIRE);
+}
 
 static inline uint64_t hash_ptr(uint64_t ptr, int registered)
 {
@@ -108,17 +122,21 @@ static int reserve(struct shard *s)
 	return 0;
 }
 
-void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind)
+int memq_table_insert(const struct memq_table_entry *e)
 {
-	uint64_t h = hash_ptr(ptr, registered);
+	int registered = !!e->registered;
+	uint64_t h = hash_ptr(e->ptr, registered);
 	struct shard *s = shard_of(h);
-	struct slot *sl, entry = { .ptr = ptr, .size = size, .kind = kind, .registered = !!registered };
+	struct slot *sl, entry = { .ptr = e->ptr, .size = e->size, .api = e->api, .device = e->device,
+		.kind = e->kind, .registered = registered };
+	int late;
 
 	pthread_mutex_lock(&s->lock);
-	sl = find(s, h, ptr, !!registered);
+	late = raced(s);
+	sl = find(s, h, e->ptr, registered);
 	if (sl) {                        /* a free we never saw: replace */
-		sl->size = size;
-		sl->kind = kind;
+		entry.state = SLOT_FULL;
+		*sl = entry;
 	} else if (reserve(s) == 0) {
 		size_t mask = s->cap - 1;
 
@@ -135,6 +153,15 @@ void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind)
 		__atomic_add_fetch(&memq_table_live, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&s->lock);
+	return late;
+}
+
+void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind)
+{
+	struct memq_table_entry e = { .ptr = ptr, .size = size, .device = -1, .kind = kind,
+		.registered = (uint8_t) !!registered };
+
+	memq_table_insert(&e);
 }
 
 int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
@@ -146,9 +173,11 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
 
 	pthread_mutex_lock(&s->lock);
 	sl = find(s, h, ptr, !!registered);
+	out->raced = 0;
 	if (sl) {
 		out->size = sl->size;
 		out->kind = sl->kind;
+		out->raced = (uint8_t) raced(s);
 		sl->state = SLOT_TOMB;
 		s->full--;
 		s->tombs++;
@@ -157,6 +186,43 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return found;
+}
+
+/*
+ * A capture window opens (memq_window.c): every entry goes to `fn`, shard by
+ * shard, under the shard's lock, so that an insert or take racing with the
+ * snapshot is ordered against it: before (the snapshot sees its effect) or
+ * after (raced() tells its untraced caller to write the event itself, which
+ * then follows the snapshot's events in the trace). `fn` writes an event:
+ * it must not allocate through a path that takes a shard lock (the caller
+ * holds the nesting guard, which keeps memq's own wrappers out).
+ */
+void memq_table_snapshot(uint32_t gen, void (*fn)(const struct memq_table_entry *, void *), void *arg)
+{
+	__atomic_store_n(&snap_gen, gen, __ATOMIC_RELEASE);
+	for (int i = 0; i < SHARDS; i++) {
+		struct shard *s = &shards[i];
+
+		pthread_mutex_lock(&s->lock);
+		s->snap = gen;
+		for (size_t k = 0; k < s->cap; k++) {
+			const struct slot *sl = &s->slots[k];
+			struct memq_table_entry e;
+
+			if (sl->state != SLOT_FULL)
+				continue;
+			e = (struct memq_table_entry) { .ptr = sl->ptr, .size = sl->size, .api = sl->api,
+				.device = sl->device, .kind = sl->kind, .registered = sl->registered };
+			fn(&e, arg);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+/* The window closed: later inserts and takes race with no snapshot. */
+void memq_table_snapshot_end(void)
+{
+	__atomic_store_n(&snap_gen, 0, __ATOMIC_RELEASE);
 }
 
 /*

@@ -111,6 +111,8 @@
 		/* the table's locks must not show through errno */          \
 		saved_errno = errno;                                         \
 		taken = memq_release_take(U64(p), registered, &info);        \
+		if (traced)                                                  \
+			c.raced = info.raced;                                \
 		errno = saved_errno;                                         \
 		r = real args;                                               \
 		saved_errno = errno;                                         \

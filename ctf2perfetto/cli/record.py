@@ -1,4 +1,5 @@
-"""`memq record -o DIR [--api hip,cuda,libc] [--mode blocking|discard] [--force] -- CMD ...`
+"""`memq record -o DIR [--api hip,cuda,libc] [--mode blocking|discard] [--delay S] [--duration S]
+[--capture-range profiler-api] [--force] -- CMD ...`
 
 `python3 -m ctf2perfetto.cli.record record -o DIR -- CMD` is the same command
 without the other subcommands, whose modules import pandas: recording needs only
@@ -31,9 +32,22 @@ notes:
   instead of losing events when the consumer falls behind; --mode discard
   never stalls it, and lost events are counted.
 
-example:
+capture windows (record part of a long run):
+  --delay/--duration record one window of every process's run, timed from
+  COMMAND's start; --capture-range profiler-api records between the program's
+  cudaProfilerStart/Stop, cuProfilerStart/Stop or hipProfilerStart/Stop calls
+  (torch.cuda.profiler.start()/stop()), as many windows as it opens. Nothing
+  outside a window is recorded; when a window opens, every live GPU (and
+  tracked host) allocation is written, so copies and frees in the window
+  resolve to allocations made before it. The analyses then say which windows
+  their figures cover. Windows gate memq's own events: not LTTng's libc
+  wrapper, so use them with --api hip,cuda.
+
+examples:
   memq record -o trace/ -- python train.py --epochs 1
   ctf2perfetto trace/ -o trace.pftrace
+  memq record -o trace/ --api hip,cuda --delay 600 --duration 60 -- python train.py
+  memq record -o trace/ --api hip,cuda --capture-range profiler-api -- python train.py
 """
 
 
@@ -50,6 +64,13 @@ def add_parser(subparsers) -> None:
                         help="LTTng sub-buffer size per CPU, e.g. 64k, 2M (default 2M; rounded up to a power of two)")
     parser.add_argument("--num-subbuf", type=int, default=8, metavar="N",
                         help="sub-buffers per CPU (default 8): more buffer absorbs longer bursts")
+    parser.add_argument("--delay", metavar="SEC",
+                        help="open the capture window SEC seconds after COMMAND starts (default: at once)")
+    parser.add_argument("--duration", metavar="SEC",
+                        help="close the capture window SEC seconds after it opens (default: at exit)")
+    parser.add_argument("--capture-range", metavar="RANGE",
+                        help="none (default) or profiler-api: windows between the program's "
+                             "cuda/cu/hipProfilerStart and Stop calls")
     parser.add_argument("--force", action="store_true",
                         help="record into a non-empty DIR (replaces a previous recording's ust/ and "
                              "memq-record.json, leaves other files)")
@@ -60,6 +81,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from . import stderr_is_terminal
+    from ..capture import Capture
     from ..errors import UsageError
     from ..record import RecordOptions, parse_apis, record, summary
 
@@ -68,10 +90,11 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("no command given: memq record -o DIR -- COMMAND ...")
+    capture = Capture.from_options(args.delay, args.duration, args.capture_range)
     announce = (lambda line: print(line, file=sys.stderr, flush=True)) if stderr_is_terminal() else None
     result = record(RecordOptions(output=args.output, command=command, apis=parse_apis(args.api),
                                   mode=args.mode, force=args.force, subbuf_size=args.subbuf_size,
-                                  num_subbuf=args.num_subbuf), announce)
+                                  num_subbuf=args.num_subbuf, capture=capture), announce)
     print(summary(result), file=sys.stderr)
     return result.exit_code
 

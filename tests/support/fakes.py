@@ -6,6 +6,7 @@
   libhipwork.so, libcudawork.so     workload libraries (every wrapped call, logged as JSON lines)
   workload                          C driver: hip|cuda|fork|crash|wait LOG, stress THREADS ITERS
   driver_work                       direct|procaddr|vmm|runtime LOG: the paths around a linked runtime
+  window_work                       profiler hip|cuda LOG, steps hip|cuda N STEP_MS LOG: capture windows
 and returns their paths. Everything finds its neighbours through an $ORIGIN
 rpath, so nothing needs LD_LIBRARY_PATH.
 """
@@ -33,6 +34,7 @@ class FakeGpu:
     python_workload: Path  # work_local.py: ctypes, RTLD_LOCAL
     cuda_driver: Path
     driver_work: Path
+    window_work: Path
 
     def python_argv(self, python: str, runtime: str, log: Path) -> list[str]:
         """argv running the `runtime` workload from Python through ctypes (RTLD_LOCAL)."""
@@ -49,7 +51,7 @@ def build_fakes(dest: Path) -> FakeGpu:
     """Compile the fakes and workloads into `dest` (created if needed)."""
     dest.mkdir(parents=True, exist_ok=True)
     src = {name: str(FAKES / name) for name in ("fake_hip.c", "fake_cuda.c", "fake_cudadrv.c", "hip_work.c",
-                                                "cuda_work.c", "workload.c", "driver_work.c")}
+                                                "cuda_work.c", "workload.c", "driver_work.c", "window_work.c")}
     hip = dest / "libamdhip64.so"
     cuda = dest / "libcudart.so.12"
     hip_work = dest / "libhipwork.so"
@@ -69,4 +71,8 @@ def build_fakes(dest: Path) -> FakeGpu:
     # (driver_work uses fake_mem.h for the 3D-copy parameter struct only: the rest is unused there)
     _gcc([inc, RPATH, "-Wno-unused-function", "-Wno-unused-variable", "-o", str(driver_work), src["driver_work.c"],
           f"-L{dest}", "-l:libcuda.so.1", "-ldl"])
-    return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work)
+    window_work = dest / "window_work"
+    _gcc([inc, RPATH, "-o", str(window_work), src["window_work.c"], f"-L{dest}", "-l:libamdhip64.so",
+          "-l:libcudart.so.12", "-l:libcuda.so.1"])
+    return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work,
+                   window_work)

@@ -1,0 +1,162 @@
+/*
+ * Capture-window workloads (test only), on the fake HIP or CUDA runtime:
+ *
+ *   window_work profiler hip|cuda LOG
+ *       Two profiler windows. Before the first: A and B allocated, a copy to A.
+ *       Window 0 (hip/cudaProfilerStart .. Stop): a copy from A, a copy to B, A freed,
+ *       C allocated. Between: a copy to C, C freed, D allocated. Window 1 (hip: the
+ *       same calls; cuda: cuProfilerStart/Stop, the driver's): a copy to D, a copy
+ *       from B. After: B and D freed.
+ *   window_work steps hip|cuda N STEP_MS LOG
+ *       L allocated first; then N steps of (X allocated, L -> X, X -> host, X freed,
+ *       sleep STEP_MS); L freed at the end. For --delay/--duration windows.
+ *
+ * Every runtime call is logged (worklog.h, the fields of its memq event); profiler
+ * calls as {"profiler": NAME}; each step as {"step": i, "t0": ns, "t1": ns}, the
+ * CLOCK_MONOTONIC span of its calls, so a test knows which steps a window holds.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "worklog.h"
+
+int hipMalloc(void **, size_t);
+int hipFree(void *);
+int hipMemcpy(void *, const void *, size_t, int);
+int hipProfilerStart(void);
+int hipProfilerStop(void);
+int cudaMalloc(void **, size_t);
+int cudaFree(void *);
+int cudaMemcpy(void *, const void *, size_t, int);
+int cudaProfilerStart(void);
+int cudaProfilerStop(void);
+int cuProfilerStart(void);
+int cuProfilerStop(void);
+
+/* One runtime's calls, and the names its events carry. */
+struct runtime {
+	int (*alloc)(void **, size_t);
+	int (*release)(void *);
+	int (*copy)(void *, const void *, size_t, int);
+	int (*start)(void), (*stop)(void);         /* window 0 */
+	int (*start2)(void), (*stop2)(void);       /* window 1 */
+	const char *alloc_name, *free_name, *copy_name, *start_name, *stop_name, *start2_name, *stop2_name;
+};
+
+static const struct runtime hip = {
+	hipMalloc, hipFree, hipMemcpy, hipProfilerStart, hipProfilerStop, hipProfilerStart, hipProfilerStop,
+	"hipMalloc", "hipFree", "hipMemcpy", "hipProfilerStart", "hipProfilerStop", "hipProfilerStart",
+	"hipProfilerStop",
+};
+static const struct runtime cuda = {
+	cudaMalloc, cudaFree, cudaMemcpy, cudaProfilerStart, cudaProfilerStop, cuProfilerStart, cuProfilerStop,
+	"cudaMalloc", "cudaFree", "cudaMemcpy", "cudaProfilerStart", "cudaProfilerStop", "cuProfilerStart",
+	"cuProfilerStop",
+};
+
+static const struct runtime *rt;
+static unsigned char host[1 << 16];
+
+static void *alloc(size_t n)
+{
+	void *p = NULL;
+	int r = rt->alloc(&p, n);
+
+	log_alloc("alloc", rt->alloc_name, p, n, 4, 0, 0, 0, 0, 0, r);
+	return p;
+}
+
+static void release(void *p, size_t n)
+{
+	int r = rt->release(p);
+
+	log_free("free", rt->free_name, p, n, 4, 0, 0, r);
+}
+
+static void copy(void *dst, const void *src, size_t n, int kind)
+{
+	int r = rt->copy(dst, src, n, kind);
+
+	log_copy(rt->copy_name, dst, src, n, kind, 0, -1, 0, 0, 0, 0, 0, r);
+}
+
+static void profiler(int (*fn)(void), const char *name)
+{
+	int r = fn();
+
+	fprintf(worklog, "{\"pid\": %d, \"profiler\": \"%s\", \"result\": %d}\n", (int) getpid(), name, r);
+	fflush(worklog);
+}
+
+static int profiler_windows(void)
+{
+	void *a = alloc(4096), *b = alloc(8192), *c, *d;
+
+	copy(a, host, 4096, 1);
+	profiler(rt->start, rt->start_name);
+	copy(host, a, 4096, 2);
+	copy(b, host, 4096, 1);
+	release(a, 4096);
+	c = alloc(1024);
+	profiler(rt->stop, rt->stop_name);
+	copy(c, host, 1024, 1);
+	release(c, 1024);
+	d = alloc(2048);
+	profiler(rt->start2, rt->start2_name);
+	copy(d, host, 2048, 1);
+	copy(host, b, 8192, 2);
+	profiler(rt->stop2, rt->stop2_name);
+	release(b, 8192);
+	release(d, 2048);
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static int steps(long n, long step_ms)
+{
+	void *l = alloc(32768);
+	struct timespec pause = { .tv_sec = step_ms / 1000, .tv_nsec = (step_ms % 1000) * 1000000L };
+
+	copy(l, host, 32768, 1);
+	for (long i = 0; i < n; i++) {
+		uint64_t t0 = now_ns(), t1;
+		void *x = alloc(4096);
+
+		copy(x, l, 4096, 3);
+		copy(host, x, 4096, 2);
+		release(x, 4096);
+		t1 = now_ns();
+		fprintf(worklog, "{\"pid\": %d, \"step\": %ld, \"t0\": %llu, \"t1\": %llu}\n", (int) getpid(), i,
+			(unsigned long long) t0, (unsigned long long) t1);
+		fflush(worklog);
+		nanosleep(&pause, NULL);
+	}
+	release(l, 32768);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *log = argv[argc - 1];
+
+	if (argc >= 4)
+		rt = !strcmp(argv[2], "hip") ? &hip : !strcmp(argv[2], "cuda") ? &cuda : NULL;
+	if (!rt || !(worklog = fopen(log, "a"))) {
+		fprintf(stderr, "usage: window_work profiler hip|cuda LOG | steps hip|cuda N STEP_MS LOG\n");
+		return 2;
+	}
+	if (argc == 4 && !strcmp(argv[1], "profiler"))
+		return profiler_windows();
+	if (argc == 6 && !strcmp(argv[1], "steps"))
+		return steps(atol(argv[3]), atol(argv[4]));
+	fprintf(stderr, "usage: window_work profiler hip|cuda LOG | steps hip|cuda N STEP_MS LOG\n");
+	return 2;
+}
