@@ -15,6 +15,9 @@ result. Each frame carries in `df.attrs`:
   figure cannot be computed; the frame is then empty.
 * `note`: why not, or the upper-bound caveat (CPU and kernel writes are not traced).
 * `source`: the trace's sources (`lttng`, `kineto`, or `none`).
+* `windows`: the capture windows the figures cover (one dict per window, as `windows()`
+  gives them; empty for a trace recorded without windows, whose figures cover it all),
+  and `windows_note`: the same in one sentence ("" without windows).
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ UNIFIED_MODES = ("auto", "yes", "no")
 CLASSES = ("repeat", "round_trip", "managed", "unified", "redundant", "staged")
 ADDRESS_CLASSES = ("repeat", "round_trip", "managed")
 DUP_GROUPINGS = ("total", "direction", "allocation", "untracked_source")
+OUTLIVED = ("Allocations still live when their capture window closed before the process exited are not leaks: "
+            "what happened to them outside the window was not recorded (table `outlived`).")
 
 
 @contextlib.contextmanager
@@ -75,9 +80,41 @@ def _query(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
     return engine.query(includes + sql)
 
 
-def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str]) -> pd.DataFrame:
+def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str], engine: Any = None
+                ) -> pd.DataFrame:
     df.attrs.update(applies=applies, note=note, source=",".join(sources) or "none")
+    if engine is not None:
+        found = windows(engine)
+        df.attrs.update(windows=found.to_dict("records"), windows_note=found.attrs["windows_note"])
     return df
+
+
+# -- capture windows ---------------------------------------------------------------------
+def _seconds(ns: Any) -> str:
+    return f"{int(ns) / 1e9:.4g} s"
+
+
+def windows(trace: Any) -> pd.DataFrame:
+    """The capture windows the trace recorded: pid, window (index in its process), ts, dur, end_ts,
+    open_cause, close_cause, open_api, close_api, live_allocations, live_bytes. Empty for a trace
+    recorded without windows (its figures cover the whole run). `attrs["windows_note"]` says in one
+    sentence what the figures cover."""
+    with load(trace) as engine:
+        df = _query(engine, ("windows",), """
+            SELECT w.pid, w.window, w.ts, w.dur, w.end_ts, w.open_cause, w.close_cause, w.open_api, w.close_api,
+                   w.live_allocations, w.live_bytes
+            FROM memq_window w ORDER BY w.ts, w.pid, w.window""")
+        note = ""
+        if len(df):
+            span = engine.query("INCLUDE PERFETTO MODULE memq.windows; "
+                                "SELECT memq_recorded_dur() AS recorded, trace_end() - trace_start() AS span").iloc[0]
+            pids = sorted(set(df["pid"].astype(int).tolist()))
+            note = (f"Figures cover the {len(df)} capture window(s) of {len(pids)} process(es) listed (table "
+                    f"`windows`): {_seconds(span['recorded'])} recorded of a {_seconds(span['span'])} trace; "
+                    "nothing outside them was recorded. Allocations live when a window opened start at its "
+                    "start (live_at_start); means and shares are over the recorded time.")
+        df.attrs.update(windows_note=note)
+        return df
 
 
 def trace_warnings(trace: Any) -> list[str]:
@@ -146,19 +183,20 @@ def duplicated(trace: Any) -> pd.DataFrame:
         names, addressed, has_events = _source_info(engine)
         df = _query(engine, ("duplicated",), """
             SELECT g.grouping, p.pid, g.key, g.peak_bytes, g.peak_ts, g.mean_bytes, g.byte_ns,
-                   g.window_start, g.window_end
+                   g.window_start, g.window_end, g.recorded_dur
             FROM memq_duplicated_group g LEFT JOIN process p USING (upid)
             ORDER BY g.grouping, p.pid IS NOT NULL, p.pid, g.key""")
         applies = addressed or not has_events
         if not applies:
             df = df.iloc[0:0]
         elif not ((df["grouping"] == "total") & df["pid"].isna()).any():
-            window = engine.query("SELECT trace_start() AS s, trace_end() AS e").iloc[0]
+            window = engine.query("INCLUDE PERFETTO MODULE memq.windows; SELECT trace_start() AS s, "
+                                  "trace_end() AS e, memq_recorded_dur() AS r").iloc[0]
             zero = pd.DataFrame([{"grouping": "total", "pid": None, "key": None, "peak_bytes": 0, "peak_ts": None,
                                   "mean_bytes": 0.0, "byte_ns": 0, "window_start": window["s"],
-                                  "window_end": window["e"]}])
+                                  "window_end": window["e"], "recorded_dur": window["r"]}])
             df = zero if df.empty else pd.concat([zero, df], ignore_index=True)
-        return _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names)
+        return _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names, engine=engine)
 
 
 def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
@@ -171,7 +209,7 @@ def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
             SELECT p.pid, c.key, c.ts, c.dur, c.value
             FROM memq_duplicated_counter c LEFT JOIN process p USING (upid)
             WHERE c.grouping = '{grouping}' ORDER BY p.pid IS NOT NULL, p.pid, c.key, c.ts""")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
 
 
 def mirrors(trace: Any) -> pd.DataFrame:
@@ -182,7 +220,7 @@ def mirrors(trace: Any) -> pd.DataFrame:
             SELECT m.id, m.copy_id, m.call_id, p.pid, m.dst, m.src, m.bytes, m.ts, m.dur, m.end_ts, m.direction,
                    m.dst_alloc_id, m.src_alloc_id, m.untracked_source
             FROM memq_mirror m LEFT JOIN process p USING (upid) ORDER BY m.ts, m.dst""")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
 
 
 # -- redundant ---------------------------------------------------------------------------
@@ -206,7 +244,7 @@ def redundant_copies(trace: Any, unified: str = "auto") -> pd.DataFrame:
             LEFT JOIN process p USING (upid) LEFT JOIN thread t USING (utid)
             ORDER BY r.ts, r.id""")
         return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
-                           sources=names)
+                           sources=names, engine=engine)
 
 
 def _redundant_note(addressed: bool) -> str:
@@ -243,7 +281,7 @@ def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:
             per = per.sort_values(["pid", "class"], key=lambda s: s.map(CLASSES.index) if s.name == "class" else s)
             df = pd.concat([df, per], ignore_index=True)
         return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
-                           sources=names)
+                           sources=names, engine=engine)
 
 
 # -- summary -----------------------------------------------------------------------------
@@ -264,7 +302,8 @@ def summary(trace: Any) -> dict[str, pd.DataFrame]:
         for key, sql in SUMMARY_TABLES.items():
             df = _query(engine, ("summary",), sql)
             applies = addressed or key != "allocations"
-            out[key] = _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names)
+            out[key] = _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names,
+                                   engine=engine)
         return out
 
 
@@ -274,10 +313,22 @@ def leaks(trace: Any) -> pd.DataFrame:
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         df = _query(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
-        return _with_attrs(df, applies=addressed or not has_events,
-                           note=_note(has_events, addressed or not has_events,
-                                      "Allocations with no free in the trace; a lost free shows as a leak."),
-                           sources=names)
+        caveat = "Allocations with no free in the trace; a lost free shows as a leak."
+        df = _with_attrs(df, applies=addressed or not has_events,
+                         note=_note(has_events, addressed or not has_events, caveat), sources=names, engine=engine)
+        if df.attrs["windows"]:
+            df.attrs["note"] = " ".join([df.attrs["note"], OUTLIVED])
+        return df
+
+
+def outlived(trace: Any) -> pd.DataFrame:
+    """Allocations still live when their capture window closed before the process exited, by kind and
+    size (count, bytes, live_at_start): not leaks, their fate outside the window is unknown. Empty for a
+    trace without windows."""
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = _query(engine, ("leaks",), "SELECT * FROM memq_outlived_by_kind_size")
+        return _with_attrs(df, applies=addressed or not has_events, note=OUTLIVED, sources=names, engine=engine)
 
 
 def leaked_allocations(trace: Any) -> pd.DataFrame:
@@ -285,6 +336,7 @@ def leaked_allocations(trace: Any) -> pd.DataFrame:
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         df = _query(engine, ("leaks",), """
-            SELECT l.alloc_id, p.pid, l.kind, l.device, l.addr, l.size, l.ts, l.api, l.alloc_slice_id
+            SELECT l.alloc_id, p.pid, l.kind, l.device, l.addr, l.size, l.ts, l.api, l.alloc_slice_id,
+                   l.live_at_start, l.window
             FROM memq_leak l LEFT JOIN process p USING (upid) ORDER BY l.size DESC, l.ts""")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)

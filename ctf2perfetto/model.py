@@ -19,6 +19,10 @@ Rules (DESIGN.md, "What the numbers mean"):
 * An allocation starting where a live one of the same space starts (the trace
   lost its free) ends the old one, so the counters never hold unreachable bytes;
   these are counted as `replaced`.
+* Capture windows: a LIVE row starts an allocation that was live when its window
+  opened (counted as `live_at_start`, not as an allocation made in the trace); when
+  a process's window closes before it exits (`end_process`), all its live
+  allocations end there: what happens to them outside the window is not recorded.
 """
 from __future__ import annotations
 
@@ -137,7 +141,9 @@ class ModelBatch:
 class ModelTotals:
     """Counts over the whole trace so far."""
 
-    allocations: int = 0
+    allocations: int = 0  # allocations made in the trace (LIVE rows not counted)
+    live_at_start: int = 0  # allocations live when a capture window opened (LIVE rows)
+    window_ended: int = 0  # live allocations ended by their window's close
     frees: int = 0  # calls that ended an allocation
     unmatched_frees: int = 0
     replaced: int = 0
@@ -189,6 +195,16 @@ class _LiveSet:
             return
         merged = _Allocs.concat([self.delta, allocs])
         self.delta = _take(merged, _sort_by_space_addr(merged.pid, merged.cls, merged.addr))
+
+    def take_process(self, pid: int) -> _Allocs:
+        """Remove and return every live allocation of process `pid` (a window closed: rare)."""
+        everything = self.all()
+        mine = everything.pid == pid
+        self.__init__()
+        if (~mine).any():
+            rest = _take(everything, np.flatnonzero(~mine))
+            self.add(_take(rest, _sort_by_space_addr(rest.pid, rest.cls, rest.addr)))
+        return _take(everything, np.flatnonzero(mine))
 
     def all(self) -> _Allocs:
         """Every live allocation (for the rare batches with copies)."""
@@ -261,6 +277,7 @@ class MemoryModel:
 
         # -- which rows start / end an allocation, and in which space ----------------------
         is_realloc = kind == EventKind.REALLOC
+        is_live = kind == EventKind.LIVE
         plain_alloc = kind_in(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN))
         starts = (ptr != 0) & (plain_alloc | is_realloc | ((kind == EventKind.POSIX_MEMALIGN) & ok))
         ends = ((kind == EventKind.FREE) & (ptr != 0)) | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
@@ -268,7 +285,7 @@ class MemoryModel:
         if heap_only:
             start_mem = np.full(n, MemKind.HOST, np.int64)
         else:
-            starts |= (ptr != 0) & kind_in(kind, (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER)) & ok
+            starts |= (ptr != 0) & kind_in(kind, (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER, EventKind.LIVE)) & ok
             ends |= kind_in(kind, (EventKind.GPU_FREE, EventKind.GPU_UNREGISTER)) & ok & (ptr != 0)
             start_mem = np.where(kind == EventKind.GPU_REGISTER, MemKind.REGISTERED, batch["mem"].astype(np.int64))
             start_mem = np.where(kind_in(kind, HEAP_KINDS), MemKind.HOST, start_mem)
@@ -348,11 +365,34 @@ class MemoryModel:
         self._recent_tags = None
 
         t = self.totals
-        t.allocations += len(srows)
+        n_live = int(np.count_nonzero(is_live[srows])) if not heap_only else 0
+        t.allocations += len(srows) - n_live
+        t.live_at_start += n_live
         t.frees += int(matched.sum())
         t.unmatched_frees += int((~matched).sum())
         t.replaced += len(replaced)
         return ModelBatch(alloc_id, freed_alloc_id, replaced_alloc_id, unmatched, *samples, endpoints=endpoints)
+
+    def end_process(self, pid: int, ts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A capture window of `pid` closed at `ts` before the process exited: its live allocations end there.
+
+        Returns the counter samples this makes (ts, counter key, value), one per counter.
+        """
+        ended = self.live.take_process(pid)
+        self.totals.window_ended += len(ended)
+        z = np.zeros(0, np.int64)
+        if len(ended) == 0:
+            return z, z, z
+        kind = _MEM_CNT[ended.mem]
+        owner = np.where(kind == CNT_DEVICE, ended.device, ended.pid)
+        keys = (kind << _CNT_SHIFT) | (owner & ((1 << _CNT_SHIFT) - 1))
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        drop = np.bincount(inverse.ravel(), weights=ended.size.astype(np.float64))
+        values = []
+        for key, d in zip(uniq.tolist(), np.rint(drop).astype(np.int64).tolist()):
+            self.totals.counters[key] = self.totals.counters.get(key, 0) - d
+            values.append(self.totals.counters[key])
+        return np.full(len(uniq), ts, np.int64), uniq.astype(np.int64), np.array(values, np.int64)
 
     @property
     def recent(self) -> _Allocs:

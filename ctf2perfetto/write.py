@@ -30,6 +30,7 @@ from .events import HEAP_KINDS, EventBatch, EventKind, MemKind, TraceInfo
 from .model import CNT_DEVICE, CNT_HOST, COUNTER_NAMES, MemoryModel, counter_key, kind_in, split_counter_key
 from .encode import (ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, SEQ, TYPE_BEGIN, TYPE_COUNTER, TYPE_END,
                      TYPE_INSTANT, Table, arg_values, copy_patched, record, varint)
+from .windows import TRACK_NAME as WINDOW_TRACK_NAME, Windows
 
 # Track descriptors go on a sequence of their own: trace_processor makes the last thread
 # descriptor of a sequence that sequence's default thread, which would leak into events
@@ -100,6 +101,10 @@ def _memq_track_uuid(lane: int = 0) -> int:
     return _uuid("memq-track", lane)
 
 
+def _window_track_uuid(pid: int) -> int:
+    return _uuid("windows", pid)
+
+
 @dataclass
 class ConvertSummary:
     """What a conversion wrote."""
@@ -109,6 +114,8 @@ class ConvertSummary:
     threads: int = 0
     lttng_threads: set[tuple[int, int]] = field(default_factory=set)  # (pid, tid) pairs with memq events
     allocations: int = 0
+    live_at_start: int = 0  # allocations live when a capture window opened (memq:live)
+    windows: int = 0  # capture windows (per process)
     unmatched_frees: int = 0
     replaced_allocations: int = 0  # allocations started over a live one (their free was not traced)
     lost_events: int = 0
@@ -203,6 +210,7 @@ class _TraceWriter:
         self.lost_lanes = _Lanes()
         self.memq_lanes = 1
         self.lost: list[dict[str, np.ndarray]] = []
+        self.windows = Windows()
         self.api_names: list[str] = []
         # Room for packet 0 (the clock snapshot needs the complete TraceInfo), then the
         # packet that clears the memq sequence's state and sets its default clock.
@@ -276,6 +284,15 @@ class _TraceWriter:
 
     # -- per batch -------------------------------------------------------------------------------
     def add(self, batch: EventBatch) -> None:
+        """One batch; cut after each capture-window close, where the process's allocations end."""
+        if len(batch) == 0:
+            return
+        for part, closed in self.windows.split(batch):
+            self._add(part)
+            if closed is not None:
+                self._emit_counters(*self.model.end_process(*closed))
+
+    def _add(self, batch: EventBatch) -> None:
         n = len(batch)
         if n == 0:
             return
@@ -298,6 +315,11 @@ class _TraceWriter:
             # A libc-only batch (the bulk of most traces) is used in place, not gathered row by row.
             rows = slice(None) if len(heap) == n else heap
             row_offsets[rows] = self._emit_heap(batch, mb, rows, thread_uuid, sample_done)
+        live = np.flatnonzero(batch["kind"] == EventKind.LIVE) if int(batch["kind"].max()) >= EventKind.LIVE \
+            else np.zeros(0, np.int64)
+        window_of_live = self.windows.note(batch, live)
+        if len(live):
+            row_offsets[live] = self._emit_live(batch, mb, live, thread_uuid, window_of_live)
         gpu = np.flatnonzero((batch["kind"] >= EventKind.GPU_ALLOC) & (batch["kind"] < EventKind.LOST))
         if len(gpu):
             call_ids = np.arange(self.next_call_id, self.next_call_id + len(gpu), dtype=np.uint64)
@@ -511,6 +533,71 @@ class _TraceWriter:
         offsets = self._emit(table, slices=True)
         return offsets[g:]  # the END packet carries the allocation (its flows start there)
 
+    def _emit_live(self, batch, mb, rows, thread_uuid, window) -> np.ndarray:
+        """memq.live instants (allocations live when a capture window opened), on the thread track of
+        whoever opened it; named after the function that allocated them."""
+        g = len(rows)
+        names = [self.api_names[i] or "live" for i in batch["api"][rows].tolist()]
+        name_iid = np.array([self.interner.iid("event_names", nm) for nm in names], np.uint32)
+        mem = batch["mem"][rows]
+        mem_kind = np.array([self._str(_MEM_NAMES.get(MemKind(m), "untracked")) for m in mem.tolist()], np.uint64)
+        alloc_id, replaced = mb.alloc_id[rows], mb.replaced_alloc_id[rows]
+        ones = np.ones(g, bool)
+        a = self._arg
+        args = [
+            (a("ptr"), ARG_POINTER, batch["ptr"][rows], ones),
+            (a("size"), ARG_UINT, batch["size"][rows], ones),
+            (a("mem_kind"), ARG_STRING, mem_kind, ones),
+            (a("device"), ARG_INT, arg_values(batch["device"][rows]), mem != MemKind.HOST),
+            (a("window"), ARG_UINT, window.astype(np.uint64), window >= 0),
+            (a("alloc_id"), ARG_UINT, alloc_id, alloc_id > 0),
+            (a("replaced_alloc_id"), ARG_UINT, replaced, replaced > 0),
+        ]
+        return self._emit(Table(
+            ts=batch["ts"][rows], track=thread_uuid[rows], type=np.full(g, TYPE_INSTANT, np.uint8),
+            name_iid=name_iid, cat_iid=np.full(g, self.interner.iid("event_categories", "memq.live"), np.uint32),
+            flow_out=np.where(alloc_id > 0, alloc_id | _ALLOC_FLOW, 0).astype(np.uint64),
+            pad=(alloc_id > 0).astype(np.uint8), args=args))
+
+    def _emit_windows(self) -> None:
+        """One slice per capture window on its process's `Capture windows` track (written at the end:
+        a window's close may come batches after its open). A window the trace never closes ends with
+        the trace; one it never opened starts with it."""
+        windows = self.windows.all()
+        if not windows:
+            return
+        g = len(windows)
+        first, last = self.first_ts or 0, self.last_ts
+        begin = np.array([w.start if w.start is not None else first for w in windows], np.int64)
+        end = np.array([w.end if w.end is not None else last for w in windows], np.int64)
+        track = np.array([_window_track_uuid(w.pid) for w in windows], np.uint64)
+        name = np.array([self.interner.iid("event_names", f"window {w.index}") for w in windows], np.uint32)
+        string = lambda values: np.array([self._str(v) for v in values], np.uint64)  # noqa: E731
+        ones = np.ones(g, bool)
+        a = self._arg
+        args = [
+            (a("pid"), ARG_INT, arg_values(np.array([w.pid for w in windows], np.int64)), ones),
+            (a("index"), ARG_UINT, np.array([w.index for w in windows], np.uint64), ones),
+            (a("open_cause"), ARG_STRING, string([w.open_cause or "unknown" for w in windows]), ones),
+            (a("close_cause"), ARG_STRING, string([w.close_cause or "trace_end" for w in windows]), ones),
+            (a("open_api"), ARG_STRING, string([w.open_api for w in windows]),
+             np.array([bool(w.open_api) for w in windows])),
+            (a("close_api"), ARG_STRING, string([w.close_api for w in windows]),
+             np.array([bool(w.close_api) for w in windows])),
+            (a("live_allocations"), ARG_UINT, np.array([w.live for w in windows], np.uint64), ones),
+            (a("live_bytes"), ARG_UINT, np.array([w.live_bytes for w in windows], np.uint64), ones),
+        ]
+        none = np.zeros(g, bool)
+        zero = np.zeros(g, np.uint64)
+        self._emit(Table(
+            ts=np.concatenate([begin, end]), track=np.concatenate([track, track]),
+            type=np.repeat(np.array([TYPE_BEGIN, TYPE_END], np.uint8), g),
+            name_iid=np.concatenate([name, np.zeros(g, np.uint32)]),
+            cat_iid=np.concatenate([np.full(g, self.interner.iid("event_categories", "memq.window"), np.uint32),
+                                    np.zeros(g, np.uint32)]),
+            args=[(nm, t, np.concatenate([np.asarray(v, np.uint64), zero]), np.concatenate([p, none]))
+                  for nm, t, v, p in args]), slices=True)
+
     def _emit_copies(self, batch, mb, row_call_id, row_offsets) -> None:
         """memq.copy / memq.set slices on per-stream lane tracks, with copy -> allocation flows."""
         ep = mb.endpoints
@@ -639,6 +726,7 @@ class _TraceWriter:
         if self.lost:
             self._emit_lost({c: np.concatenate([part[c] for part in self.lost]) for c in self.lost[0]},
                             info.stream_files)
+        self._emit_windows()
 
         def instant(ts: int, cat: str, name: str, values: dict[str, object]) -> None:
             args = []
@@ -660,7 +748,8 @@ class _TraceWriter:
             "source": "lttng", "converter_version": __version__, "hostname": info.hostname,
             "lost_events": info.lost_events, "lost_packets": info.lost_packets,
             "unmatched_frees": summary.unmatched_frees, "skipped_events": sum(info.skipped.values()),
-            "events": summary.total_events})
+            "events": summary.total_events,
+            **({"windows": summary.windows, "live_at_start": summary.live_at_start} if summary.windows else {})})
         for dev in info.devices:
             instant(t0, "memq.device", f"GPU {dev.get('device', 0)}", {
                 "pid": dev.get("pid", 0), "device": dev.get("device", 0), "runtime": str(dev.get("runtime", "")),
@@ -691,7 +780,8 @@ class _TraceWriter:
 
         threads = set(self.threads) | set(extra_threads)
         pids = sorted({p for p, _ in threads} | set(extra_processes)
-                      | {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE})
+                      | {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE}
+                      | {w.pid for w in self.windows.all()})
         names = {**info.processes, **extra_processes}
         for pid in pids:
             def fill(d, pid=pid):
@@ -718,6 +808,12 @@ class _TraceWriter:
                 d.parent_uuid = device_track_uuid(dev)
                 d.name = f"{runtime} stream 0x{stream:x}"
                 d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+            descriptor(fill)
+        for pid in sorted({w.pid for w in self.windows.all()}):
+            def fill(d, pid=pid):
+                d.uuid = _window_track_uuid(pid)
+                d.parent_uuid = process_track_uuid(pid)
+                d.name = WINDOW_TRACK_NAME
             descriptor(fill)
         for lane in range(self.memq_lanes):
             def fill(d, lane=lane):
@@ -791,6 +887,8 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
             totals = writer.model.totals
             summary.events = dict(sorted(writer.events.items()))
             summary.allocations = totals.allocations
+            summary.live_at_start = totals.live_at_start
+            summary.windows = len(writer.windows)
             summary.unmatched_frees = totals.unmatched_frees
             summary.replaced_allocations = totals.replaced
             writer.add_meta(trace_info, summary)

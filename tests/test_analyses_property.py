@@ -254,7 +254,7 @@ def check_trace(rows: list[dict], devices: list[dict], path: Path) -> None:
         assert {int(r["device"]): r["busy_dur"] for r in summary["devices"].to_dict("records")} == \
             oracle.device_busy(ref)
         kinds = {r["kind"]: {k: r[k] for k in ("count", "bytes", "max_size", "leaked", "leaked_bytes",
-                                                "peak_live_bytes", "peak_ts")}
+                                                "peak_live_bytes", "peak_ts", "live_at_start", "live_at_start_bytes")}
                  for r in summary["allocations"].to_dict("records")}
         assert kinds == oracle.allocations_per_kind(ref)
         leaks = {(r["kind"], r["size"]): (r["count"], r["bytes"]) for r in analyses.leaks(engine).to_dict("records")}
@@ -280,7 +280,9 @@ def check_trace(rows: list[dict], devices: list[dict], path: Path) -> None:
         for key, fig in expect.items():
             r = got_groups[key]
             assert (r["peak_bytes"], r["peak_ts"], r["byte_ns"]) == (fig["peak"], fig["peak_ts"], fig["integral"]), key
-            assert abs(r["mean_bytes"] - fig["integral"] / (window[1] - window[0])) <= 1e-9 * max(1.0, r["mean_bytes"])
+            recorded = oracle.recorded_time(ref, window)
+            assert r["recorded_dur"] == recorded
+            assert abs(r["mean_bytes"] - fig["integral"] / recorded) <= 1e-9 * max(1.0, r["mean_bytes"])
 
 
 def test_sql_matches_oracle(tmp_path_factory) -> None:

@@ -30,7 +30,10 @@ COMMANDS = {
 EPILOG = ("Output: tables with bytes in MiB, times in ms and timestamps in seconds from the trace start; "
           "--format json prints one object {analysis, source, upper_bound, notes, tables: {name: {applies, rows}}} "
           "with raw bytes and ns; --format csv prints '# ' note lines, then each table (with a '# table:' line "
-          "when there are several). Whole-trace rows have pid null ('all' in tables).")
+          "when there are several). Whole-trace rows have pid null ('all' in tables). A trace recorded with "
+          "capture windows (memq record --delay/--duration/--capture-range) adds the table `windows`: the "
+          "figures cover those windows only, means and shares are over the recorded time, and `leaks` lists "
+          "allocations still live when a window closed early apart (`outlived`: not leaks).")
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
               "(converted on the fly)")
 
@@ -81,6 +84,10 @@ def run(name: str, args: argparse.Namespace) -> int:
             tables = {"redundant": analyses.redundant(engine, args.unified)}
         else:
             tables = {"leaks": analyses.leaks(engine)}
+            if tables["leaks"].attrs.get("windows"):
+                tables["outlived"] = analyses.outlived(engine)
+        if next(iter(tables.values())).attrs.get("windows"):
+            tables["windows"] = analyses.windows(engine)
         by = getattr(args, "by", None)
         if by:
             tables[f"by {by}"] = _attributed(engine, name, by, args)
@@ -125,7 +132,7 @@ def _human(df: Any, start: int) -> Any:
         elif col == "bytes" or col.endswith("_bytes") or col == "size" or col == "max_size":
             out[col] = (out[col].astype("float64") / 1048576.0).round(3)
             out = out.rename(columns={col: f"{col} MiB"})
-        elif col.endswith("_dur") or col == "dur_sum" or col == "byte_ns":
+        elif col.endswith("_dur") or col in ("dur", "dur_sum", "byte_ns"):
             scale, unit = (1e6, "ms") if col != "byte_ns" else (1048576.0 * 1e9, "MiB*s")
             out[col] = (out[col].astype("float64") / scale).round(3)
             out = out.rename(columns={col: f"{col} {unit}"})
@@ -154,7 +161,9 @@ def _print(name: str, tables: dict, fmt: str, start: int) -> None:
     first = next(iter(tables.values()))
     notes = [UPPER_BOUND]
     for df in tables.values():
-        notes += [n for n in [df.attrs.get("note", "")] + list(df.attrs.get("warnings", [])) if n and n not in notes]
+        for n in [df.attrs.get("note", ""), df.attrs.get("windows_note", "")] + list(df.attrs.get("warnings", [])):
+            if n and not any(n in m for m in notes):  # a note may repeat inside a longer one
+                notes.append(n)
     source = first.attrs.get("source", "none")
     if fmt == "json":
         payload = {

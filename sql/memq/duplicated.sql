@@ -12,11 +12,15 @@
 -- * Groupings (`grouping`, `key`): `total` (key NULL), `direction` (key = HtoD, ...),
 --   `allocation` (key = primary destination allocation id, NULL = untracked
 --   destination), `untracked_source` (key '1' / '0').
--- * The mean is over the trace window [trace_start(), trace_end()], so per-process
---   means add up to the trace's; `byte_ns` is the exact integral.
+-- * The mean is over the recorded time, memq_recorded_dur(): the trace window
+--   [trace_start(), trace_end()], or with capture windows the union of the windows
+--   (nothing is duplicated outside them: mirrors end when their window closes). One
+--   denominator for every row, so per-process means add up to the trace's; `byte_ns`
+--   is the exact integral.
 -- * `peak_ts` is the first time the peak is reached; NULL when nothing is duplicated.
 
 INCLUDE PERFETTO MODULE memq.mirrors;
+INCLUDE PERFETTO MODULE memq.windows;
 
 -- Each mirror once per grouping it belongs to.
 CREATE PERFETTO TABLE _memq_dup_member AS
@@ -81,12 +85,14 @@ CREATE PERFETTO TABLE memq_duplicated_group(
   peak_ts TIMESTAMP,
   -- Integral of duplicated bytes over the trace window, in byte*ns.
   byte_ns LONG,
-  -- Time-weighted mean over the trace window, in bytes.
+  -- Time-weighted mean over the recorded time, in bytes.
   mean_bytes DOUBLE,
   -- Start of the trace window.
   window_start TIMESTAMP,
   -- End of the trace window.
-  window_end TIMESTAMP
+  window_end TIMESTAMP,
+  -- Recorded time the mean is over: the trace window, or the union of its capture windows.
+  recorded_dur DURATION
 ) AS
 WITH c AS (
   SELECT *, MAX(value) OVER (PARTITION BY grouping, upid, key) AS peak FROM memq_duplicated_counter
@@ -99,10 +105,11 @@ fig AS (
 )
 SELECT
   f.grouping, f.upid, f.key, f.peak_bytes, f.peak_ts, f.byte_ns,
-  IIF(trace_end() > trace_start(), f.byte_ns * 1.0 / (trace_end() - trace_start()), 0.0) AS mean_bytes,
+  IIF(r.dur > 0, f.byte_ns * 1.0 / r.dur, 0.0) AS mean_bytes,
   trace_start() AS window_start,
-  trace_end() AS window_end
-FROM fig f
+  trace_end() AS window_end,
+  r.dur AS recorded_dur
+FROM fig f, (SELECT memq_recorded_dur() AS dur) r
 ORDER BY f.grouping, f.upid, f.key;
 
 -- Duplicated bytes per destination allocation (per process), with the allocation.
@@ -123,7 +130,7 @@ CREATE PERFETTO TABLE memq_duplicated_by_allocation(
   peak_bytes LONG,
   -- First time of the peak.
   peak_ts TIMESTAMP,
-  -- Time-weighted mean over the trace window.
+  -- Time-weighted mean over the recorded time.
   mean_bytes DOUBLE,
   -- Integral over the trace window, byte*ns.
   byte_ns LONG

@@ -3,6 +3,10 @@
 -- Decisions: an allocation is leaked when no freeing event ends it in the trace
 -- (a lost free makes a false leak; the trace's lost-event count says how likely).
 -- Grouped by kind and size: a repeated (kind, size) is the usual leak signature.
+-- Capture windows (memq.windows): an allocation still live when its window closed
+-- before the process exited is not a leak, its fate outside the window is unknown:
+-- those are counted apart (memq_outlived_by_kind_size). A leak that was live when its
+-- window opened was allocated before the recording saw it: `live_at_start` counts them.
 
 INCLUDE PERFETTO MODULE memq.allocations;
 
@@ -20,14 +24,18 @@ CREATE PERFETTO VIEW memq_leak(
   addr LONG,
   -- Size in bytes.
   size LONG,
-  -- When it was allocated.
+  -- When it was allocated (its window's start when `live_at_start`).
   ts TIMESTAMP,
   -- Allocating function.
   api STRING,
   -- Slice of the allocating call.
-  alloc_slice_id LONG
+  alloc_slice_id LONG,
+  -- 1 when it was live when its capture window opened (allocated before the window).
+  live_at_start BOOL,
+  -- Its capture window in its process; NULL without windows.
+  window LONG
 ) AS
-SELECT alloc_id, upid, kind, device, addr, size, ts, api, alloc_slice_id
+SELECT alloc_id, upid, kind, device, addr, size, ts, api, alloc_slice_id, live_at_start, window
 FROM memq_allocation WHERE leaked;
 
 -- Leaks grouped by kind and size.
@@ -43,9 +51,32 @@ CREATE PERFETTO TABLE memq_leak_by_kind_size(
   -- First such allocation.
   first_ts TIMESTAMP,
   -- Last such allocation.
-  last_ts TIMESTAMP
+  last_ts TIMESTAMP,
+  -- How many of them were live when their capture window opened (allocated before it).
+  live_at_start LONG
 ) AS
-SELECT kind, size, COUNT(*) AS count, SUM(size) AS bytes, MIN(ts) AS first_ts, MAX(ts) AS last_ts
+SELECT kind, size, COUNT(*) AS count, SUM(size) AS bytes, MIN(ts) AS first_ts, MAX(ts) AS last_ts,
+  SUM(live_at_start) AS live_at_start
 FROM memq_leak
+GROUP BY kind, size
+ORDER BY bytes DESC;
+
+-- Allocations still live when their capture window closed before the process exited,
+-- by kind and size: not leaks (they may be freed outside the recorded windows).
+CREATE PERFETTO TABLE memq_outlived_by_kind_size(
+  -- Kind.
+  kind STRING,
+  -- Size of each allocation.
+  size LONG,
+  -- How many.
+  count LONG,
+  -- count * size.
+  bytes LONG,
+  -- How many of them were live when their window opened.
+  live_at_start LONG
+) AS
+SELECT kind, size, COUNT(*) AS count, SUM(size) AS bytes, SUM(live_at_start) AS live_at_start
+FROM memq_allocation
+WHERE outlived_window
 GROUP BY kind, size
 ORDER BY bytes DESC;

@@ -1,0 +1,200 @@
+"""Capture windows end to end: `memq record --capture-range profiler-api` and --delay/--duration
+on the fake HIP and CUDA runtimes (tests/fakes/window_work.c), real LTTng sessions, the
+converter and the analyses.
+
+What a window must hold: exactly the calls made inside it, one memq:live per allocation
+live when it opened (so a copy from, or a free of, an allocation made before the window
+resolves to it), and nothing from outside it. The windowed figures themselves are checked
+against the oracle in test_windows_analyses.py.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctf2perfetto import analyses
+from ctf2perfetto.engine import open_trace
+from support.lttng import MEMQ, assert_events_match, read_events, read_worklog, record
+
+PROCESS_EVENTS = ("memq:clock", "memq:device", "memq:window", "memq:live")
+PROFILER_APIS = {"hip": [("hipProfilerStart", "hipProfilerStop")] * 2,
+                 "cuda": [("cudaProfilerStart", "cudaProfilerStop"), ("cuProfilerStart", "cuProfilerStop")]}
+ALLOC_API = {"hip": "hipMalloc", "cuda": "cudaMalloc"}
+
+
+def _convert(trace_dir: Path) -> Path:
+    out = trace_dir.parent / f"{trace_dir.name}.pftrace"
+    subprocess.run([sys.executable, "-m", "ctf2perfetto.cli.convert", str(trace_dir), "-o", str(out), "-q"],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+def _in_windows(log: list[dict]) -> tuple[list[list[dict]], list[dict]]:
+    """The logged runtime calls per profiler window, and those outside every window."""
+    windows, outside, current = [], [], None
+    for line in log:
+        if "profiler" in line:
+            if line["profiler"].endswith("Start"):
+                current = []
+            else:
+                windows.append(current)
+                current = None
+        elif "event" in line:
+            (outside if current is None else current).append(line)
+    return windows, outside
+
+
+@pytest.fixture(scope="module", params=["hip", "cuda"])
+def profiler_run(request, fake_gpu, tmp_path_factory):
+    runtime = request.param
+    out = tmp_path_factory.mktemp(f"win_{runtime}") / "trace"
+    log = out.parent / "calls.jsonl"
+    rec = record(out, [str(fake_gpu.window_work), "profiler", runtime, str(log)], api="hip,cuda",
+                 extra=("--capture-range", "profiler-api"))
+    calls = read_worklog(log)
+    return runtime, rec, calls, calls[0]["pid"]
+
+
+def test_profiler_windows_hold_exactly_their_calls(profiler_run):
+    runtime, rec, log, pid = profiler_run
+    events = read_events(rec.dir, pids={pid}, prefix="memq:")
+    windows = [(e["open"], e["index"], e["api_label"], e["cause_label"]) for e in events if e["event"] == "memq:window"]
+    expect = []
+    for index, (start, stop) in enumerate(PROFILER_APIS[runtime]):
+        expect += [(1, index, start, "profiler_api"), (0, index, stop, "profiler_api")]
+    assert windows == expect
+    in_windows, outside = _in_windows(log)
+    calls = [e for e in events if e["event"] not in PROCESS_EVENTS]
+    assert_events_match(calls, [c for w in in_windows for c in w])
+    assert outside and not any(e["begin_ns"] == 0 for e in calls)  # calls outside windows were made, not recorded
+
+    # Each window opens with the allocations live then: A and B, then B and D (A freed, C freed outside).
+    allocs = [c for c in log if c.get("event") == "alloc"]
+    a, b, _c, d = (x["ptr"] for x in allocs)
+    live_per_window: dict[int, set] = {}
+    index = -1
+    for e in events:
+        if e["event"] == "memq:window" and e["open"]:
+            index = e["index"]
+        elif e["event"] == "memq:live":
+            assert (e["api_label"], e["mem_kind"], e["device"], e["result"]) == (ALLOC_API[runtime], 4, 0, 0)
+            live_per_window.setdefault(index, set()).add((e["ptr"], e["size"]))
+    assert live_per_window == {0: {(a, 4096), (b, 8192)}, 1: {(b, 8192), (d, 2048)}}
+
+
+def test_profiler_windows_resolve_and_report(profiler_run):
+    runtime, rec, log, pid = profiler_run
+    trace = _convert(rec.dir)
+    allocs = [c["ptr"] for c in log if c.get("event") == "alloc"]
+    a, b = allocs[0], allocs[1]
+    with open_trace(trace) as engine:
+        got = engine.query("""
+            INCLUDE PERFETTO MODULE memq.allocations;
+            INCLUDE PERFETTO MODULE memq.copies;
+            SELECT a.alloc_id, a.addr, a.size, a.live_at_start, a.window, a.leaked, a.outlived_window,
+                   a.free_slice_id IS NOT NULL AS freed, a.api
+            FROM memq_allocation a ORDER BY a.alloc_id""")
+        rows = got.to_dict("records")
+        # A: live when window 0 opened, freed in it; the copy from it resolves to it.
+        a_live = [r for r in rows if r["addr"] == a and r["live_at_start"] and r["window"] == 0]
+        assert len(a_live) == 1 and a_live[0]["freed"] and not a_live[0]["leaked"]
+        assert a_live[0]["api"] == ALLOC_API[runtime]
+        copies = engine.query("INCLUDE PERFETTO MODULE memq.copies; "
+                              "SELECT src, dst, src_alloc_id, dst_alloc_id FROM memq_copy ORDER BY ts")
+        assert len(copies) == 4
+        assert int(copies["src_alloc_id"].iloc[0]) == a_live[0]["alloc_id"]
+        b_live = {r["window"]: r["alloc_id"] for r in rows if r["addr"] == b and r["live_at_start"]}
+        assert set(b_live) == {0, 1}
+        assert int(copies["dst_alloc_id"].iloc[1]) == b_live[0]
+        assert int(copies["src_alloc_id"].iloc[3]) == b_live[1]
+        # Four allocations live at a window's start, one made in a window (C); none freed at exit: no leaks,
+        # what outlived its window is reported apart.
+        assert sum(r["live_at_start"] for r in rows) == 4 and sum(not r["live_at_start"] for r in rows) == 1
+        assert not any(r["leaked"] for r in rows)
+        summary = analyses.summary(engine)["allocations"].set_index("kind")
+        assert (summary.loc["device", "count"], summary.loc["device", "live_at_start"]) == (1, 4)
+        assert analyses.leaks(engine).empty
+        outlived = {(r["kind"], r["size"]): (r["count"], r["bytes"], r["live_at_start"])
+                    for r in analyses.outlived(engine).to_dict("records")}
+        assert outlived == {("device", 8192): (2, 16384, 2), ("device", 2048): (1, 2048, 1),
+                            ("device", 1024): (1, 1024, 0)}
+        windows = analyses.windows(engine)
+        starts = [s for s, _ in PROFILER_APIS[runtime]]
+        assert windows[["pid", "window", "open_api", "live_allocations"]].values.tolist() == \
+            [[pid, 0, starts[0], 2], [pid, 1, starts[1], 2]]
+    out = subprocess.run([*MEMQ, "leaks", str(trace), "--format", "json"], capture_output=True, text=True, check=True)
+    payload = json.loads(out.stdout)
+    assert set(payload["tables"]) == {"leaks", "outlived", "windows"}
+    assert any("capture window" in n for n in payload["notes"]) and any("not leaks" in n for n in payload["notes"])
+
+
+def test_delay_duration_window(fake_gpu, tmp_path):
+    out, log_path = tmp_path / "trace", tmp_path / "calls.jsonl"
+    rec = record(out, [str(fake_gpu.window_work), "steps", "hip", "50", "20", str(log_path)], api="hip,cuda",
+                 extra=("--delay", "0.4", "--duration", "0.4"))
+    capture = rec.meta["enabled"]["capture"]
+    assert (capture["range"], capture["delay_s"], capture["duration_s"]) == ("none", 0.4, 0.4)
+    assert capture["end_monotonic_ns"] - capture["start_monotonic_ns"] == 400_000_000
+    log = read_worklog(log_path)
+    pid = log[0]["pid"]
+    events = read_events(rec.dir, pids={pid}, prefix="memq:")
+    windows = [e for e in events if e["event"] == "memq:window"]
+    assert [(w["open"], w["cause_label"], w["index"], w["api"]) for w in windows] == \
+        [(1, "delay", 0, 0), (0, "duration", 0, 0)]
+    opened, closed = windows[0]["ts"], windows[1]["ts"]
+    # The timer opens and closes the window at the bounds memq record computed.
+    assert capture["start_monotonic_ns"] <= opened < capture["start_monotonic_ns"] + 50_000_000
+    assert capture["end_monotonic_ns"] <= closed < capture["end_monotonic_ns"] + 50_000_000
+    assert all(w["vtid"] != pid for w in windows)  # the timer thread, not the program's
+
+    # Every step wholly inside the window is recorded (4 calls), every step wholly outside is not.
+    steps = [line for line in log if "step" in line]
+    calls = [e for e in events if e["event"] not in PROCESS_EVENTS]
+    recorded = {e["begin_ns"] for e in calls}
+    inside = [s for s in steps if opened < s["t0"] and s["t1"] < closed]
+    outside = [s for s in steps if s["t1"] < opened or s["t0"] > closed]
+    assert len(inside) >= 10 and len(outside) >= 10
+    for s in inside:
+        assert sum(s["t0"] <= t <= s["t1"] for t in recorded) == 4
+    for s in outside:
+        assert not any(s["t0"] <= t <= s["t1"] for t in recorded)
+    assert all(opened <= e["ts"] and e["begin_ns"] <= closed for e in calls)
+    live = [e for e in events if e["event"] == "memq:live"]
+    l_ptr = log[0]["ptr"]
+    assert [(e["ptr"], e["size"]) for e in live] == [(l_ptr, 32768)]
+
+    trace = _convert(rec.dir)
+    with open_trace(trace) as engine:
+        copies = engine.query("""INCLUDE PERFETTO MODULE memq.copies; INCLUDE PERFETTO MODULE memq.allocations;
+            SELECT c.direction, a.live_at_start, a.addr FROM memq_copy c
+            LEFT JOIN memq_allocation a ON a.alloc_id = c.src_alloc_id WHERE c.direction = 'DtoD'""")
+        assert len(copies) >= len(inside)
+        assert copies["live_at_start"].astype(bool).all() and (copies["addr"] == l_ptr).all()
+        outlived = analyses.outlived(engine).to_dict("records")
+        assert outlived == [{"kind": "device", "size": 32768, "count": 1, "bytes": 32768, "live_at_start": 1}]
+        dup = analyses.duplicated(engine)
+        total = dup[(dup["grouping"] == "total") & dup["pid"].isna()].iloc[0]
+        assert total["recorded_dur"] == closed - opened
+        assert dup.attrs["windows"] and "1 capture window" in dup.attrs["windows_note"]
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--delay", "-1"], "--delay '-1': expected a number of seconds >= 0"),
+    (["--delay", "soon"], "--delay 'soon': expected a number of seconds"),
+    (["--duration", "inf"], "--duration 'inf': expected a number of seconds >= 0"),
+    (["--duration", "0"], "--duration 0: a window must last more than 0 seconds"),
+    (["--capture-range", "cudaProfilerApi"], "--capture-range 'cudaProfilerApi': choose none or profiler-api"),
+    (["--capture-range", "profiler-api", "--duration", "5"], "cannot be combined with --delay/--duration"),
+    (["--delay", "1", "--api", "hip,cuda,libc"], "LTTng's libc wrapper (--api libc)"),
+])
+def test_bad_window_options_are_one_line(tmp_path, options, message):
+    out = tmp_path / "trace"
+    proc = subprocess.run([*MEMQ, "record", "-o", str(out), *options, "--", "true"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memq: error: ") and message in lines[0], proc.stderr
+    assert not out.exists()
