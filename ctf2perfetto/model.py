@@ -546,7 +546,14 @@ def _sort_by_space_addr(pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> n
 
 
 def _find_containing(pool: _Allocs, pid: np.ndarray, addr: np.ndarray, when: np.ndarray) -> dict[str, np.ndarray]:
-    """Per query: the allocation of `pool` live at `when` in process `pid` holding byte `addr`."""
+    """Per query: the allocation of `pool` live at `when` in process `pid` holding byte `addr`.
+
+    The first class of CLS_PRIORITY with one wins; within a class, the latest started (later
+    pool entries first at equal starts), as memq.mirrors picks a primary allocation. Queries are
+    answered per distinct address: the allocations holding it are found once, then each query's
+    one by its time (a buffer reused at one address over a long batch is thousands of
+    allocations there, so a per-query scan would be quadratic).
+    """
     q = len(pid)
     res = {
         "alloc_id": np.zeros(q, np.uint64),
@@ -556,28 +563,44 @@ def _find_containing(pool: _Allocs, pid: np.ndarray, addr: np.ndarray, when: np.
     }
     if q == 0 or len(pool) == 0:
         return res
-    found = np.zeros(q, bool)
+    found = np.full(q, -1, np.int64)  # pool index per query
     for cls in CLS_PRIORITY:
-        for p in np.unique(pid[~found]).tolist():
+        for p in np.unique(pid[found < 0]).tolist():
             sel = np.flatnonzero((pool.pid == p) & (pool.cls == cls))
             if len(sel) == 0:
                 continue
             sel = sel[np.argsort(pool.addr[sel], kind="stable")]
             a0 = pool.addr[sel]
             reach = np.maximum.accumulate(a0 + pool.size[sel])  # furthest byte reached so far
-            for qi in np.flatnonzero((pid == p) & ~found).tolist():
-                a = np.uint64(addr[qi])
+            queries = np.flatnonzero((pid == p) & (found < 0))
+            addresses, group = np.unique(addr[queries], return_inverse=True)
+            for g, a in enumerate(addresses.tolist()):
+                a = np.uint64(a)
                 hi = int(np.searchsorted(a0, a, side="right"))
                 lo = int(np.searchsorted(reach, a, side="right"))
                 if lo >= hi:
                     continue
                 win = sel[lo:hi]
-                hit = (pool.addr[win] + pool.size[win] > a) & (pool.start[win] <= when[qi]) & (pool.end[win] > when[qi])
-                if hit.any():
-                    j = win[np.flatnonzero(hit)[-1]]
-                    found[qi] = True
-                    res["alloc_id"][qi] = pool.alloc_id[j]
-                    res["mem"][qi] = pool.mem[j]
-                    res["alloc_row"][qi] = pool.row[j]
-                    res["alloc_tag"][qi] = pool.tag[j]
+                win = win[pool.addr[win] + pool.size[win] > a]  # every allocation ever holding byte a
+                if len(win) == 0:
+                    continue
+                win = win[np.lexsort((win, pool.start[win]))]  # by start, then pool order
+                starts, ends = pool.start[win], pool.end[win]
+                mine = queries[group.ravel() == g]
+                t = when[mine]
+                last = np.searchsorted(starts, t, side="right") - 1  # latest started by then
+                ok = last >= 0
+                live = np.zeros(len(mine), bool)
+                live[ok] = ends[last[ok]] > t[ok]
+                found[mine[live]] = win[last[live]]
+                for i in np.flatnonzero(ok & ~live).tolist():  # ended: an earlier one may still be live
+                    alive = np.flatnonzero(ends[:last[i]] > t[i])
+                    if len(alive):
+                        found[mine[i]] = win[alive[-1]]
+    hit = found >= 0
+    j = found[hit]
+    res["alloc_id"][hit] = pool.alloc_id[j]
+    res["mem"][hit] = pool.mem[j]
+    res["alloc_row"][hit] = pool.row[j]
+    res["alloc_tag"][hit] = pool.tag[j]
     return res

@@ -29,7 +29,7 @@ from .errors import MemqError
 from .events import HEAP_KINDS, EventBatch, EventKind, MemKind, TraceInfo
 from .model import CNT_DEVICE, CNT_HOST, COUNTER_NAMES, MemoryModel, counter_key, kind_in, split_counter_key
 from .encode import (ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, SEQ, TYPE_BEGIN, TYPE_COUNTER, TYPE_END,
-                     TYPE_INSTANT, Table, arg_values, copy_patched, record, varint)
+                     TYPE_INSTANT, Patches, Table, arg_values, copy_patched, record, varint)
 from .windows import TRACK_NAME as WINDOW_TRACK_NAME, Windows
 
 # Track descriptors go on a sequence of their own: trace_processor makes the last thread
@@ -196,7 +196,7 @@ class _TraceWriter:
         self.pos = 0
         self.model = MemoryModel()
         self.interner = _Interner()
-        self.patches: list[tuple[int, int]] = []  # (body offset of an allocation packet, copy flow id)
+        self.patches = Patches()  # (body offset of an allocation packet, copy flow id)
         self.next_copy_flow = 1
         self.next_call_id = 1
         self.first_ts: int | None = None
@@ -454,10 +454,14 @@ class _TraceWriter:
             args=args)
         return self._emit(table)
 
-    def _api_strings(self, api: np.ndarray) -> tuple[list[str], np.ndarray]:
-        names = [self.api_names[i] for i in api.tolist()]
-        runtime = [_runtime(nm) for nm in names]
-        return names, np.array([self._str(r) for r in runtime], np.uint64)
+    def _api_is(self, api: np.ndarray, test: Callable[[str], object], dtype=bool) -> np.ndarray:
+        """test(function name) per row of `api` (evaluated once per distinct function)."""
+        return _each_distinct(api, lambda i: test(self.api_names[i]), dtype)
+
+    def _api_strings(self, api: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: the function name's event-name iid and the runtime's string iid."""
+        return (self._api_is(api, lambda nm: self.interner.iid("event_names", nm), np.uint32),
+                self._api_is(api, lambda nm: self._str(_runtime(nm)), np.uint64))
 
     def _emit_api(self, batch, mb, rows, thread_uuid, row_call_id) -> np.ndarray:
         """memq.api slices: BEGIN (all args, free flows) at the call's start, END (alloc flows) at its end."""
@@ -466,11 +470,9 @@ class _TraceWriter:
                                           "dpitch", "spitch", "ip", "mem", "copy_kind", "depth", "dslice",
                                           "sslice")}
         kind = col["kind"]
-        names, runtime = self._api_strings(col["api"])
-        name_iid = np.array([self.interner.iid("event_names", nm) for nm in names], np.uint32)
-        op = np.array([self._str(_GPU_OPS[EventKind(k)]) for k in kind.tolist()], np.uint64)
-        mem_kind = np.array([self._str(_MEM_NAMES.get(MemKind(m), "untracked")) for m in col["mem"].tolist()],
-                            np.uint64)
+        name_iid, runtime = self._api_strings(col["api"])
+        op = _each_distinct(kind, lambda k: self._str(_GPU_OPS[EventKind(k)]), np.uint64)
+        mem_kind = self._mem_strings(col["mem"])
         is_ = {k: kind == k for k in _GPU_OPS}
         allocish = is_[EventKind.GPU_ALLOC] | is_[EventKind.GPU_REGISTER]
         freeish = is_[EventKind.GPU_FREE] | is_[EventKind.GPU_UNREGISTER]
@@ -478,8 +480,8 @@ class _TraceWriter:
         prefetch, advise = is_[EventKind.GPU_PREFETCH], is_[EventKind.GPU_ADVISE]
         two_d = copy & ((col["dpitch"] != 0) | (col["spitch"] != 0))
         pitched = is_[EventKind.GPU_ALLOC] & (col["aux"] != 0)
-        peer = copy & np.array(["Peer" in nm for nm in names], bool)
-        has_stream = copy | gset | prefetch | np.array([("Async" in nm or "Stream" in nm) for nm in names], bool)
+        peer = copy & self._api_is(col["api"], lambda nm: "Peer" in nm)
+        has_stream = copy | gset | prefetch | self._api_is(col["api"], lambda nm: "Async" in nm or "Stream" in nm)
         alloc_id, freed, unmatched = mb.alloc_id[rows], mb.freed_alloc_id[rows], mb.unmatched[rows]
         ones = np.ones(g, bool)
         a = self._arg
@@ -537,10 +539,10 @@ class _TraceWriter:
         """memq.live instants (allocations live when a capture window opened), on the thread track of
         whoever opened it; named after the function that allocated them."""
         g = len(rows)
-        names = [self.api_names[i] or "live" for i in batch["api"][rows].tolist()]
-        name_iid = np.array([self.interner.iid("event_names", nm) for nm in names], np.uint32)
+        name_iid = self._api_is(batch["api"][rows], lambda nm: self.interner.iid("event_names", nm or "live"),
+                                np.uint32)
         mem = batch["mem"][rows]
-        mem_kind = np.array([self._str(_MEM_NAMES.get(MemKind(m), "untracked")) for m in mem.tolist()], np.uint64)
+        mem_kind = self._mem_strings(mem)
         alloc_id, replaced = mb.alloc_id[rows], mb.replaced_alloc_id[rows]
         ones = np.ones(g, bool)
         a = self._arg
@@ -598,6 +600,52 @@ class _TraceWriter:
             args=[(nm, t, np.concatenate([np.asarray(v, np.uint64), zero]), np.concatenate([p, none]))
                   for nm, t, v, p in args]), slices=True)
 
+    def _mem_strings(self, mem: np.ndarray) -> np.ndarray:
+        return _each_distinct(mem, lambda m: self._str(_MEM_NAMES.get(MemKind(m), "untracked")), np.uint64)
+
+    def _directions(self, copy_kind, src_mem, dst_mem, copy) -> np.ndarray:
+        """Per copy/set row: HtoD, DtoH, ... (memsets: `memset`), once per distinct (kind, memories)."""
+        key = np.stack([copy_kind.astype(np.int64), src_mem.astype(np.int64), dst_mem.astype(np.int64),
+                        copy.astype(np.int64)], axis=1)
+        if len(key) == 0:
+            return np.zeros(0, object)
+        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+        text = [_direction(k, s, d) if cp else "memset" for k, s, d, cp in uniq.tolist()]
+        return np.array(text, object)[inverse.ravel()]
+
+    def _copy_tracks(self, api, device, stream, begin, end) -> np.ndarray:
+        """Stream lane track uuid per copy/set: greedy lanes per (device, runtime, stream) in start order;
+        a stream whose copies do not overlap each other or its lane 0 stays on lane 0 without a loop."""
+        c = len(api)
+        runtime = self._api_is(api, _runtime, object)
+        track = np.zeros(c, np.uint64)
+        key = np.stack([device.astype(np.int64), stream.view(np.int64), _each_distinct(
+            api, lambda i: ("hip", "cuda", "unknown").index(_runtime(self.api_names[i])), np.int64)], axis=1)
+        groups, inverse = np.unique(key, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        for g in range(len(groups)):
+            idx = np.flatnonzero(inverse == g)
+            idx = idx[np.lexsort((idx, begin[idx]))]
+            dev, st, rt = int(device[idx[0]]), int(stream[idx[0]]), str(runtime[idx[0]])
+            lanes = self.copy_lanes.ends.setdefault((dev, rt, st), [])
+            b, e = begin[idx], end[idx]
+            reach = np.maximum.accumulate(e)
+            if (not lanes or lanes[0] <= b[0]) and (len(b) < 2 or (b[1:] >= reach[:-1]).all()):
+                if lanes:
+                    lanes[0] = int(reach[-1])
+                else:
+                    lanes.append(int(reach[-1]))
+                lane_of = np.zeros(len(idx), np.int64)
+            else:
+                lane_of = np.array([self.copy_lanes.assign((dev, rt, st), int(x), int(y))
+                                    for x, y in zip(b.tolist(), e.tolist())], np.int64)
+            for lane in np.unique(lane_of).tolist():
+                uuid = _stream_track_uuid(dev, rt, st, lane)
+                self.streams[uuid] = (dev, rt, st, lane)
+                track[idx[lane_of == lane]] = uuid
+            self.gpus.add(dev)
+        return track
+
     def _emit_copies(self, batch, mb, row_call_id, row_offsets) -> None:
         """memq.copy / memq.set slices on per-stream lane tracks, with copy -> allocation flows."""
         ep = mb.endpoints
@@ -607,45 +655,33 @@ class _TraceWriter:
         c = len(rows)
         kind = batch["kind"][rows]
         copy = kind == EventKind.GPU_COPY
-        names, runtime = self._api_strings(batch["api"][rows])
+        api = batch["api"][rows]
         begin, end = batch["begin"][rows], batch["ts"][rows]
         device, stream = batch["device"][rows], batch["stream"][rows]
         copy_kind = batch["copy_kind"][rows]
-        track = np.zeros(c, np.uint64)
-        for i in np.lexsort((np.arange(c), begin)).tolist():
-            rt = _runtime(names[i])
-            dev, st = int(device[i]), int(stream[i])
-            lane = self.copy_lanes.assign((dev, rt, st), int(begin[i]), int(end[i]))
-            uuid = _stream_track_uuid(dev, rt, st, lane)
-            self.streams[uuid] = (dev, rt, st, lane)
-            self.gpus.add(dev)
-            track[i] = uuid
-        direction = [_direction(int(k), int(s), int(d)) if cp else "memset"
-                     for k, s, d, cp in zip(copy_kind.tolist(), ep["src_mem"].tolist(), ep["dst_mem"].tolist(),
-                                            copy.tolist())]
-        name_iid = np.array([self.interner.iid("event_names", d) for d in direction], np.uint32)
+        track = self._copy_tracks(api, device, stream, begin, end)
+        direction = self._directions(copy_kind, ep["src_mem"], ep["dst_mem"], copy)
+        name_iid = _each_distinct(direction, lambda d: self.interner.iid("event_names", d), np.uint32)
         cat = np.where(copy, self.interner.iid("event_categories", "memq.copy"),
                        self.interner.iid("event_categories", "memq.set")).astype(np.uint32)
         flows = {}
         for side in ("src", "dst"):
-            has = ep[f"{side}_alloc_id"] > 0
+            has = np.flatnonzero(ep[f"{side}_alloc_id"] > 0)
             flow = np.zeros(c, np.uint64)
-            for i in np.flatnonzero(has).tolist():
-                flow[i] = _COPY_FLOW | self.next_copy_flow
-                self.next_copy_flow += 1
-                arow = int(ep[f"{side}_alloc_row"][i])
-                at = int(row_offsets[arow]) if arow >= 0 else int(ep[f"{side}_alloc_tag"][i])
-                self.patches.append((at, int(flow[i])))
+            flow[has] = _COPY_FLOW | np.arange(self.next_copy_flow, self.next_copy_flow + len(has), dtype=np.uint64)
+            self.next_copy_flow += len(has)
+            arow = ep[f"{side}_alloc_row"][has]
+            at = np.where(arow >= 0, row_offsets[np.maximum(arow, 0)], ep[f"{side}_alloc_tag"][has])
+            self.patches.add(at, flow[has])
             flows[side] = flow
         two_d = copy & ((batch["dpitch"][rows] != 0) | (batch["spitch"][rows] != 0))
-        peer = copy & np.array(["Peer" in nm for nm in names], bool)
+        peer = copy & self._api_is(api, lambda nm: "Peer" in nm)
         aux = batch["aux"][rows]
         ones = np.ones(c, bool)
         a = self._arg
-        mem_str = {side: np.array([self._str(_MEM_NAMES.get(MemKind(m), "untracked"))
-                                   for m in ep[f"{side}_mem"].tolist()], np.uint64) for side in ("src", "dst")}
+        mem_str = {side: self._mem_strings(ep[f"{side}_mem"]) for side in ("src", "dst")}
         args = [
-            (a("api"), ARG_STRING, np.array([self._str(nm) for nm in names], np.uint64), ones),
+            (a("api"), ARG_STRING, self._api_is(api, self._str, np.uint64), ones),
             (a("call_id"), ARG_UINT, row_call_id[rows], ones),
             (a("dst"), ARG_POINTER, batch["ptr"][rows], ones),
             (a("src"), ARG_POINTER, batch["src"][rows], copy),
@@ -667,7 +703,7 @@ class _TraceWriter:
             (a("src_alloc_id"), ARG_UINT, ep["src_alloc_id"], ep["src_alloc_id"] > 0),
             (a("dst_mem"), ARG_STRING, mem_str["dst"], ones),
             (a("src_mem"), ARG_STRING, mem_str["src"], copy),
-            (a("direction"), ARG_STRING, np.array([self._str(d) for d in direction], np.uint64), copy),
+            (a("direction"), ARG_STRING, _each_distinct(direction, self._str, np.uint64), copy),
         ]
         none = np.zeros(c, bool)
         zero = np.zeros(c, np.uint64)
@@ -840,6 +876,14 @@ def _counter_descriptor(key: int) -> pb.TracePacket:
         d.name = COUNTER_NAMES[kind]
     d.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
     return packet
+
+
+def _each_distinct(values: np.ndarray, fn: Callable[[object], object], dtype) -> np.ndarray:
+    """fn applied once per distinct value of `values`, spread back over them (rows share few values)."""
+    if len(values) == 0:
+        return np.zeros(0, dtype)
+    uniq, inverse = np.unique(values, return_inverse=True)
+    return np.array([fn(v) for v in uniq.tolist()], dtype)[inverse.ravel()]
 
 
 def _runtime(api_name: str) -> str:
