@@ -9,13 +9,14 @@ source without addresses.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import sys
 from typing import Any
 
-from . import stderr_is_terminal
+from . import ticking
 from .output import add_engine_args, add_format_arg, add_unified_arg, print_frame
 
 COMMANDS = {
@@ -64,36 +65,32 @@ def add_parser(subparsers: Any) -> None:
 TOP_ROWS = 20  # per-allocation / leak-group rows a human table shows (json/csv: all)
 
 
-def _progress(text: str) -> None:
-    """A phase line on stderr, only on a terminal (loading and the analyses can take minutes)."""
-    if stderr_is_terminal():
-        print(f"memq: {text}", file=sys.stderr, flush=True)
-
-
 def run(name: str, args: argparse.Namespace) -> int:
     from .. import analyses
 
-    _progress(f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else ""))
-    with analyses.load(args.trace, trace_processor=args.trace_processor) as engine:
-        _progress(f"running {name}")
-        if name == "summary":
-            tables = analyses.summary(engine)
-        elif name == "duplicated":
-            tables = {"duplicated": analyses.duplicated(engine)}
-        elif name == "redundant":
-            tables = {"redundant": analyses.redundant(engine, args.unified)}
-        else:
-            tables = {"leaks": analyses.leaks(engine)}
-            if tables["leaks"].attrs.get("windows"):
-                tables["outlived"] = analyses.outlived(engine)
-        if next(iter(tables.values())).attrs.get("windows"):
-            tables["windows"] = analyses.windows(engine)
-        by = getattr(args, "by", None)
-        if by:
-            tables[f"by {by}"] = _attributed(engine, name, by, args)
-        first = next(iter(tables.values()))
-        first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
-        start = int(engine.query("SELECT trace_start() AS s")["s"].iloc[0])
+    loading = f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else "")
+    with contextlib.ExitStack() as stack:
+        with ticking(loading):
+            engine = stack.enter_context(analyses.load(args.trace, trace_processor=args.trace_processor))
+        with ticking(f"running {name}"):
+            if name == "summary":
+                tables = analyses.summary(engine)
+            elif name == "duplicated":
+                tables = {"duplicated": analyses.duplicated(engine)}
+            elif name == "redundant":
+                tables = {"redundant": analyses.redundant(engine, args.unified)}
+            else:
+                tables = {"leaks": analyses.leaks(engine)}
+                if tables["leaks"].attrs.get("windows"):
+                    tables["outlived"] = analyses.outlived(engine)
+            if next(iter(tables.values())).attrs.get("windows"):
+                tables["windows"] = analyses.windows(engine)
+            by = getattr(args, "by", None)
+            if by:
+                tables[f"by {by}"] = _attributed(engine, name, by, args)
+            first = next(iter(tables.values()))
+            first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
+            start = int(engine.query("SELECT trace_start() AS s")["s"].iloc[0])
     _print(name, tables, args.format, start)
     return 0
 
