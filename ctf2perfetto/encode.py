@@ -8,10 +8,14 @@ appending flow ids to an already written (padded) allocation packet.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterator
+import heapq
+import itertools
 import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -190,13 +194,25 @@ def _copy_range(src, dst, start: int, stop: int) -> None:
 
 
 class Patches:
-    """Copy flow ids to append to allocation packets already written: (body offset, flow id) pairs in
-    numpy chunks, 16 bytes a pair (a steady copy loop makes millions), sorted once at the end."""
+    """Copy flow ids to append to allocation packets already written: (body offset, flow id) pairs.
 
-    def __init__(self) -> None:
+    A steady copy loop makes millions, so memory stays bounded: pairs wait in numpy chunks (16 bytes
+    each) until RUN_PAIRS of them, which are then sorted by offset and spilled to an unnamed temporary
+    file; the final pass merges the sorted runs, reading each a block at a time.
+    """
+
+    RUN_PAIRS = 1 << 20  # 16 MiB of pairs in memory at most
+    BLOCK_PAIRS = 1 << 16  # read back per run at a time
+
+    _PAIR = np.dtype([("offset", "<i8"), ("flow", "<u8")])
+
+    def __init__(self, spill_dir: Path | None = None) -> None:
+        self.spill_dir = spill_dir
         self.offsets: list[np.ndarray] = []
         self.flows: list[np.ndarray] = []
+        self.pending = 0
         self.count = 0
+        self.runs: list[tuple[Any, int]] = []  # (file, pairs in it)
 
     def __len__(self) -> int:
         return self.count
@@ -205,20 +221,42 @@ class Patches:
         if len(offsets):
             self.offsets.append(np.asarray(offsets, np.int64))
             self.flows.append(np.asarray(flows, np.uint64))
+            self.pending += len(offsets)
             self.count += len(offsets)
+            if self.pending >= self.RUN_PAIRS:
+                self._spill()
+
+    def _sorted_pending(self) -> np.ndarray:
+        pairs = np.empty(self.pending, self._PAIR)
+        pairs["offset"] = np.concatenate(self.offsets) if self.offsets else []
+        pairs["flow"] = np.concatenate(self.flows) if self.flows else []
+        self.offsets, self.flows, self.pending = [], [], 0
+        return pairs[np.argsort(pairs["offset"], kind="stable")]
+
+    def _spill(self) -> None:
+        run = self._sorted_pending()
+        f = tempfile.TemporaryFile(dir=self.spill_dir, prefix=".memq-flows-")
+        run.tofile(f)
+        self.runs.append((f, len(run)))
+
+    def _blocks(self, f, n: int) -> Iterator[np.ndarray]:
+        f.seek(0)
+        for _ in range(0, n, self.BLOCK_PAIRS):
+            yield np.fromfile(f, self._PAIR, count=self.BLOCK_PAIRS)
+        f.close()
 
     def by_offset(self) -> Iterator[tuple[int, list[int]]]:
-        """(offset, flow ids in the order they were added) in increasing offset order; the chunks are freed."""
-        offsets = np.concatenate(self.offsets) if self.offsets else np.zeros(0, np.int64)
-        flows = np.concatenate(self.flows) if self.flows else np.zeros(0, np.uint64)
-        self.offsets, self.flows = [], []
-        order = np.argsort(offsets, kind="stable")
-        offsets, flows = offsets[order], flows[order]
-        del order
-        starts = np.flatnonzero(np.r_[True, offsets[1:] != offsets[:-1]]) if len(offsets) else np.zeros(0, np.int64)
-        ends = np.r_[starts[1:], len(offsets)]
-        for lo, hi in zip(starts.tolist(), ends.tolist()):
-            yield int(offsets[lo]), flows[lo:hi].tolist()
+        """(offset, flow ids in the order they were added) in increasing offset order."""
+        sources: list[Iterator[np.ndarray]] = [self._blocks(f, n) for f, n in self.runs]
+        self.runs = []
+        if self.pending:
+            sources.append(iter([self._sorted_pending()]))
+        # Runs are in the order the pairs came, so (offset, run, position) keeps equal offsets in order.
+        merged = heapq.merge(*[((int(o), r, int(fl)) for block in blocks for o, fl in zip(block["offset"].tolist(),
+                                                                                          block["flow"].tolist()))
+                               for r, blocks in enumerate(sources)])
+        for offset, group in itertools.groupby(merged, key=lambda item: item[0]):
+            yield offset, [flow for _, _, flow in group]
 
 
 def copy_patched(path: Path, start: int, patches: Patches, out) -> None:

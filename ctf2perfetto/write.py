@@ -191,12 +191,12 @@ class _Lanes:
 
 
 class _TraceWriter:
-    def __init__(self, body) -> None:
+    def __init__(self, body, spill_dir: Path | None = None) -> None:
         self.body = body
         self.pos = 0
         self.model = MemoryModel()
         self.interner = _Interner()
-        self.patches = Patches()  # (body offset of an allocation packet, copy flow id)
+        self.patches = Patches(spill_dir)  # (body offset of an allocation packet, copy flow id)
         self.next_copy_flow = 1
         self.next_call_id = 1
         self.first_ts: int | None = None
@@ -920,7 +920,7 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
         fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
         tmp_paths.append(Path(name))
         with os.fdopen(fd, "wb", buffering=1 << 20) as body:
-            writer = _TraceWriter(body)
+            writer = _TraceWriter(body, directory)
             done = 0
             for batch in batches:
                 writer.add(batch)

@@ -198,3 +198,34 @@ def test_bad_window_options_are_one_line(tmp_path, options, message):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("memq: error: ") and message in lines[0], proc.stderr
     assert not out.exists()
+
+
+def test_forked_child_writes_its_own_window(fake_gpu, tmp_path):
+    # The child inherits the open window and the allocation table: it writes its own window open and
+    # snapshot (A, allocated by the parent before the fork), then its copy from A and A's free, resolved;
+    # it exits inside the window (cause exit). The parent's window holds only the parent's calls.
+    out, log_path = tmp_path / "trace", tmp_path / "calls.jsonl"
+    rec = record(out, [str(fake_gpu.window_work), "fork", "hip", str(log_path)], api="hip,cuda",
+                 extra=("--capture-range", "profiler-api"))
+    log = read_worklog(log_path)
+    parent = log[0]["pid"]
+    child = next(line["pid"] for line in log if line["pid"] != parent)
+    a = log[0]["ptr"]
+    mine = {pid: read_events(rec.dir, pids={pid}, prefix="memq:") for pid in (parent, child)}
+    summary = {pid: [(e["event"], e.get("open"), e.get("cause_label"), e.get("ptr", e.get("src")))
+                     for e in events if e["event"] not in ("memq:clock", "memq:device")]
+               for pid, events in mine.items()}
+    assert summary[child] == [("memq:window", 1, "profiler_api", None), ("memq:live", None, None, a),
+                              ("memq:copy", None, None, a), ("memq:free", None, None, a),
+                              ("memq:window", 0, "exit", None)]
+    assert summary[parent] == [("memq:window", 1, "profiler_api", None), ("memq:live", None, None, a),
+                               ("memq:copy", None, None, log[-2]["src"]), ("memq:window", 0, "profiler_api", None)]
+    trace = _convert(rec.dir)
+    with open_trace(trace) as engine:
+        got = engine.query("""INCLUDE PERFETTO MODULE memq.copies; INCLUDE PERFETTO MODULE memq.allocations;
+            SELECT p.pid, a.live_at_start, a.addr, a.free_slice_id IS NOT NULL AS freed FROM memq_copy c
+            JOIN process p USING (upid) JOIN memq_allocation a ON a.alloc_id = c.src_alloc_id""")
+        assert got.values.tolist() == [[child, 1, a, 1]]
+        windows = analyses.windows(engine)
+        assert sorted(map(tuple, windows[["pid", "close_cause"]].values.tolist())) == \
+            sorted([(parent, "profiler_api"), (child, "exit")])

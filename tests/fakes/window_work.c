@@ -10,6 +10,10 @@
  *   window_work steps hip|cuda N STEP_MS LOG
  *       L allocated first; then N steps of (X allocated, L -> X, X -> host, X freed,
  *       sleep STEP_MS); L freed at the end. For --delay/--duration windows.
+ *   window_work fork hip|cuda LOG
+ *       A allocated, a window opened (profiler start), then fork(): the child copies from
+ *       A, frees it and exits inside the window it inherited; the parent waits, copies to
+ *       a host buffer from nothing tracked, and closes the window.
  *
  * Every runtime call is logged (worklog.h, the fields of its memq event); profiler
  * calls as {"profiler": NAME}; each step as {"step": i, "t0": ns, "t1": ns}, the
@@ -17,6 +21,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "worklog.h"
@@ -112,6 +117,26 @@ static int profiler_windows(void)
 	return 0;
 }
 
+static int forked_window(void)
+{
+	void *a = alloc(4096);
+	int status;
+	pid_t child;
+
+	profiler(rt->start, rt->start_name);
+	fflush(worklog);
+	child = fork();
+	if (child == 0) {
+		copy(host, a, 4096, 2);
+		release(a, 4096);
+		exit(0);
+	}
+	waitpid(child, &status, 0);
+	copy(host + 8192, host, 64, 0);
+	profiler(rt->stop, rt->stop_name);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -150,13 +175,15 @@ int main(int argc, char **argv)
 	if (argc >= 4)
 		rt = !strcmp(argv[2], "hip") ? &hip : !strcmp(argv[2], "cuda") ? &cuda : NULL;
 	if (!rt || !(worklog = fopen(log, "a"))) {
-		fprintf(stderr, "usage: window_work profiler hip|cuda LOG | steps hip|cuda N STEP_MS LOG\n");
+		fprintf(stderr, "usage: window_work profiler|fork hip|cuda LOG | steps hip|cuda N STEP_MS LOG\n");
 		return 2;
 	}
 	if (argc == 4 && !strcmp(argv[1], "profiler"))
 		return profiler_windows();
+	if (argc == 4 && !strcmp(argv[1], "fork"))
+		return forked_window();
 	if (argc == 6 && !strcmp(argv[1], "steps"))
 		return steps(atol(argv[3]), atol(argv[4]));
-	fprintf(stderr, "usage: window_work profiler hip|cuda LOG | steps hip|cuda N STEP_MS LOG\n");
+	fprintf(stderr, "usage: window_work profiler|fork hip|cuda LOG | steps hip|cuda N STEP_MS LOG\n");
 	return 2;
 }
