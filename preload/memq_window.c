@@ -51,6 +51,7 @@ static uint32_t next_index;        /* windows opened so far in this process */
 static uint32_t generation;        /* snapshots taken so far (table marks) */
 static int child_pending;          /* a forked child that has not written its window yet */
 static int initialised;            /* the constructor ran (fork handlers, timer) */
+static int exiting;                /* the destructor ran: no window opens any more */
 
 static void set_gate(int g)
 {
@@ -108,7 +109,7 @@ static void window_open_locked(int cause, int api)
 {
 	uint64_t now;
 
-	if (is_open)
+	if (is_open || exiting)
 		return;
 	memq_nesting++;                /* what LTTng does in here is not the program's */
 	emit_window(1, cause, api);
@@ -262,6 +263,7 @@ void memq_window_exit(void)
 	pthread_mutex_lock(&lock);
 	if (!child_pending)
 		window_close_locked(MEMQ_WINDOW_EXIT, 0);
+	exiting = 1;                   /* the timer may wake during teardown: it opens nothing */
 	pthread_mutex_unlock(&lock);
 }
 
