@@ -91,7 +91,9 @@ def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str
 
 # -- capture windows ---------------------------------------------------------------------
 def _seconds(ns: Any) -> str:
-    return f"{int(ns) / 1e9:.4g} s"
+    """A duration for people: s, ms or us, whichever reads best."""
+    ns = int(ns)
+    return f"{ns / 1e9:.1f} s" if ns >= 1e9 else f"{ns / 1e6:.1f} ms" if ns >= 1e6 else f"{ns / 1e3:.0f} us"
 
 
 def windows(trace: Any) -> pd.DataFrame:
