@@ -229,3 +229,33 @@ def test_forked_child_writes_its_own_window(fake_gpu, tmp_path):
         windows = analyses.windows(engine)
         assert sorted(map(tuple, windows[["pid", "close_cause"]].values.tolist())) == \
             sorted([(parent, "profiler_api"), (child, "exit")])
+
+
+def test_windows_racing_with_allocations_are_exact(fake_gpu, tmp_path):
+    # 4 threads allocate, copy into and free buffers while 30 windows open and close: every window's snapshot
+    # races with inserts and frees. Exact means: no free matches nothing, no allocation starts over a live
+    # one, and every copy in a window lands in the allocation it was made into (allocated in the window, or
+    # before it and then listed as live, by the snapshot or by the racing call itself).
+    out, log_path = tmp_path / "trace", tmp_path / "calls.jsonl"
+    rec = record(out, [str(fake_gpu.window_work), "race", "hip", "4", "3000", "30", str(log_path)],
+                 api="hip,cuda", extra=("--capture-range", "profiler-api"))
+    pid = read_worklog(log_path)[0]["pid"]
+    trace = _convert(rec.dir)
+    with open_trace(trace) as engine:
+        meta = engine.query("""SELECT EXTRACT_ARG(arg_set_id, 'debug.unmatched_frees') AS unmatched,
+            EXTRACT_ARG(arg_set_id, 'debug.windows') AS windows,
+            EXTRACT_ARG(arg_set_id, 'debug.live_at_start') AS live FROM slice WHERE category = 'memq.meta'""")
+        assert meta.values.tolist() == [[0, 30, int(meta["live"].iloc[0])]] and meta["live"].iloc[0] > 0
+        got = engine.query("""INCLUDE PERFETTO MODULE memq.copies; INCLUDE PERFETTO MODULE memq.allocations;
+            SELECT
+              (SELECT COUNT(*) FROM memq_copy) AS copies,
+              (SELECT COUNT(*) FROM memq_copy c JOIN memq_allocation a ON a.alloc_id = c.dst_alloc_id
+               WHERE a.addr = c.dst) AS resolved,
+              (SELECT COUNT(*) FROM slice WHERE EXTRACT_ARG(arg_set_id, 'debug.replaced_alloc_id') IS NOT NULL)
+                AS replaced,
+              (SELECT COUNT(*) FROM slice WHERE category = 'memq.api' AND name = 'hipFree'
+               AND EXTRACT_ARG(arg_set_id, 'debug.freed_alloc_id') IS NULL) AS frees_unresolved""")
+        copies, resolved, replaced, unresolved = got.values.tolist()[0]
+        assert copies > 100 and resolved == copies and replaced == 0 and unresolved == 0
+        windows = analyses.windows(engine)
+        assert (windows["pid"] == pid).all() and windows["window"].tolist() == list(range(30))

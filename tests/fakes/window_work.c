@@ -10,6 +10,10 @@
  *   window_work steps hip|cuda N STEP_MS LOG
  *       L allocated first; then N steps of (X allocated, L -> X, X -> host, X freed,
  *       sleep STEP_MS); L freed at the end. For --delay/--duration windows.
+ *   window_work race hip|cuda THREADS ITERS WINDOWS LOG
+ *       THREADS threads each loop ITERS times over (allocate, copy into it, free) while the main
+ *       thread opens and closes WINDOWS profiler windows: allocations and frees race with the
+ *       windows' snapshots. Logs one line per thread with its call count.
  *   window_work fork hip|cuda LOG
  *       A allocated, a window opened (profiler start), then fork(): the child copies from
  *       A, frees it and exits inside the window it inherited; the parent waits, copies to
@@ -19,6 +23,7 @@
  * calls as {"profiler": NAME}; each step as {"step": i, "t0": ns, "t1": ns}, the
  * CLOCK_MONOTONIC span of its calls, so a test knows which steps a window holds.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -137,6 +142,52 @@ static int forked_window(void)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+static long race_iters;
+
+static void *race_thread(void *arg)
+{
+	unsigned char buf[64] = { 0 };
+	long calls = 0;
+
+	(void) arg;
+	for (long i = 0; i < race_iters; i++) {
+		void *p = NULL;
+
+		if (rt->alloc(&p, 4096) || rt->copy(p, buf, sizeof(buf), 1) || rt->release(p))
+			return (void *) -1L;
+		calls += 3;
+	}
+	return (void *) calls;
+}
+
+static int race(int threads, long iters, int windows)
+{
+	struct timespec pause = { .tv_sec = 0, .tv_nsec = 2000000 };
+	pthread_t tid[64];
+	int failed = 0;
+
+	if (threads > 64)
+		return 2;
+	race_iters = iters;
+	for (long t = 0; t < threads; t++)
+		pthread_create(&tid[t], NULL, race_thread, (void *) t);
+	for (int w = 0; w < windows; w++) {
+		nanosleep(&pause, NULL);
+		rt->start();
+		nanosleep(&pause, NULL);
+		rt->stop();
+	}
+	for (int t = 0; t < threads; t++) {
+		void *ret;
+
+		pthread_join(tid[t], &ret);
+		failed |= ret == (void *) -1L;
+		fprintf(worklog, "{\"pid\": %d, \"thread\": %d, \"calls\": %ld}\n", (int) getpid(), t, (long) ret);
+	}
+	fflush(worklog);
+	return failed;
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -175,15 +226,17 @@ int main(int argc, char **argv)
 	if (argc >= 4)
 		rt = !strcmp(argv[2], "hip") ? &hip : !strcmp(argv[2], "cuda") ? &cuda : NULL;
 	if (!rt || !(worklog = fopen(log, "a"))) {
-		fprintf(stderr, "usage: window_work profiler|fork hip|cuda LOG | steps hip|cuda N STEP_MS LOG\n");
+		fprintf(stderr, "usage: window_work profiler|fork hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
 		return 2;
 	}
 	if (argc == 4 && !strcmp(argv[1], "profiler"))
 		return profiler_windows();
 	if (argc == 4 && !strcmp(argv[1], "fork"))
 		return forked_window();
+	if (argc == 7 && !strcmp(argv[1], "race"))
+		return race(atoi(argv[3]), atol(argv[4]), atoi(argv[5]));
 	if (argc == 6 && !strcmp(argv[1], "steps"))
 		return steps(atol(argv[3]), atol(argv[4]));
-	fprintf(stderr, "usage: window_work profiler|fork hip|cuda LOG | steps hip|cuda N STEP_MS LOG\n");
+	fprintf(stderr, "usage: window_work profiler|fork hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
 	return 2;
 }

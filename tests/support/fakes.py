@@ -72,7 +72,7 @@ def build_fakes(dest: Path) -> FakeGpu:
     _gcc([inc, RPATH, "-Wno-unused-function", "-Wno-unused-variable", "-o", str(driver_work), src["driver_work.c"],
           f"-L{dest}", "-l:libcuda.so.1", "-ldl"])
     window_work = dest / "window_work"
-    _gcc([inc, RPATH, "-o", str(window_work), src["window_work.c"], f"-L{dest}", "-l:libamdhip64.so",
+    _gcc([inc, RPATH, "-o", str(window_work), src["window_work.c"], f"-L{dest}", "-lpthread", "-l:libamdhip64.so",
           "-l:libcudart.so.12", "-l:libcuda.so.1"])
     return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work,
                    window_work)
