@@ -232,10 +232,10 @@ def test_forked_child_writes_its_own_window(fake_gpu, tmp_path):
 
 
 def test_windows_racing_with_allocations_are_exact(fake_gpu, tmp_path):
-    # 4 threads allocate, copy into and free buffers while 30 windows open and close: every window's snapshot
-    # races with inserts and frees. Exact means: no free matches nothing, no allocation starts over a live
-    # one, and every copy in a window lands in the allocation it was made into (allocated in the window, or
-    # before it and then listed as live, by the snapshot or by the racing call itself).
+    # 4 threads register a range, copy into it and unregister it while 30 windows open and close: every
+    # window's snapshot races with table inserts and takes. Exact means: no release matches nothing, no range
+    # starts over a live one, and every copy in a window lands in the range it was made into (registered in
+    # the window, or before it and then listed as live, by the snapshot or by the racing call itself).
     out, log_path = tmp_path / "trace", tmp_path / "calls.jsonl"
     rec = record(out, [str(fake_gpu.window_work), "race", "hip", "4", "3000", "30", str(log_path)],
                  api="hip,cuda", extra=("--capture-range", "profiler-api"))
@@ -253,7 +253,7 @@ def test_windows_racing_with_allocations_are_exact(fake_gpu, tmp_path):
                WHERE a.addr = c.dst) AS resolved,
               (SELECT COUNT(*) FROM slice WHERE EXTRACT_ARG(arg_set_id, 'debug.replaced_alloc_id') IS NOT NULL)
                 AS replaced,
-              (SELECT COUNT(*) FROM slice WHERE category = 'memq.api' AND name = 'hipFree'
+              (SELECT COUNT(*) FROM slice WHERE category = 'memq.api' AND name = 'hipHostUnregister'
                AND EXTRACT_ARG(arg_set_id, 'debug.freed_alloc_id') IS NULL) AS frees_unresolved""")
         copies, resolved, replaced, unresolved = got.values.tolist()[0]
         assert copies > 100 and resolved == copies and replaced == 0 and unresolved == 0

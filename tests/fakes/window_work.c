@@ -11,9 +11,11 @@
  *       L allocated first; then N steps of (X allocated, L -> X, X -> host, X freed,
  *       sleep STEP_MS); L freed at the end. For --delay/--duration windows.
  *   window_work race hip|cuda THREADS ITERS WINDOWS LOG
- *       THREADS threads each loop ITERS times over (allocate, copy into it, free) while the main
- *       thread opens and closes WINDOWS profiler windows: allocations and frees race with the
- *       windows' snapshots. Logs one line per thread with its call count.
+ *       THREADS threads each loop ITERS times over (register a range of its own buffer, copy into
+ *       it, unregister it) while the main thread opens and closes WINDOWS profiler windows: table
+ *       inserts and takes race with the windows' snapshots. (Registered ranges, not allocations: a
+ *       runtime hands a freed address to another thread at once, which would race with the free's
+ *       event, a different matter.) Logs one line per thread with its call count.
  *   window_work fork hip|cuda LOG
  *       A allocated, a window opened (profiler start), then fork(): the child copies from
  *       A, frees it and exits inside the window it inherited; the parent waits, copies to
@@ -40,6 +42,10 @@ int cudaMalloc(void **, size_t);
 int cudaFree(void *);
 int cudaMemcpy(void *, const void *, size_t, int);
 int cudaProfilerStart(void);
+int hipHostRegister(void *, size_t, unsigned);
+int hipHostUnregister(void *);
+int cudaHostRegister(void *, size_t, unsigned);
+int cudaHostUnregister(void *);
 int cudaProfilerStop(void);
 int cuProfilerStart(void);
 int cuProfilerStop(void);
@@ -49,18 +55,19 @@ struct runtime {
 	int (*alloc)(void **, size_t);
 	int (*release)(void *);
 	int (*copy)(void *, const void *, size_t, int);
+	int (*reg)(void *, size_t, unsigned), (*unreg)(void *);
 	int (*start)(void), (*stop)(void);         /* window 0 */
 	int (*start2)(void), (*stop2)(void);       /* window 1 */
 	const char *alloc_name, *free_name, *copy_name, *start_name, *stop_name, *start2_name, *stop2_name;
 };
 
 static const struct runtime hip = {
-	hipMalloc, hipFree, hipMemcpy, hipProfilerStart, hipProfilerStop, hipProfilerStart, hipProfilerStop,
+	hipMalloc, hipFree, hipMemcpy, hipHostRegister, hipHostUnregister, hipProfilerStart, hipProfilerStop, hipProfilerStart, hipProfilerStop,
 	"hipMalloc", "hipFree", "hipMemcpy", "hipProfilerStart", "hipProfilerStop", "hipProfilerStart",
 	"hipProfilerStop",
 };
 static const struct runtime cuda = {
-	cudaMalloc, cudaFree, cudaMemcpy, cudaProfilerStart, cudaProfilerStop, cuProfilerStart, cuProfilerStop,
+	cudaMalloc, cudaFree, cudaMemcpy, cudaHostRegister, cudaHostUnregister, cudaProfilerStart, cudaProfilerStop, cuProfilerStart, cuProfilerStop,
 	"cudaMalloc", "cudaFree", "cudaMemcpy", "cudaProfilerStart", "cudaProfilerStop", "cuProfilerStart",
 	"cuProfilerStop",
 };
@@ -146,14 +153,15 @@ static long race_iters;
 
 static void *race_thread(void *arg)
 {
+	static unsigned char arena[64][16][256];
+	unsigned char (*mine)[256] = arena[(long) arg];
 	unsigned char buf[64] = { 0 };
 	long calls = 0;
 
-	(void) arg;
 	for (long i = 0; i < race_iters; i++) {
-		void *p = NULL;
+		void *p = mine[i % 16];
 
-		if (rt->alloc(&p, 4096) || rt->copy(p, buf, sizeof(buf), 1) || rt->release(p))
+		if (rt->reg(p, 256, 0) || rt->copy(p, buf, sizeof(buf), 0) || rt->unreg(p))
 			return (void *) -1L;
 		calls += 3;
 	}
