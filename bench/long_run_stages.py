@@ -50,16 +50,20 @@ GOAL_CTF_BYTES = 1 << 30
 MiB = 1 << 20
 
 
+class Failed(Exception):
+    """A measured command failed: its last line of stderr."""
+
+
 def measured(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     """(wall seconds, peak RSS bytes) of one command, its own process only (wait4)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err.strip().splitlines()[-1:]}")
+        raise Failed(f"exit {proc.returncode}: {(err.strip().splitlines() or ['no message'])[-1]}")
     return seconds, usage.ru_maxrss * 1024
 
 
@@ -111,8 +115,11 @@ def stage_report(trace: Path, env: dict[str, str]) -> list[dict]:
         print(f"  note: {foreign:,} events of other processes of this user are in the recording (shared machine); "
               "the stages ran on all of it", file=sys.stderr)
     for name in ANALYSES:
-        seconds, peak = measured([*MEMQ, name, str(out), "--format", "json"], env)
-        rows.append({"stage": name, "seconds": seconds, "peak": peak})
+        try:  # a failing stage is a finding: reported, and the others still run
+            seconds, peak = measured([*MEMQ, name, str(out), "--format", "json"], env)
+            rows.append({"stage": name, "seconds": seconds, "peak": peak})
+        except Failed as exc:
+            rows.append({"stage": name, "seconds": float("nan"), "peak": 0, "failed": str(exc)})
     for row in rows:
         row["trace"] = out.stat().st_size
     return rows
@@ -188,13 +195,17 @@ def long_goal(args: argparse.Namespace, work: Path) -> int:
         print(f"  {minutes:g} min: recorded in {took:.0f} s, {size / MiB:.0f} MiB of CTF (goal < 1 GiB: "
               f"{'met' if size < GOAL_CTF_BYTES else 'NOT met'}), {rows[0]['trace'] / MiB:.0f} MiB .pftrace")
         for row in rows:
+            if "failed" in row:
+                print(f"    {row['stage']:<10} FAILED ({row['failed']})")
+                continue
             per = f", {row['peak'] / row['trace']:.1f}x the trace" if row["stage"] != "convert" else ""
             print(f"    {row['stage']:<10} {row['seconds']:7.1f} s  peak {row['peak'] / MiB:7.0f} MiB{per}")
     if len(runs) == 2:
         (m0, _, s0, r0), (m1, _, s1, r1) = runs
         print(f"  {m1:g} min against {m0:g} min: {m1 / m0:.1f}x the run, {s1 / s0:.1f}x the CTF")
         for a, b in zip(r0, r1):
-            print(f"    {a['stage']:<10} peak memory {b['peak'] / a['peak']:.2f}x")
+            if a["peak"] and b["peak"]:
+                print(f"    {a['stage']:<10} peak memory {b['peak'] / a['peak']:.2f}x")
     return 0
 
 

@@ -195,7 +195,7 @@ def duplicated(trace: Any) -> pd.DataFrame:
             window = engine.query("INCLUDE PERFETTO MODULE memq.windows; SELECT trace_start() AS s, "
                                   "trace_end() AS e, memq_recorded_dur() AS r").iloc[0]
             zero = pd.DataFrame([{"grouping": "total", "pid": None, "key": None, "peak_bytes": 0, "peak_ts": None,
-                                  "mean_bytes": 0.0, "byte_ns": 0, "window_start": window["s"],
+                                  "mean_bytes": 0.0, "byte_ns": 0.0, "window_start": window["s"],
                                   "window_end": window["e"], "recorded_dur": window["r"]}])
             df = zero if df.empty else pd.concat([zero, df], ignore_index=True)
         return _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names, engine=engine)

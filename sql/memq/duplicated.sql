@@ -16,7 +16,8 @@
 --   [trace_start(), trace_end()], or with capture windows the union of the windows
 --   (nothing is duplicated outside them: mirrors end when their window closes). One
 --   denominator for every row, so per-process means add up to the trace's; `byte_ns`
---   is the exact integral.
+--   is the integral as a double: exact below 2^53 byte*ns (9 MB*s), and a long run's
+--   (28 MiB duplicated for 30 minutes is 5e19) does not overflow as 64-bit integers do.
 -- * `peak_ts` is the first time the peak is reached; NULL when nothing is duplicated.
 
 INCLUDE PERFETTO MODULE memq.mirrors;
@@ -84,7 +85,7 @@ CREATE PERFETTO TABLE memq_duplicated_group(
   -- First time the peak is reached.
   peak_ts TIMESTAMP,
   -- Integral of duplicated bytes over the trace window, in byte*ns.
-  byte_ns LONG,
+  byte_ns DOUBLE,
   -- Time-weighted mean over the recorded time, in bytes.
   mean_bytes DOUBLE,
   -- Start of the trace window.
@@ -99,7 +100,7 @@ WITH c AS (
 ),
 fig AS (
   SELECT grouping, upid, key, MAX(value) AS peak_bytes, MIN(IIF(value = peak, ts, NULL)) AS peak_ts,
-    SUM(value * (MIN(ts + dur, trace_end()) - MAX(ts, trace_start()))) AS byte_ns
+    TOTAL(value * 1.0 * (MIN(ts + dur, trace_end()) - MAX(ts, trace_start()))) AS byte_ns
   FROM c
   GROUP BY grouping, upid, key
 )
@@ -133,7 +134,7 @@ CREATE PERFETTO TABLE memq_duplicated_by_allocation(
   -- Time-weighted mean over the recorded time.
   mean_bytes DOUBLE,
   -- Integral over the trace window, byte*ns.
-  byte_ns LONG
+  byte_ns DOUBLE
 ) AS
 SELECT g.upid, a.alloc_id, a.kind, a.addr, a.size, a.ts AS alloc_ts, g.peak_bytes, g.peak_ts, g.mean_bytes,
   g.byte_ns
