@@ -271,6 +271,7 @@ void memq_begin_slow(struct memq_call *c, int runtime, void *ip)
 	c->saved_errno = errno;
 	c->ip = ip;
 	c->raced = 0;
+	c->inflight = 0;
 	/* A session started after the library initialised, or a forked
 	 * child: the process events go first, once (inside or outside
 	 * capture windows: they describe the process). */
@@ -281,6 +282,15 @@ void memq_begin_slow(struct memq_call *c, int runtime, void *ip)
 		describe_devices_once(runtime);
 	/* Outside every window no event is written, but an allocation's device
 	 * goes into the table for the next window's snapshot. */
+	if (__atomic_load_n(&memq_window_counting, __ATOMIC_RELAXED)) {
+		/* Every call is counted, traced or not (an untraced one may still
+		 * write an event: a free racing with a window's snapshot), and
+		 * before the gate is read (a closing window stores the gate, then
+		 * reads the count): it sees this call, or this call sees it closed. */
+		__atomic_add_fetch(&memq_window_inflight, 1, __ATOMIC_SEQ_CST);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		c->inflight = 1;
+	}
 	c->traced = memq_recording();
 	c->device = memq_current_device(runtime);
 	errno = c->saved_errno;  /* the real call sees the caller's errno */

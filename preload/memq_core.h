@@ -83,6 +83,8 @@ struct memq_call {
 	/* an untraced release took an entry that the opening window's snapshot
 	 * listed: its event is written anyway (memq_alloc_info.raced) */
 	int raced;
+	/* counted in memq_window_inflight (a closing window waits for it) */
+	int inflight;
 };
 
 void memq_begin_slow(struct memq_call *c, int runtime, void *ip);
@@ -111,6 +113,8 @@ static inline void memq_after(struct memq_call *c)
 /* After the event: leave the guard, give the caller the real call's errno. */
 static inline void memq_end(struct memq_call *c)
 {
+	if (c->inflight)
+		__atomic_sub_fetch(&memq_window_inflight, 1, __ATOMIC_RELEASE);
 	memq_nesting--;
 	errno = c->saved_errno;
 }

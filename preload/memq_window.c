@@ -41,6 +41,8 @@
 enum { MODE_NONE, MODE_TIME, MODE_PROFILER };
 
 int memq_window_gate = -1;
+unsigned long memq_window_inflight __attribute__((aligned(64)));
+int memq_window_counting;          /* windows were asked for: traced calls are counted */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Under `lock` (mode and the bounds are written once, before any reader). */
@@ -82,6 +84,7 @@ static void read_mode_locked(void)
 	if (mode >= 0)
 		return;
 	mode = parse_capture(getenv("MEMQ_CAPTURE"));
+	__atomic_store_n(&memq_window_counting, mode != MODE_NONE, __ATOMIC_RELAXED);
 	/* Until the constructor: windows are opened by it, never before. */
 	set_gate(mode == MODE_NONE);
 }
@@ -124,13 +127,33 @@ static void window_open_locked(int cause, int api)
 	memq_nesting--;
 }
 
+/*
+ * Wrapper calls still running when the gate closed end before the close is
+ * written (their events belong to the window: calls begun in it, frees that
+ * raced with its opening), but never wait more than this: a call blocked for
+ * longer (a synchronisation, a thread stuck at exit) is written after the
+ * close.
+ */
+#define CLOSE_WAIT_NS 1000000000ull
+
+static void wait_inflight(void)
+{
+	struct timespec pause = { .tv_sec = 0, .tv_nsec = 50000 };
+	uint64_t deadline = memq_now_ns() + CLOSE_WAIT_NS;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);   /* the gate's store before the count's load */
+	while (__atomic_load_n(&memq_window_inflight, __ATOMIC_SEQ_CST) && memq_now_ns() < deadline)
+		nanosleep(&pause, NULL);
+}
+
 static void window_close_locked(int cause, int api)
 {
 	if (!is_open)
 		return;
 	memq_nesting++;
 	memq_table_snapshot_end();
-	set_gate(0);
+	__atomic_store_n(&memq_window_gate, 0, __ATOMIC_SEQ_CST);
+	wait_inflight();
 	is_open = 0;
 	emit_window(0, cause, api);
 	next_index++;

@@ -34,6 +34,12 @@ extern int memq_window_gate;
 
 int memq_window_gate_slow(void);
 
+/* Wrapper calls in progress (counted only while windows are asked for): a
+ * closing window waits for them, so that every event of a call begun inside
+ * the window, or racing with its opening, precedes its close. */
+extern unsigned long memq_window_inflight;
+extern int memq_window_counting;
+
 /* Whether events may be written now. Call only under the nesting guard
  * (memq_nesting > 0): the first call in a forked child writes its window
  * events. */

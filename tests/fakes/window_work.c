@@ -11,8 +11,8 @@
  *       L allocated first; then N steps of (X allocated, L -> X, X -> host, X freed,
  *       sleep STEP_MS); L freed at the end. For --delay/--duration windows.
  *   window_work race hip|cuda THREADS ITERS WINDOWS LOG
- *       THREADS threads each loop ITERS times over (register a range of its own buffer, copy into
- *       it, unregister it) while the main thread opens and closes WINDOWS profiler windows: table
+ *       THREADS threads loop (register a range of its own buffer, copy into it, unregister it), at
+ *       least ITERS times and until the main thread has opened and closed WINDOWS profiler windows: table
  *       inserts and takes race with the windows' snapshots. (Registered ranges, not allocations: a
  *       runtime hands a freed address to another thread at once, which would race with the free's
  *       event, a different matter.) Logs one line per thread with its call count.
@@ -150,6 +150,7 @@ static int forked_window(void)
 }
 
 static long race_iters;
+static int race_done;        /* atomic: the windows are over */
 
 static void *race_thread(void *arg)
 {
@@ -158,7 +159,7 @@ static void *race_thread(void *arg)
 	unsigned char buf[64] = { 0 };
 	long calls = 0;
 
-	for (long i = 0; i < race_iters; i++) {
+	for (long i = 0; i < race_iters || !__atomic_load_n(&race_done, __ATOMIC_ACQUIRE); i++) {
 		void *p = mine[i % 16];
 
 		if (rt->reg(p, 256, 0) || rt->copy(p, buf, sizeof(buf), 0) || rt->unreg(p))
@@ -185,6 +186,7 @@ static int race(int threads, long iters, int windows)
 		nanosleep(&pause, NULL);
 		rt->stop();
 	}
+	__atomic_store_n(&race_done, 1, __ATOMIC_RELEASE);
 	for (int t = 0; t < threads; t++) {
 		void *ret;
 
