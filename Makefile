@@ -10,5 +10,5 @@ native:
 
 clean:
 	rm -rf $(CURDIR)/ctf2perfetto/lib
-	$(MAKE) -C preload clean
+	$(MAKE) -C preload clean OUT=$(LIBDIR)
 	$(MAKE) -C ctf2perfetto/native clean

@@ -32,13 +32,20 @@ import pandas as pd
 from .errors import UsageError
 
 UPPER_BOUND = ("Figures are upper bounds: writes by CPU code and GPU kernels are not traced, "
-               "so copied data may have changed (and a mirror ended) earlier than shown.")
+               "so copied data may have changed (and a mirror ended) earlier than shown; content fingerprints "
+               "(memq record --content) check it where the CPU could read a copy's data, and the figures with "
+               "evidence `content` are proven, the others (`address`) upper bounds.")
 NO_ADDRESSES = ("not applicable: the trace's copies carry no addresses (PyTorch-profiler/Kineto source); "
                 "only address-free figures (counts, bytes, time, bandwidth, staged, unified) apply.")
 NO_EVENTS = "the trace holds no memory events (no allocations, copies or memsets)."
 UNIFIED_MODES = ("auto", "yes", "no")
-CLASSES = ("repeat", "round_trip", "managed", "unified", "redundant", "staged")
-ADDRESS_CLASSES = ("repeat", "round_trip", "managed")
+# memq.meta counts trace_warnings reports (docs/TRACE_FORMAT.md, "memq trace info").
+META_COUNTS = ("lost_events", "lost_packets", "unmatched_frees", "skipped_events", "missing_events",
+               "missing_packets", "missing_streams", "dropped_packets", "dropped_bytes")
+CLASSES = ("no_op", "repeat", "round_trip", "managed", "unified", "redundant", "staged")
+ADDRESS_CLASSES = ("no_op", "repeat", "round_trip", "managed")
+EVIDENCE = ("content", "address")  # what proves a redundant byte: a fingerprint, or the address rules alone
+FIGURES = ("count", "bytes", "dur_sum", "wall_dur")
 DUP_GROUPINGS = ("total", "direction", "allocation", "untracked_source")
 OUTLIVED = ("Allocations still live when their capture window closed before the process exited are not leaks: "
             "what happened to them outside the window was not recorded (table `outlived`).")
@@ -123,11 +130,8 @@ def trace_warnings(trace: Any) -> list[str]:
     """What the converter counted as lost or unusable (memq.meta) and what trace_processor could not
     import (its error / data-loss stats): one line each, empty when clean."""
     with load(trace) as engine:
-        meta = engine.query("""
-            SELECT EXTRACT_ARG(arg_set_id, 'debug.lost_events') AS lost_events,
-                   EXTRACT_ARG(arg_set_id, 'debug.lost_packets') AS lost_packets,
-                   EXTRACT_ARG(arg_set_id, 'debug.unmatched_frees') AS unmatched_frees,
-                   EXTRACT_ARG(arg_set_id, 'debug.skipped_events') AS skipped_events
+        meta = engine.query(f"""
+            SELECT {", ".join(f"EXTRACT_ARG(arg_set_id, 'debug.{k}') AS {k}" for k in META_COUNTS)}
             FROM slice WHERE category = 'memq.meta'""")
         orphans = engine.query("""
             INCLUDE PERFETTO MODULE memq.copies;
@@ -136,9 +140,17 @@ def trace_warnings(trace: Any) -> list[str]:
         problems = engine.import_problems()
     lines = []
     for row in meta.to_dict("records"):
+        row = {k: 0 if pd.isna(v) else int(v) for k, v in row.items()}
         if row["lost_events"] or row["lost_packets"]:
-            lines.append(f"the trace lost {int(row['lost_events'] or 0):,} events and {int(row['lost_packets'] or 0):,}"
+            lines.append(f"the trace lost {row['lost_events']:,} events and {row['lost_packets']:,}"
                          " packets: allocations, frees or copies may be missing from every figure")
+        if row["missing_events"] or row["missing_packets"] or row["missing_streams"]:
+            lines.append(f"the trace files lacked {row['missing_events']:,} of the events memq record counted "
+                         f"({row['missing_packets']:,} packets, {row['missing_streams']:,} stream files gone): "
+                         "allocations, frees or copies may be missing from every figure")
+        if row["dropped_packets"]:
+            lines.append(f"--salvage dropped {row['dropped_packets']:,} damaged packets "
+                         f"({row['dropped_bytes']:,} bytes): their events are missing from every figure")
         if row["unmatched_frees"]:
             lines.append(f"{int(row['unmatched_frees']):,} frees matched no traced allocation")
         if row["skipped_events"]:
@@ -162,7 +174,8 @@ def sources(trace: Any) -> pd.DataFrame:
 def _source_info(engine: Any) -> tuple[list[str], bool, bool]:
     """(sources, has addresses, has any memory event)."""
     df = sources(engine)
-    events = _query(engine, ("allocations",), "SELECT COUNT(*) AS n FROM memq_allocation")["n"].iloc[0]
+    events = _query(engine, ("allocations",), "SELECT (SELECT COUNT(*) FROM memq_allocation) "
+                                              "+ (SELECT COUNT(*) FROM memq_host_small) AS n")["n"].iloc[0]
     names = df["source"].tolist()
     has_events = bool(events) or bool((df["copies"] + df["sets"]).sum())
     return names, bool(df["has_addresses"].astype(bool).any()) if len(df) else False, has_events
@@ -233,15 +246,17 @@ def _check_unified(unified: str) -> str:
 
 
 def redundant_copies(trace: Any, unified: str = "auto") -> pd.DataFrame:
-    """Per copy: redundant bytes per class (repeat, round_trip, managed, unified), class,
-    prorated time, staged; keeps `id` (memq.copy slice) and `call_id`."""
+    """Per copy: redundant bytes per class (no_op, repeat, round_trip, managed, unified), class,
+    evidence (content / address) with the bytes content proves, prorated time, staged; keeps `id`
+    (memq.copy slice) and `call_id`."""
     _check_unified(unified)
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         df = _query(engine, ("redundant",), f"""
             SELECT r.id, r.call_id, p.pid, t.tid, r.ts, r.dur, r.source, r.api, r.direction, r.bytes, r.stream,
-                   r.device, r.unified_device, r.repeat_bytes, r.round_trip_bytes, r.managed_bytes, r.unified_bytes,
-                   r.redundant_bytes, r.class, r.redundant_dur, r.staged
+                   r.device, r.unified_device, r.no_op_bytes, r.repeat_bytes, r.round_trip_bytes, r.managed_bytes,
+                   r.unified_bytes, r.redundant_bytes, r.content_bytes, r.repeat_content_bytes,
+                   r.round_trip_content_bytes, r.class, r.evidence, r.redundant_dur, r.staged
             FROM memq_redundant_copy('{unified}') r
             LEFT JOIN process p USING (upid) LEFT JOIN thread t USING (utid)
             ORDER BY r.ts, r.id""")
@@ -252,12 +267,13 @@ def redundant_copies(trace: Any, unified: str = "auto") -> pd.DataFrame:
 def _redundant_note(addressed: bool) -> str:
     if addressed:
         return UPPER_BOUND
-    return ("repeat, round_trip and managed are not applicable: the trace's copies carry no addresses "
+    return ("no_op, repeat, round_trip and managed are not applicable: the trace's copies carry no addresses "
             "(PyTorch-profiler/Kineto source); unified and staged apply.")
 
 
 def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:
-    """Totals per class: count, bytes, dur_sum (prorated), wall_dur (union across threads and streams).
+    """Totals per class: count, bytes, dur_sum (prorated), wall_dur (union across threads and streams),
+    and the same four split by evidence: content_* (bytes a fingerprint proves) and address_* (the rest).
 
     Rows for the whole trace (pid None) for every class, zeros included, then per process.
     `applies` is False on the rows of address-only classes for sources without addresses.
@@ -266,22 +282,22 @@ def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         got = _query(engine, ("redundant",), f"""
-            SELECT p.pid, r.class, r.count, r.bytes, r.dur_sum, r.wall_dur
+            SELECT p.pid, r.class, r.evidence, r.count, r.bytes, r.dur_sum, r.wall_dur
             FROM memq_redundant_total('{unified}') r LEFT JOIN process p USING (upid)""")
-        whole = got[got["pid"].isna()].set_index("class")
+        columns = [prefix + f for prefix in ("", "content_", "address_") for f in FIGURES]
+        wide: dict[tuple, dict] = {}
+        for row in got.to_dict("records"):
+            pid = None if pd.isna(row["pid"]) else int(row["pid"])
+            prefix = "" if row["evidence"] == "all" else f"{row['evidence']}_"
+            figures = wide.setdefault((pid, row["class"]), dict.fromkeys(columns, 0))
+            figures.update({prefix + f: int(row[f]) for f in FIGURES})
         rows = []
-        for cls in CLASSES:
-            applies = addressed or cls not in ADDRESS_CLASSES
-            row = {"pid": None, "class": cls, "applies": applies, "count": 0, "bytes": 0, "dur_sum": 0, "wall_dur": 0}
-            if cls in whole.index:
-                row.update({k: int(whole.loc[cls, k]) for k in ("count", "bytes", "dur_sum", "wall_dur")})
-            rows.append(row)
-        per = got[got["pid"].notna()].copy()
-        per.insert(2, "applies", [addressed or c not in ADDRESS_CLASSES for c in per["class"]])
-        df = pd.DataFrame(rows)
-        if len(per):
-            per = per.sort_values(["pid", "class"], key=lambda s: s.map(CLASSES.index) if s.name == "class" else s)
-            df = pd.concat([df, per], ignore_index=True)
+        for key in [(None, cls) for cls in CLASSES] + sorted(
+                (k for k in wide if k[0] is not None), key=lambda k: (k[0], CLASSES.index(k[1]))):
+            pid, cls = key
+            rows.append({"pid": pid, "class": cls, "applies": addressed or cls not in ADDRESS_CLASSES,
+                         **wide.get(key, dict.fromkeys(columns, 0))})
+        df = pd.DataFrame(rows, columns=["pid", "class", "applies", *columns])
         return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
                            sources=names, engine=engine)
 
@@ -316,11 +332,23 @@ def leaks(trace: Any) -> pd.DataFrame:
         names, addressed, has_events = _source_info(engine)
         df = _query(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
         caveat = "Allocations with no free in the trace; a lost free shows as a leak."
+        if df["size"].isna().any():
+            threshold = _host_min_size(engine)
+            caveat += (" The host row with no size is the blocks below the recording's threshold"
+                       + (f" ({threshold:,} bytes)" if threshold is not None else "")
+                       + " still live at the end, which the trace holds as totals only.")
         df = _with_attrs(df, applies=addressed or not has_events,
                          note=_note(has_events, addressed or not has_events, caveat), sources=names, engine=engine)
         if df.attrs["windows"]:
             df.attrs["note"] = " ".join([df.attrs["note"], OUTLIVED])
         return df
+
+
+def _host_min_size(engine: Any) -> int | None:
+    """The recording's host heap threshold (`memq record --host-min-size`), when the trace says."""
+    df = engine.query("SELECT EXTRACT_ARG(arg_set_id, 'debug.host_min_size') AS n FROM slice "
+                      "WHERE category = 'memq.meta' AND EXTRACT_ARG(arg_set_id, 'debug.host_min_size') IS NOT NULL")
+    return int(df["n"].iloc[0]) if len(df) else None
 
 
 def outlived(trace: Any) -> pd.DataFrame:

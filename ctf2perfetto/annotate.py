@@ -11,7 +11,7 @@ Tracks, all children of one global track `memq analyses` (the UI shows it as a t
 |---|---|---|
 | `Duplicated bytes` | counter, bytes | destination bytes in an active mirror (upper bound: CPU/kernel writes are not traced) |
 | `Duplicated bytes <direction>` | counter, bytes | the same, for mirrors created by copies of that direction |
-| `Redundant copies: <class>` | slices | one per copy with redundant bytes of that class (repeat, round trip, unified, managed) |
+| `Redundant copies: <class>` | slices | one per copy with redundant bytes of that class (no op, repeat, round trip, managed, unified), named with its evidence (`content`: proven by a fingerprint, `address`: the address rules alone) and with its content_bytes |
 | `Staged copies` | slices | host<->device copies from pageable memory (not redundant, slower than needed) |
 | `Leaked allocations` | instants at the trace's end | per memory kind: a summary (count, bytes), then its largest leaked allocations |
 | `Leaked bytes` | counter, bytes | bytes allocated by then that are never freed (reaches the total leaked at the end) |
@@ -21,9 +21,7 @@ Overlapping slices of one class go on extra tracks of the same name, which the U
 from __future__ import annotations
 
 import functools
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +29,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from .errors import MemqError, UsageError
+from .outfiles import AtomicOutput
 
 ANNOTATION_SEQUENCE_ID = 0x6D656D71  # "memq": far above the writer's small sequence ids
 _UUID_BASE = 0x6D656D7100000000  # track uuids of annotation tracks: "memq" in the high bits
@@ -48,6 +47,7 @@ UPPER_BOUND_NOTE = "upper bound: writes by CPU code and GPU kernels are not trac
 
 # The analyses' classes (ctf2perfetto.analyses / sql/memq/redundant.sql), in their order of precedence.
 REDUNDANT_REASONS = {
+    "no_op": "the destination's content fingerprint is the same before and after: the copy changed nothing",
     "repeat": "source and destination were already a mirror from an earlier copy in the same direction",
     "round_trip": "copies data back to where it came from: the destination already mirrors the source",
     "managed": "an endpoint is managed memory, which the runtime migrates on demand",
@@ -60,7 +60,8 @@ class Annotations:
     """The analysis results to bake in, as plain tables in trace time (ns).
 
     duplicated: ts, direction ('' = total), value — counter samples, one per change.
-    redundant: ts, dur, cls, bytes, redundant_bytes (of that class), redundant_dur (the copy's prorated time,
+    redundant: ts, dur, cls, bytes, redundant_bytes (of that class), content_bytes (of those, proven by a
+        fingerprint), evidence (content when all are, else address), redundant_dur (the copy's prorated time,
         all classes), direction, api, call_id — one row per copy and class it has bytes in.
     staged: ts, dur, bytes, direction, api, call_id.
     leaks: ts (allocated), bytes, mem_kind, ptr, alloc_id, pid, api.
@@ -161,9 +162,11 @@ def annotation_packets(notes: Annotations) -> bytes:
         reason = REDUNDANT_REASONS[cls]
         slices(REDUNDANT_TRACK_PREFIX + label, f"Copies with {label} redundant bytes: {reason}; {UPPER_BOUND_NOTE}.",
                red[red["cls"] == cls],
-               lambda r: f"{r['cls'].replace('_', ' ')} {_size(r['redundant_bytes'])} {r['direction']}",
-               lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]],
-                          "redundant_bytes": r["redundant_bytes"], "redundant_dur": r["redundant_dur"],
+               lambda r: f"{r['cls'].replace('_', ' ')} {_size(r['redundant_bytes'])} {r['direction']} "
+                         f"({r['evidence']})",
+               lambda r: {"class": r["cls"], "reason": REDUNDANT_REASONS[r["cls"]], "evidence": r["evidence"],
+                          "redundant_bytes": r["redundant_bytes"], "content_bytes": r["content_bytes"],
+                          "redundant_dur": r["redundant_dur"],
                           "bytes": r["bytes"], "direction": r["direction"], "api": r["api"],
                           "call_id": r["call_id"]})
     slices(STAGED_TRACK, "Host<->device copies from pageable host memory: not redundant, but staged through a "
@@ -219,8 +222,14 @@ def collect(engine: Any, unified: str = "auto") -> Annotations:
     per_class = []
     for cls in REDUNDANT_REASONS:
         has = copies[copies[f"{cls}_bytes"].fillna(0) > 0]
-        per_class.append(has.assign(cls=cls, redundant_bytes=has[f"{cls}_bytes"].astype("int64")))
-    columns = ["ts", "dur", "cls", "bytes", "redundant_bytes", "redundant_dur", "direction", "api", "call_id"]
+        class_bytes = has[f"{cls}_bytes"].astype("int64")
+        proven = class_bytes if cls == "no_op" else has.get(f"{cls}_content_bytes", pd.Series(0, index=has.index))
+        proven = proven.fillna(0).astype("int64")
+        per_class.append(has.assign(cls=cls, redundant_bytes=class_bytes, content_bytes=proven,
+                                    evidence=["content" if p == n else "address"
+                                              for p, n in zip(proven.tolist(), class_bytes.tolist())]))
+    columns = ["ts", "dur", "cls", "bytes", "redundant_bytes", "content_bytes", "evidence", "redundant_dur",
+               "direction", "api", "call_id"]
     redundant = pd.concat(per_class, ignore_index=True)[columns] if per_class else pd.DataFrame(columns=columns)
     staged = copies[copies["staged"].fillna(0).astype(bool)][["ts", "dur", "bytes", "direction", "api", "call_id"]]
 
@@ -252,16 +261,13 @@ def require_protobuf_trace(trace: Path) -> None:
 
 
 def write_annotated(trace: Path, out: Path, packets: bytes) -> None:
-    """Write `out` = the trace's bytes followed by `packets`, atomically (never a half-written file)."""
-    if out.exists() and out.resolve() == trace.resolve():
-        raise UsageError(f"-o {out}: is the input trace; write the annotated trace to a new file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    """Write `out` = the trace's bytes followed by `packets`, atomically (never a half-written file;
+    `out` follows ctf2perfetto.outfiles: never the input, a link, a device, ...)."""
     try:
-        with os.fdopen(fd, "wb") as dst, trace.open("rb") as src:
-            shutil.copyfileobj(src, dst, 1 << 22)
-            dst.write(packets)
-        os.replace(tmp, out)
+        with AtomicOutput(out, inputs=[trace]) as target:
+            with open(target.path, "wb") as dst, trace.open("rb") as src:
+                shutil.copyfileobj(src, dst, 1 << 22)
+                dst.write(packets)
+            target.commit()
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise MemqError(f"{out}: cannot write the annotated trace: {exc.strerror or exc}") from exc

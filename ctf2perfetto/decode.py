@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import mmap
 import os
 import queue
 import re
@@ -26,12 +27,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import MemqError, UsageError
+from .errors import MemqError, UsageError, error_text
 from .events import COLUMNS, EventBatch, EventKind, TraceInfo
+from .guard import MemoryBound, bound_seconds, guarded
 from .paths import native_library
+from .preflight import SALVAGE_HINT, Preflight
 from .salvage import SalvagedCopy
 
 RECORD_FILE = "memq-record.json"
+SALVAGE_STEP_ROWS = 1024  # salvage's reads note where each stream stands after this many rows
+PROGRESS_BYTES = 1 << 20
+JOIN_SECONDS = 10.0  # a worker asked to stop finishes its batch well within this
+STALL_SECONDS = 120.0  # no batch from the library for this long: it loops ($MEMQ_GUARD_SECONDS overrides)
 READ_FAILURE = "cannot read the trace"  # decode.c take_error() text while running the graph
 Progress = Callable[[int, int], None]
 
@@ -60,6 +67,9 @@ def _native() -> ctypes.CDLL:
         lib.memq_failed_stream.restype = ctypes.c_char_p
         lib.memq_failed_stream.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
                                            ctypes.POINTER(ctypes.c_uint64)]
+        lib.memq_stream_progress.restype = ctypes.c_char_p
+        lib.memq_stream_progress.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64),
+                                             ctypes.POINTER(ctypes.c_uint64)]
         lib.memq_events_seen.restype = ctypes.c_uint64
         lib.memq_events_seen.argtypes = [ctypes.c_void_p]
         lib.memq_progress.restype = None
@@ -69,6 +79,8 @@ def _native() -> ctypes.CDLL:
         lib.memq_reference_offset_ns.argtypes = [ctypes.c_void_p]
         lib.memq_close.restype = None
         lib.memq_close.argtypes = [ctypes.c_void_p]
+        lib.memq_crash_guard.restype = None
+        lib.memq_crash_guard.argtypes = [ctypes.c_char_p]
         _lib = lib
     return _lib
 
@@ -80,7 +92,15 @@ def find_traces(path: str | Path) -> list[Path]:
         raise UsageError(f"{root}: no such directory")
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory (expected an LTTng trace directory)")
-    found = sorted(p.parent for p in root.rglob("metadata") if p.is_file())
+    found = []
+
+    def unreadable(exc: OSError) -> None:
+        raise MemqError(f"{exc.filename}: cannot read the trace directory: {exc.strerror or exc}")
+
+    for directory, _dirs, files in os.walk(root, onerror=unreadable, followlinks=True):
+        if "metadata" in files and Path(directory, "metadata").is_file():
+            found.append(Path(directory))
+    found.sort()
     if not found:
         raise MemqError(f"{root}: no CTF trace under it (no `metadata` file)")
     return found
@@ -106,6 +126,14 @@ class _Native:
         name = self.lib.memq_failed_stream(self.handle, ctypes.byref(begun), ctypes.byref(ended))
         return None if name is None else (name.decode(errors="replace"), begun.value, ended.value)
 
+    def stream_progress(self) -> list[list]:
+        """[stream file, packets begun, packets ended] of every stream met so far."""
+        out, begun, ended = [], ctypes.c_uint64(), ctypes.c_uint64()
+        while (name := self.lib.memq_stream_progress(self.handle, len(out), ctypes.byref(begun),
+                                                     ctypes.byref(ended))) is not None:
+            out.append([name.decode(errors="replace"), begun.value, ended.value])
+        return out
+
     def next(self, columns: dict[str, np.ndarray], capacity: int) -> int:
         ptrs = _Columns(*[columns[name].ctypes.data for name in COLUMNS])
         return self.lib.memq_next(self.handle, ctypes.byref(ptrs), capacity)
@@ -129,8 +157,9 @@ class _Native:
             self.handle = None
 
 
-def error_line(text: str, traces: list[Path], failed: str | None = None) -> str:
-    """One line from a decoder error text (what failed, then babeltrace2's causes, root first)."""
+def error_line(text: str, traces: list[Path], failed: str | None = None, hint: str = SALVAGE_HINT) -> str:
+    """One line from a decoder error text (what failed, then babeltrace2's causes, root first);
+    `hint` ends the lines about damage that salvage could cut away."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     reading = bool(lines) and lines[0] == READ_FAILURE
     causes = lines[1:] or ["unknown error"]
@@ -143,12 +172,11 @@ def error_line(text: str, traces: list[Path], failed: str | None = None) -> str:
     if where is None:
         where = str(traces[0]) if len(traces) == 1 else os.path.commonpath([str(t) for t in traces])
     if root.startswith("Failed to index CTF stream file"):
-        return f"{where}: stream file is cut mid-packet or corrupt (babeltrace2 cannot index its packets); " \
-               "--salvage converts what is readable"
+        return f"{where}: stream file is cut mid-packet or corrupt (babeltrace2 cannot index its packets){hint}"
     if root.startswith("Cannot create trace for") and Path(where, "metadata").is_file():
         return f"{Path(where, 'metadata')}: unreadable CTF metadata (babeltrace2 cannot parse it)"
     if reading:
-        return f"{where}: corrupt CTF data: {root}; --salvage converts what is readable"
+        return f"{where}: corrupt CTF data: {root}{hint}"
     return f"{where}: cannot open the trace: {root}"
 
 
@@ -167,28 +195,43 @@ class Decoding:
         self.info = TraceInfo()
         self.api_names: list[str] = []
         self.salvaged: SalvagedCopy | None = None
-        traces = find_traces(self.path)
+        # Absolute: a salvage copy links to the original files, and a relative link would
+        # resolve inside the copy.
+        traces = [t.absolute() for t in find_traces(self.path)]
         self.info.record = _read_record(self.path)
         if self.info.record:
             self.info.clock_readings.extend(self.info.record.get("clock_readings", []))
         self._ahead: _DecodeAhead | None = None
+        # Checks before libbabeltrace2 reads anything (it hangs or aborts on some damage).
+        self._preflight = Preflight(traces, salvage)
+        traces = self._preflight.traces
+        self._hint = "" if salvage else SALVAGE_HINT
         try:
             if salvage:
-                # Absolute: the copy links to the original files, and a relative link would
-                # resolve inside the copy.
-                self.salvaged = SalvagedCopy([t.absolute() for t in traces], lambda t: _check_readable(t))
+                self.salvaged = SalvagedCopy(self._preflight.checks, _check_readable)
                 traces = self.salvaged.traces
-                self.info.warnings.extend(self.salvaged.warnings())
-            self._native = _Native(traces, want_range=progress is not None)
-            err = self._native.error()
-            if err is not None:
-                raise MemqError(error_line(err, traces, self._failed_file()))
+                self.info.warnings.extend(self._preflight.warnings() + self.salvaged.warnings())
+            # Opened in a guarded child first: whatever the library does there, this process lives on.
+            self._native = self._preflight.open(lambda: _Native(traces, want_range=progress is not None),
+                                                lambda native: self._open_problem(native, traces), str(self.path))
         except BaseException:
             self.close()
             raise
         self._traces = traces
         self._binaries: dict[tuple[int, int], dict] = {}
         self._warned_pid: set[str] = set()
+
+    def _open_problem(self, native: _Native, traces: list[Path]) -> str | None:
+        """The one-line error of a freshly opened decoder (None: it opened); closes it."""
+        try:
+            err = native.error()
+            if err is None:
+                return None
+            failed = native.failed_stream()
+            return self._display(error_line(err, traces, self._display(failed[0]) if failed else None,
+                                            self._hint))
+        finally:
+            native.close()
 
     def _failed_file(self) -> str | None:
         failed = self._native.failed_stream() if getattr(self, "_native", None) else None
@@ -206,11 +249,16 @@ class Decoding:
 
     def close(self) -> None:
         if getattr(self, "_ahead", None) is not None:
-            self._ahead.stop()  # the worker must be out of the decoder before it is closed
+            if not self._ahead.stop():  # the worker must be out of the decoder before it is closed
+                self._native = None  # stuck inside it: leave it (the process is about to end)
             self._ahead = None
         if getattr(self, "_native", None) is not None:
             self._native.close()
+            self._native.lib.memq_crash_guard(None)
             self._native = None
+        if getattr(self, "_memory", None) is not None:
+            self._memory.release()
+            self._memory = None
         if self.salvaged is not None:
             self.salvaged.cleanup()
 
@@ -222,6 +270,13 @@ class Decoding:
         native = self._native
         if native is None or self._ahead is not None:
             raise MemqError(f"{self.path}: a decode can be iterated only once")
+        # Event data is not checked beforehand: if the library dies on it, one line says so
+        # (crash.c), and a bound on memory makes an unbounded allocation fail instead of
+        # taking the machine's memory.
+        native.lib.memq_crash_guard((error_text(
+            f"{self.path}: babeltrace2 crashed reading the trace (corrupt event data memq does not check "
+            f"yet){self._hint}") + "\n").encode())
+        self._memory = MemoryBound()
         self._ahead = _DecodeAhead(native, self.batch_size)
         return self._batches(native, self._ahead)
 
@@ -232,7 +287,7 @@ class Decoding:
                 self._absorb(side)
                 if n < 0:
                     err = native.error() or READ_FAILURE
-                    raise MemqError(error_line(err, self._traces, self._failed_file()))
+                    raise MemqError(self._display(error_line(err, self._traces, self._failed_file(), self._hint)))
                 if self.progress is not None:
                     self.progress(total if n == 0 else done, total)
                 if n == 0:
@@ -242,10 +297,15 @@ class Decoding:
                     batch.columns = {k: v[:n].copy() for k, v in batch.columns.items()}
                 self._count_lost(batch)
                 yield batch
-            if native.lib.memq_events_seen(native.handle) == 0:
-                raise MemqError(f"{self.path}: empty trace: no events in "
-                                + ", ".join(str(self._display(str(t))) for t in self._traces))
+            events_read = int(native.lib.memq_events_seen(native.handle))
             self.info.clock_offset_ns = native.lib.memq_reference_offset_ns(native.handle)
+            self._preflight.account(self.info, events_read, self.salvaged.losses() if self.salvaged else [],
+                                    self.info.clock_offset_ns)
+            if events_read == 0:
+                gone = [f"{loss['file']} ({loss['what']})" for loss in self.info.losses]
+                raise MemqError(f"{self.path}: empty trace: no events in "
+                                + ", ".join(str(self._display(str(t))) for t in self._traces)
+                                + (f"; what held them is missing: {', '.join(gone)}" if gone else ""))
         finally:
             self.close()
 
@@ -322,6 +382,7 @@ class _DecodeAhead:
         self.batch_size = batch_size
         self.queue: queue.Queue = queue.Queue(maxsize=1)
         self.stopping = threading.Event()
+        self.stuck = False
         self.thread = threading.Thread(target=self._work, name="memq-decode", daemon=True)
         self.thread.start()
 
@@ -343,15 +404,24 @@ class _DecodeAhead:
                 return
 
     def get(self) -> tuple[int, EventBatch, list[dict], tuple[int, int]]:
-        item = self.queue.get()
+        # A batch takes well under a second; none for the whole bound means the library loops.
+        limit = bound_seconds(STALL_SECONDS)
+        try:
+            item = self.queue.get(timeout=limit)
+        except queue.Empty:
+            self.stuck = True
+            raise MemqError(f"{self.native.traces[0]}: babeltrace2 made no progress reading the trace in "
+                            f"{limit:g} s (corrupt data it loops on?); stopped") from None
         if item[0] is None:
             raise item[1]
         return item
 
-    def stop(self) -> None:
-        """Stops the worker (it finishes the batch it is decoding) before the decoder closes."""
+    def stop(self) -> bool:
+        """Stops the worker (it finishes the batch it is decoding) before the decoder closes;
+        False when it did not come back (stuck in the library: the decoder must not be closed)."""
         self.stopping.set()
-        self.thread.join()
+        self.thread.join(timeout=1.0 if self.stuck else JOIN_SECONDS)
+        return not self.thread.is_alive()
 
 
 def _uninitialised(n: int, api_names: list[str]) -> EventBatch:
@@ -369,24 +439,55 @@ def _read_record(path: Path) -> dict | None:
         raise MemqError(f"{record}: unreadable recorder metadata: {exc}") from None
 
 
-def _check_readable(traces: list[Path]) -> tuple[str, str, int, int] | None:
-    """Reads traces to the end; on failure returns (message, stream file, packets begun, ended)."""
-    native = _Native(traces, want_range=False)
+def _check_readable(traces: list[Path]) -> dict | None:
+    """Reads `traces` to the end in a guarded child (salvage.Checker): None when readable, else
+    the failure (message, the stream file that failed and where every stream stood). Where each
+    stream stood is also kept in shared memory after every few messages, so that a read that
+    brings the library down (MemqError from the guard) still says where it was."""
+    shared = mmap.mmap(-1, PROGRESS_BYTES)  # MAP_SHARED: written by the child, read here
+
+    def read(beat) -> dict | None:
+        native = _Native(traces, want_range=False)
+        try:
+            err = native.error()
+            if err is None:
+                cols = _uninitialised(SALVAGE_STEP_ROWS, []).columns
+                while (n := native.next(cols, SALVAGE_STEP_ROWS)) > 0:
+                    native.side()
+                    _put_progress(shared, native.stream_progress())
+                    beat()
+                if n == 0:
+                    return None
+                err = native.error() or READ_FAILURE
+            failed = native.failed_stream()
+            name, begun, ended = failed if failed is not None else ("", 0, 0)
+            return {"message": error_line(err, traces, failed[0] if failed else None, hint=""),
+                    "raw": err, "stream": name, "begun": begun, "ended": ended,
+                    "streams": native.stream_progress()}
+        finally:
+            native.close()
+
     try:
-        err = native.error()
-        if err is None:
-            cols = _uninitialised(65536, []).columns
-            while (n := native.next(cols, 65536)) > 0:
-                native.side()
-            if n == 0:
-                return None
-            err = native.error() or READ_FAILURE
-        failed = native.failed_stream()
-        if failed is None:
-            return (error_line(err, traces), "", 0, 0)
-        return (error_line(err, traces, failed[0]), failed[0], failed[1], failed[2])
+        return guarded(read, f"{traces[0]}: reading the salvage copy")
+    except MemqError as exc:
+        return {"message": str(exc), "raw": "", "stream": "", "begun": 0, "ended": 0,
+                "streams": _get_progress(shared), "crashed": True}
     finally:
-        native.close()
+        shared.close()
+
+
+def _put_progress(shared: mmap.mmap, progress: list) -> None:
+    data = json.dumps(progress).encode()[:PROGRESS_BYTES - 4]
+    shared[4:4 + len(data)] = data
+    shared[:4] = len(data).to_bytes(4, "little")  # the length last: a torn write reads as the older one
+
+
+def _get_progress(shared: mmap.mmap) -> list:
+    size = int.from_bytes(shared[:4], "little")
+    try:
+        return json.loads(shared[4:4 + size]) if size else []
+    except ValueError:
+        return []
 
 
 def decode(path: str | Path, *, salvage: bool = False, batch_size: int = 262144,

@@ -20,3 +20,17 @@ class UsageError(MemqError):
     """Bad command-line input: a path that does not exist, a wrong option."""
 
     exit_code = 2
+
+
+# The command reporting errors (`ctf2perfetto`, `memq`): set by cli.run_command, used where a line must be
+# written without Python's help (ctf2perfetto/native/crash.c).
+_program = ["memq"]
+
+
+def set_program(name: str) -> None:
+    _program[0] = name
+
+
+def error_text(message: str, prog: str | None = None) -> str:
+    """`PROG: error: MESSAGE` on one line: how every error reaches the user."""
+    return f"{prog or _program[0]}: error: {' '.join(str(message).split())}"

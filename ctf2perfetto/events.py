@@ -19,6 +19,9 @@ Row semantics per `kind` (unused columns are 0):
 | MEMALIGN        | returned pointer     |                | size              | alignment           |        |
 | POSIX_MEMALIGN  | *memptr (0 on error) |                | size              | alignment           |        |
 | FREE            | freed pointer        |                | (0: libc)         |                     |        |
+| HOST_ALLOC      | returned pointer     |                | usable size       |                     | requested size |
+| HOST_FREE       | freed pointer        |                | usable size       |                     |        |
+| HOST_SMALL      |                      |                | bytes allocated   | blocks allocated    | blocks freed |
 | GPU_ALLOC       | returned pointer     |                | bytes (pitch*h)   | width (pitched)     | height |
 | GPU_FREE        | freed pointer        |                | bytes (wrapper)   |                     |        |
 | GPU_REGISTER    | host pointer         |                | bytes             |                     |        |
@@ -29,6 +32,7 @@ Row semantics per `kind` (unused columns are 0):
 | GPU_ADVISE      | ptr                  |                | bytes             | advice              |        |
 | GPU_SYNC        |                      |                |                   |                     |        |
 | GPU_SET_DEVICE  |                      |                |                   | new device          |        |
+| GPU_COPY_DONE   |                      |                |                   |                     |        |
 | LOST            |                      |                | range length (ns) | count               | 0 events / 1 packets |
 | LIVE            | allocation's start   |                | bytes             |                     |        |
 | WINDOW          |                      |                |                   | 1 opens / 0 closes  | WindowCause |
@@ -39,11 +43,25 @@ index in the process, `api` = the profiler call, "" for a timer or the exit); a 
 row is an allocation live when the window opened (`mem`, `device`, `api` = the
 function that allocated it, `begin` = `ts` = the window's start).
 
+MALLOC ... FREE are LTTng's libc wrapper events (`memq record --host-source lttng`,
+older traces): every call, sizes as requested. HOST_ALLOC / HOST_FREE / HOST_SMALL are
+memq's heap wrappers (docs/EVENTS.md memq:host_*): blocks at or above the recording's
+threshold, sizes as the allocator's usable size on both sides, `api` naming the
+function (malloc ... pvalloc; a realloc is a HOST_FREE and a HOST_ALLOC with api
+realloc); HOST_SMALL is one thread's blocks below the threshold since its previous
+HOST_SMALL, with `flags` = bytes freed (their usable sizes).
 A LOST row's `ts` (= `begin`) is the start of the range where items were lost and
 its `stream` indexes TraceInfo.stream_files.
 For 2D copies `dpitch` / `spitch` hold the pitches (0 otherwise). 3D copies are
 `depth` slices of `aux2` rows of `aux` bytes: rows `dpitch`/`spitch` apart, slices
 `dslice`/`sslice` apart (`depth` 0 for every other row).
+Content fingerprints (docs/EVENTS.md "Content fingerprints"): a GPU_COPY row carries
+`seq` (per-process copy number), `content` (bits: 1 `src_hash`, 2 `dst_hash_before`, 4
+`dst_hash_after` hold a fingerprint; 8 the after-fingerprint comes in a later
+GPU_COPY_DONE row with the same pid and `seq`), `content_mode` (0 off, 1 sampled,
+2 full) and the three hashes. A GPU_COPY_DONE row is an instant (begin = ts): `api` is
+the completion call that covered the copy, `seq`, `stream`, `device` and
+`dst_hash_after` the copy's destination fingerprint then.
 `mem` is the memory kind (MemKind) of what an allocation, free or register
 call concerns; for copies `copy_kind` is the hipMemcpyKind/cudaMemcpyKind value
 as passed (0 HtoH, 1 HtoD, 2 DtoH, 3 DtoD, 4 Default, 1024 DtoD no-CU) and -1 for
@@ -68,6 +86,9 @@ class EventKind(IntEnum):
     MEMALIGN = 4
     POSIX_MEMALIGN = 5
     FREE = 6
+    HOST_ALLOC = 7
+    HOST_FREE = 8
+    HOST_SMALL = 9
     GPU_ALLOC = 10
     GPU_FREE = 11
     GPU_REGISTER = 12
@@ -78,6 +99,7 @@ class EventKind(IntEnum):
     GPU_ADVISE = 17
     GPU_SYNC = 18
     GPU_SET_DEVICE = 19
+    GPU_COPY_DONE = 20
     LOST = 30
     LIVE = 40  # an allocation live when a capture window opened (memq:live)
     WINDOW = 41  # a capture window opens or closes (memq:window)
@@ -104,7 +126,11 @@ class MemKind(IntEnum):
     MANAGED = 5  # hipMallocManaged / cudaMallocManaged
 
 
-HEAP_KINDS = (EventKind.MALLOC, EventKind.CALLOC, EventKind.REALLOC, EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN)
+# Heap rows that allocate, that free, and every heap row (all below GPU_ALLOC).
+HEAP_KINDS = (EventKind.MALLOC, EventKind.CALLOC, EventKind.REALLOC, EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN,
+              EventKind.HOST_ALLOC)
+HEAP_FREE_KINDS = (EventKind.FREE, EventKind.HOST_FREE)
+HEAP_ROW_KINDS = (*HEAP_KINDS, *HEAP_FREE_KINDS, EventKind.HOST_SMALL)
 
 # Column name -> dtype. Order is the canonical column order.
 COLUMNS: dict[str, np.dtype] = {
@@ -132,6 +158,13 @@ COLUMNS: dict[str, np.dtype] = {
     "depth": np.dtype(np.uint64),
     "dslice": np.dtype(np.uint64),
     "sslice": np.dtype(np.uint64),
+    # appended (issue 11): content fingerprints of copies, 0 otherwise (see the module docstring)
+    "seq": np.dtype(np.uint64),
+    "content": np.dtype(np.uint8),
+    "content_mode": np.dtype(np.uint8),
+    "src_hash": np.dtype(np.uint64),
+    "dst_hash_before": np.dtype(np.uint64),
+    "dst_hash_after": np.dtype(np.uint64),
 }
 
 
@@ -206,3 +239,14 @@ class TraceInfo:
     # CTF stream files in the order the decoder met them; a LOST row's `stream` is an
     # index into this list (the file that lost the events / packets).
     stream_files: list[str] = field(default_factory=list)
+    # Loss the trace files show beyond LTTng's own counters (ctf2perfetto.preflight, docs/TRACE_FORMAT.md
+    # "Loss"): one dict per file and kind with what, file, packets, bytes, begin/end (ns on the rows'
+    # clock; None when unknown).
+    losses: list[dict] = field(default_factory=list)
+    missing_packets: int = 0  # packets index/ lists that the stream files no longer hold
+    missing_streams: int = 0  # stream files index/ lists (or dangling links to them) that are gone
+    missing_events: int = 0  # memq-record.json's event count minus the events the files hold
+    dropped_packets: int = 0  # packets --salvage cut away (damaged ones and what followed them)
+    dropped_bytes: int = 0
+    events_read: int = 0  # every event babeltrace2 delivered (rows or not)
+    recorded_events: int | None = None  # memq-record.json's count, when the trace has one

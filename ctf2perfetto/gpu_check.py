@@ -38,6 +38,7 @@ import numpy as np
 
 from .cli import run_command
 from .errors import MemqError, UsageError
+from .outfiles import check_output, write_atomically
 from .events import EventKind, MemKind
 
 COST_GOAL_NS = 300.0
@@ -475,13 +476,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
+        if args.json:
+            check_output(args.json, inputs=[args.archive], flag="--json")
         info, checks = report(args.archive)
         print(f"gpu-check archive {args.archive}: {info.get('nvidia_smi') or 'unknown GPU'}; "
               f"torch {info.get('torch', '?')}; python {info.get('python', '?')}")
         for check in checks:
             print(check.line())
         if args.json:
-            args.json.write_text(json.dumps({"info": info, "checks": [asdict(c) for c in checks]}, indent=1) + "\n")
+            write_atomically(args.json, (json.dumps({"info": info, "checks": [asdict(c) for c in checks]}, indent=1)
+                                         + "\n").encode(), flag="--json")
         return 1 if any(c.ok is False and not c.goal for c in checks) else 0
 
     return run_command("gpu_check", body)

@@ -38,6 +38,8 @@ from .events import HEAP_KINDS, EventBatch, EventKind
 
 # Categories Kineto puts on device (pid = device, tid = stream) lanes.
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
+# What the analyses count: checked on load, and never clamped or dropped (they go on overlap lanes).
+MEMORY_WORK = frozenset({"gpu_memcpy", "gpu_memset"})
 # Runtime/driver calls: the same calls memq records as memq.api slices, measured a few
 # hundred ns apart, so on one track they would cross and trace_processor would
 # mismatch their ends. They go on a `kineto runtime` child track of the thread.
@@ -98,7 +100,9 @@ class LttngEvents:
             allocating = np.isin(kind, [*HEAP_KINDS, EventKind.GPU_ALLOC])
             rows = np.flatnonzero(allocating & np.isin(batch["ptr"], self._addresses))
             if len(rows):
-                self._allocs.append((batch["pid"][rows], batch["ptr"][rows], batch["size"][rows], batch["ts"][rows]))
+                # Kineto reports the bytes asked for: memq's host blocks carry them apart from the usable size
+                size = np.where(kind[rows] == EventKind.HOST_ALLOC, batch["aux2"][rows], batch["size"][rows])
+                self._allocs.append((batch["pid"][rows], batch["ptr"][rows], size, batch["ts"][rows]))
         return batch
 
     def calls_by_thread(self, realtime_offset_ns: int) -> dict[tuple[int, int], list[tuple[int, int]]]:
@@ -127,6 +131,8 @@ def load(path: str | Path) -> KinetoTrace:
         raise UsageError(f"{path}: is a directory, expected a Kineto JSON file")
     if not path.exists():
         raise UsageError(f"{path}: Kineto trace not found")
+    if not path.is_file():  # a fifo would block for ever, /dev/zero never end
+        raise UsageError(f"{path}: not a regular file, expected a Kineto JSON file")
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
@@ -139,6 +145,8 @@ def load(path: str | Path) -> KinetoTrace:
         raise MemqError(f"{path}: not a readable gzip file: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MemqError(f"{path}: not a JSON Kineto trace: {exc}") from None
+    if isinstance(doc, list):  # the Chrome trace format's bare event array
+        doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise MemqError(f"{path}: no traceEvents list: not a PyTorch profiler (Kineto) trace")
     base = doc.get("baseTimeNanoseconds", 0)
@@ -147,14 +155,35 @@ def load(path: str | Path) -> KinetoTrace:
     except (TypeError, ValueError, InvalidOperation):
         raise MemqError(f"{path}: baseTimeNanoseconds is not a number: {base!r}") from None
     trace = KinetoTrace(path, base_ns, [])
-    for event in doc["traceEvents"]:
+    for number, event in enumerate(doc["traceEvents"]):
         if not isinstance(event, dict):
             continue
         if event.get("ph") == "M":
             _read_metadata(trace, event)
         else:
+            if event.get("cat") in MEMORY_WORK:
+                _check_memory_work(trace, number, event)
             trace.events.append(event)
     return trace
+
+
+def _check_memory_work(trace: KinetoTrace, number: int, event: dict) -> None:
+    """A copy or memset the analyses count: a bad time, duration or byte count is refused in one line
+    (it would give negative or wrong figures), never dropped."""
+    if event.get("ph") != "X":
+        return
+    where = f"{trace.path}: traceEvents[{number}] ({event.get('cat')} {str(event.get('name', ''))[:60]!r})"
+    if trace.abs_ns(event.get("ts")) is None:
+        raise MemqError(f"{where}: ts {event.get('ts')!r} is not a number")
+    dur = _us_to_ns(event.get("dur", 0))
+    if dur is None or dur < 0:
+        raise MemqError(f"{where}: dur {event.get('dur')!r} is not a duration (a number >= 0)")
+    args = event.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise MemqError(f"{where}: args is not an object")
+    nbytes = (args or {}).get("bytes")
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise MemqError(f"{where}: bytes {nbytes!r} is not a byte count (an integer >= 0)")
 
 
 def _read_metadata(trace: KinetoTrace, event: dict) -> None:
@@ -341,6 +370,7 @@ class KinetoMerge:
         self.threads: dict[tuple[int, int], str] = {}  # CPU tracks used: write_trace's extra_threads
         self.processes: dict[int, str] = {}  # write_trace's extra_processes
         self.events = 0  # Kineto events written (slices, instants), after packets()
+        self.unplaced = 0  # events left out (no phase memq knows, no valid ts or dur)
         self.flows = 0  # flows written, after packets()
         self.clock_note: str | None = None  # the clock correction packets() made, if any
         self._descriptors: list[Any] = []
@@ -398,15 +428,18 @@ class KinetoMerge:
             ts = trace.abs_ns(event.get("ts"))
             if ph not in ("X", "i", "I", "s", "t", "f"):
                 self._skip(f"with phase {ph!r}" if ph else "without phase")
+                self.unplaced += 1
                 continue
             if ts is None:
                 self._skip("without a valid ts")
+                self.unplaced += 1
                 continue
             lane = self._lane(event.get("pid"), event.get("tid"), event.get("cat") in RUNTIME_CATEGORIES)
             if ph == "X":
                 dur = _us_to_ns(event.get("dur", 0))
                 if dur is None or dur < 0:
                     self._skip("with a bad dur")
+                    self.unplaced += 1
                     continue
                 self._slices.setdefault(lane, []).append(_Slice(ts, ts + dur, event))
             elif ph in ("i", "I"):
@@ -414,6 +447,34 @@ class KinetoMerge:
             else:
                 owner = (event.get("pid"), event.get("tid"))
                 self._flow_points.append((ph, (event.get("cat"), event.get("id")), ts, owner, event))
+
+    def _split_overlaps(self, lane: _Lane, lane_slices: list[_Slice]) -> int:
+        """Keeps on `lane` the slices that nest (sorted by start, longest first); each one that would
+        cross another goes to the first overlap lane where it nests (a sibling track of the same name).
+        Returns how many moved."""
+        lanes: list[tuple[_Lane, list[_Slice], list[_Slice]]] = [(lane, [], [])]
+        moved = 0
+        for s in lane_slices:
+            for i, (_, kept, stack) in enumerate(lanes):
+                while stack and stack[-1].end <= s.start:
+                    stack.pop()
+                if not stack or s.end <= stack[-1].end:
+                    s.depth = len(stack)
+                    kept.append(s)
+                    stack.append(s)
+                    moved += i > 0
+                    break
+            else:
+                extra = _Lane(_uuid("overlap", lane.uuid, len(lanes)), lane.kind)
+                parent = next(d for d in self._descriptors if d.uuid == lane.uuid)
+                desc = self.pb.TrackDescriptor(uuid=extra.uuid, parent_uuid=parent.parent_uuid, name=parent.name)
+                desc.sibling_merge_behavior = self.pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+                self._descriptors.append(desc)
+                lanes.append((extra, [s], [s]))
+                moved += 1
+        for extra, kept, _ in lanes:
+            self._slices[extra] = kept
+        return moved
 
     def anchor_addresses(self) -> np.ndarray:
         """Addresses of the allocations Kineto's `[memory]` events report (for LttngEvents)."""
@@ -470,19 +531,25 @@ class KinetoMerge:
                                    "Kineto events moved to match")
         api_calls = lttng.calls_by_thread(realtime_offset_ns) if lttng is not None else {}
         widened, most = 0, 0
-        for lane, lane_slices in self._slices.items():
+        for lane, lane_slices in list(self._slices.items()):
             if api_calls and lane.thread in api_calls:
                 n, shift = _widen(lane_slices, api_calls[lane.thread])
                 widened, most = widened + n, max(most, shift)
         if widened:
             self._skip(f"ops widened to cover a memq API call they crossed (by at most {most / 1000:.1f} us)",
                        widened)
-        clamped = 0
-        for lane_slices in self._slices.values():
+        clamped = overlapping = 0
+        for lane in list(self._slices):
+            lane_slices = self._slices[lane]
             lane_slices.sort(key=lambda s: (s.start, -s.end))
-            clamped += _nest(lane_slices)
+            if lane.kind == "gpu":  # device work is not clamped: what overlaps goes on a lane of its own
+                overlapping += self._split_overlaps(lane, lane_slices)
+            else:
+                clamped += _nest(lane_slices)
         if clamped:
             self._skip("slice ends clamped to their parent", clamped)
+        if overlapping:
+            self._skip("GPU slices overlapping another on their stream, put on an overlap lane", overlapping)
 
         # A flow point binds in the runtime child track first (ac2g starts at runtime calls), then the thread's.
         lanes = self._lanes
@@ -505,6 +572,8 @@ class KinetoMerge:
         for ts, lane, event in self._instants:
             builder.event(ts, lane, instant, str(event.get("name", "")), event.get("cat"), event.get("args"))
         self.events = sum(map(len, self._slices.values())) + len(self._instants)
+        starts = [s.start for lane_slices in self._slices.values() for s in lane_slices[:1]]
+        self.first_ns = min(starts + [ts for ts, _, _ in self._instants], default=0)
 
         first = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_SEQ_INCREMENTAL_STATE_CLEARED)
         packets = [first.SerializeToString()]
@@ -634,3 +703,20 @@ def _bind_flows(flow_points: list, slices: dict[_Lane, list[_Slice]], skip: Any)
         chain[-1].terminating_flow_ids.append(flow_id)
         flows += 1
     return flows
+
+
+def standalone_trace(path: str | Path) -> bytes:
+    """A Kineto JSON trace alone as a Perfetto protobuf trace, through the same placement as `--kineto`
+    (copies and memsets are never dropped, unlike trace_processor's JSON importer, which drops an X
+    event that partly overlaps another on its track). What memq loads whenever its input is JSON."""
+    from . import clocks, write
+
+    merge = KinetoMerge(load(path), thread_track_uuid=write.thread_track_uuid,
+                        process_track_uuid=write.process_track_uuid)
+    packets = merge.packets()
+    # MONOTONIC = REALTIME: the descriptors' times (MONOTONIC in write.py) are REALTIME ns here.
+    out = [clocks.snapshot_record(clocks.ClockCorrespondence(0, 0, None, "kineto"))]
+    out += write.process_thread_descriptors(merge.processes, merge.threads, merge.first_ns)
+    out += [b"\x0a" + _varint(len(p)) + p for p in packets]
+    out.append(write.meta_packet("kineto", merge.first_ns, {"skipped_events": merge.unplaced, "events": merge.events}))
+    return b"".join(out)

@@ -23,6 +23,10 @@ Rules (DESIGN.md, "What the numbers mean"):
   opened (counted as `live_at_start`, not as an allocation made in the trace); when
   a process's window closes before it exits (`end_process`), all its live
   allocations end there: what happens to them outside the window is not recorded.
+* Host heap blocks below the recording's threshold are no allocations: a
+  HOST_SMALL row (one thread's totals since its previous one) moves the host
+  live-bytes counter by bytes allocated minus bytes freed, at its time, and its
+  counts go into ModelTotals.small_*.
 """
 from __future__ import annotations
 
@@ -31,12 +35,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from .events import HEAP_KINDS, EventBatch, EventKind, MemKind
+from .events import HEAP_FREE_KINDS, HEAP_KINDS, EventBatch, EventKind, MemKind
 
 # Address-space classes: which free can end an allocation.
 CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4
-# Copy endpoints prefer the more specific memory when two classes overlap
-# (a registered range holds libc blocks; a fake runtime's device memory is libc memory).
+# The allocation holding a byte (docs/TRACE_FORMAT.md, "Which allocation holds a byte"; the one
+# rule, also sql/memq/mirrors.sql's and tests/oracle.py's): among the allocations live at the
+# call's start that contain it, the most specific class first (a registered range holds libc
+# blocks; a fake runtime's device memory is libc memory), then the latest started.
 CLS_PRIORITY = (CLS_DEVICE, CLS_PINNED, CLS_REGISTERED, CLS_HOST)
 
 # Counter kinds: (kind, pid) for the per-process ones, (DEVICE, device) for device memory.
@@ -147,6 +153,11 @@ class ModelTotals:
     frees: int = 0  # calls that ended an allocation
     unmatched_frees: int = 0
     replaced: int = 0
+    # Host blocks below the threshold (HOST_SMALL rows), summed: count and bytes allocated / freed.
+    small_allocations: int = 0
+    small_allocated_bytes: int = 0
+    small_frees: int = 0
+    small_freed_bytes: int = 0
     counters: dict[int, int] = field(default_factory=dict)  # counter key -> live bytes now
 
 
@@ -271,16 +282,16 @@ class MemoryModel:
         ptr, src, size, result = batch["ptr"], batch["src"], batch["size"], batch["result"]
         ts, begin, pid = batch["ts"], batch["begin"], batch["pid"]
         ok = result == 0
-        # Only libc rows (most batches): every allocation and free is on the host heap, so the
+        # Only heap rows (most batches): every allocation and free is on the host heap, so the
         # GPU terms and the per-row memory kinds / classes below are constants.
-        heap_only = int(kind.max()) <= EventKind.FREE
+        heap_only = int(kind.max()) < EventKind.GPU_ALLOC
 
         # -- which rows start / end an allocation, and in which space ----------------------
         is_realloc = kind == EventKind.REALLOC
         is_live = kind == EventKind.LIVE
-        plain_alloc = kind_in(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN))
+        plain_alloc = kind_in(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN, EventKind.HOST_ALLOC))
         starts = (ptr != 0) & (plain_alloc | is_realloc | ((kind == EventKind.POSIX_MEMALIGN) & ok))
-        ends = ((kind == EventKind.FREE) & (ptr != 0)) | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
+        ends = (kind_in(kind, HEAP_FREE_KINDS) & (ptr != 0)) | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
         end_addr = np.where(is_realloc, src, ptr)
         if heap_only:
             start_mem = np.full(n, MemKind.HOST, np.int64)
@@ -352,6 +363,9 @@ class MemoryModel:
         a_size = entries.column("size", alloc_of).astype(np.int64)
         d_delta = np.concatenate([a_size[:len(new_start)], -a_size[len(new_start):]])
         d_key = entries.counter_keys(alloc_of)
+        small = np.flatnonzero(kind == EventKind.HOST_SMALL)
+        if len(small):
+            d_row, d_time, d_key, d_delta = self._small_blocks(batch, small, d_row, d_time, d_key, d_delta)
         samples = self._counter_samples(n, d_row, d_time, d_key, d_delta)
 
         # -- carried state ---------------------------------------------------------------------
@@ -416,6 +430,23 @@ class MemoryModel:
         self._recent_tags = row_tags
 
     # -- internals ---------------------------------------------------------------------------
+    def _small_blocks(self, batch, rows, d_row, d_time, d_key, d_delta):
+        """Adds the host counter changes of HOST_SMALL `rows` (bytes allocated - freed) to the
+        allocation/free changes (d_*), and their counts to the totals."""
+        alloc_bytes, freed_bytes = batch["size"][rows], batch["flags"][rows]
+        t = self.totals
+        t.small_allocations += int(batch["aux"][rows].sum())
+        t.small_frees += int(batch["aux2"][rows].sum())
+        t.small_allocated_bytes += int(alloc_bytes.sum())
+        t.small_freed_bytes += int(freed_bytes.sum())
+        delta = alloc_bytes.astype(np.int64) - freed_bytes.astype(np.int64)
+        moves = delta != 0
+        rows, delta = rows[moves], delta[moves]
+        pid = batch["pid"][rows]
+        key = (CNT_HOST << _CNT_SHIFT) | (pid & ((1 << _CNT_SHIFT) - 1))
+        return (np.concatenate([d_row, rows]), np.concatenate([d_time, batch["ts"][rows]]),
+                np.concatenate([d_key, key]), np.concatenate([d_delta, delta]))
+
     def _counter_samples(self, n, row, time, key, delta):
         """Absolute counter values after each (row, counter) that changed one, in time order.
 
@@ -548,11 +579,11 @@ def _sort_by_space_addr(pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> n
 def _find_containing(pool: _Allocs, pid: np.ndarray, addr: np.ndarray, when: np.ndarray) -> dict[str, np.ndarray]:
     """Per query: the allocation of `pool` live at `when` in process `pid` holding byte `addr`.
 
-    The first class of CLS_PRIORITY with one wins; within a class, the latest started (later
-    pool entries first at equal starts), as memq.mirrors picks a primary allocation. Queries are
-    answered per distinct address: the allocations holding it are found once, then each query's
-    one by its time (a buffer reused at one address over a long batch is thousands of
-    allocations there, so a per-query scan would be quadratic).
+    The first class of CLS_PRIORITY with one wins; within a class, the latest started (the later
+    id on a tie), as memq.mirrors picks a primary allocation. Queries are answered per distinct
+    address: the allocations holding it are found once, then each query's one by its time (a
+    buffer reused at one address over a long batch is thousands of allocations there, so a
+    per-query scan would be quadratic).
     """
     q = len(pid)
     res = {
@@ -584,7 +615,7 @@ def _find_containing(pool: _Allocs, pid: np.ndarray, addr: np.ndarray, when: np.
                 win = win[pool.addr[win] + pool.size[win] > a]  # every allocation ever holding byte a
                 if len(win) == 0:
                     continue
-                win = win[np.lexsort((win, pool.start[win]))]  # by start, then pool order
+                win = win[np.lexsort((pool.alloc_id[win], pool.start[win]))]  # by start, then id
                 starts, ends = pool.start[win], pool.end[win]
                 mine = queries[group.ravel() == g]
                 t = when[mine]

@@ -2,7 +2,8 @@
 
 Three panels sharing nothing but the trace: live bytes per memory kind over time (host heap,
 pinned, registered, managed summed over processes; device per GPU), duplicated bytes over time
-(total and per copy direction), and redundant copy time per class (summed and wall-clock).
+(total and per copy direction), and redundant copy time per class (summed and wall-clock), the
+summed time split by evidence (proven by a content fingerprint, or by the address rules alone).
 Times are seconds from the trace's start; sizes in the largest binary unit that fits.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import MemqError
+from .outfiles import AtomicOutput
 
 # Counter tracks of docs/TRACE_FORMAT.md, summed over processes into one line per kind.
 LIVE_BYTES_SQL = """
@@ -27,7 +29,8 @@ ORDER BY c.ts, c.id
 KIND_LABELS = {"Host heap live bytes": "host heap", "Pinned live bytes": "pinned",
                "Registered live bytes": "registered", "Managed live bytes": "managed"}
 # The analyses' classes as the figure names them.
-CLASS_LABELS = {"round_trip": "round trip", "redundant": "any class (union)", "staged": "staged (pageable, not redundant)"}
+CLASS_LABELS = {"no_op": "no-op", "round_trip": "round trip", "redundant": "any class (union)",
+                "staged": "staged (pageable, not redundant)"}
 _UNITS = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B")]
 
 
@@ -37,7 +40,7 @@ class PlotData:
 
     live: ts, series, value — one step line per series (memory kind, or device), already summed.
     duplicated: ts, direction ('' = total), value — counter samples.
-    redundant_time: cls, summed_ns, wall_ns — one row per class.
+    redundant_time: cls, summed_ns, content_ns (of summed_ns, proven by a fingerprint), wall_ns — one row per class.
     start, end: the trace's bounds.
     """
 
@@ -76,6 +79,7 @@ def collect(engine: Any, unified: str = "auto") -> PlotData:
     redundant_time = pd.DataFrame({
         "cls": [CLASS_LABELS.get(c, c) for c in totals["class"]],
         "summed_ns": totals["dur_sum"].astype("int64").to_numpy(),
+        "content_ns": totals["content_dur_sum"].astype("int64").to_numpy(),
         "wall_ns": totals["wall_dur"].astype("int64").to_numpy()})
     bounds = engine.query("SELECT trace_start() AS s, trace_end() AS e").iloc[0]
     return PlotData(live=live_bytes(engine.query(LIVE_BYTES_SQL)), duplicated=duplicated_over_time(engine),
@@ -121,6 +125,9 @@ def render(data: PlotData, out: Path, title: str) -> None:
         scale, unit = _time_unit(float(red[["summed_ns", "wall_ns"]].to_numpy().max()))
         y = np.arange(len(red))
         ax_red.barh(y - 0.2, red["summed_ns"] / scale, height=0.4, label="summed over copies", color="#d62728")
+        content = red["content_ns"] if "content_ns" in red else pd.Series(0, index=red.index)
+        ax_red.barh(y - 0.2, content / scale, height=0.4, label="... of which proven by a content fingerprint",
+                    color="#7f0000")
         ax_red.barh(y + 0.2, red["wall_ns"] / scale, height=0.4, label="wall-clock (union)", color="#ff9896")
         ax_red.set_yticks(y, red["cls"].astype(str).tolist())
         ax_red.invert_yaxis()
@@ -128,7 +135,9 @@ def render(data: PlotData, out: Path, title: str) -> None:
         ax_red.set_xlabel(f"copy time ({unit})")
     ax_red.set_ylabel("class")
     try:
-        fig.savefig(out, dpi=100)
+        with AtomicOutput(out) as target:
+            fig.savefig(target.path, dpi=100, format="png")
+            target.commit()
     except OSError as exc:
         raise MemqError(f"{out}: cannot write the figure: {exc.strerror or exc}") from exc
     finally:

@@ -3,32 +3,40 @@
 babeltrace2 refuses a whole trace when one stream file ends mid-packet, and stops
 the whole graph at the first undecodable packet. The copy links every intact file
 to the original (the input is never modified), writes a truncated copy of each
-damaged stream file ending at its last good packet, and drops the stale `index/`
-of the traces it cut. Then it reads the copy to the end with the decoder and, while
-a stream file still fails, cuts that file back before the packet being read when
-it failed. What was dropped is recorded exactly (files, offsets, bytes, packets).
+damaged stream file ending at its last good packet (where ctf2perfetto.ctfcheck
+found the first problem), leaves out stray and unreadable files, and drops the
+stale `index/` of the traces it cut. Then it reads the copy to the end with the
+decoder (in a guarded child process: whatever the library does, this process
+lives on and removes the copy) and, while a stream file still fails, cuts that
+file back before the packet being read when it failed; a muxer error (a time
+going backwards) names a time, and the stream whose packet holds the odd time is
+cut; a read that brings the library down names nothing, so each stream file is
+read alone and the first packets that do not crash it are found by bisection.
+What was dropped is recorded exactly (files, offsets, bytes, packets, times).
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import struct
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .ctfcheck import INDEX_DIR, METADATA, IndexEntry, Loss, StreamScan, TraceCheck
 from .errors import MemqError
+from .outfiles import pid_alive
 
-CTF_MAGIC = 0xC1FC1FC1
-# LTTng packet header (magic u32, uuid[16], stream_id u32, stream_instance_id u64) is 32
-# bytes; the packet context follows: timestamp_begin, timestamp_end, content_size (bits),
-# packet_size (bits), ... all u64 little endian.
-_HEADER = struct.Struct("<I28xQQQQ")
 MAX_ATTEMPTS = 10000
+PREFIX = "memq-salvage-"
+# The muxer's complaint about a message older than the last one it returned: `ts=` is that message's time.
+_ORDER_ERROR = re.compile(r"timestamp is less than muxer's.*?\bts=(-?\d+)")
 
-# (message, failed stream file, packets begun, packets ended) or None when readable.
-Checker = Callable[[list[Path]], "tuple[str, str, int, int] | None"]
+# A full read of the copy: None when readable, else {"message" (one line), "raw" (babeltrace2's causes),
+# "stream" (file or ""), "begun", "ended", "streams": [[file, begun, ended], ...]} (packets each stream
+# had begun / ended when it failed).
+Checker = Callable[[list[Path]], "dict | None"]
 
 
 @dataclass
@@ -38,61 +46,45 @@ class Dropped:
     file: str  # original path
     offset: int  # bytes kept (the cut)
     bytes: int  # bytes dropped
-    packets: int  # packets dropped (a trailing partial packet counts as one)
+    packets: int  # packets dropped (the damaged one and every one after it)
     reason: str
+    begin_ns: int | None = None  # time range of the dropped packets, when their contexts say
+    end_ns: int | None = None
 
     def line(self) -> str:
         return (f"{self.file}: salvage dropped {self.packets} packet(s), {self.bytes} bytes "
                 f"from offset {self.offset} ({self.reason})")
 
+    def loss(self) -> Loss:
+        return Loss("dropped packets (salvage)", self.file, self.packets, self.begin_ns, self.end_ns, self.bytes)
+
 
 @dataclass
-class _Layout:
-    """Where the packets of a stream file are."""
+class _Stream:
+    """A stream file of the copy: its original and what the checks read of it."""
 
-    offsets: list[int]  # starts of the complete, well-formed packets
-    good_end: int  # end of the last of them
-    size: int  # file size
-
-    @property
-    def packets(self) -> int:
-        """Packets in the file; bytes after the last good packet count as one more."""
-        return len(self.offsets) + (self.good_end < self.size)
-
-    @classmethod
-    def read(cls, path: Path) -> "_Layout":
-        size = path.stat().st_size
-        offsets: list[int] = []
-        offset = 0
-        with path.open("rb") as f:
-            while offset + _HEADER.size <= size:
-                f.seek(offset)
-                magic, _tb, _te, content_bits, packet_bits = _HEADER.unpack(f.read(_HEADER.size))
-                if (magic != CTF_MAGIC or packet_bits == 0 or packet_bits % 8 or content_bits > packet_bits
-                        or offset + packet_bits // 8 > size):
-                    break
-                offsets.append(offset)
-                offset += packet_bits // 8
-        return cls(offsets, offset, size)
-
-
-def _stream_files(trace: Path) -> list[Path]:
-    return sorted(p for p in trace.iterdir()
-                  if p.is_file() and p.name != "metadata" and not p.name.startswith("."))
+    source: Path
+    scan: StreamScan
+    index: list[IndexEntry] | None
+    to_ns: Callable[[int], int]
+    offset_ns: int  # the trace's clock offset
 
 
 class SalvagedCopy:
-    """A readable temporary copy of `traces`; `traces` lists the copies, `dropped` the cuts."""
+    """A readable temporary copy of the checked traces; `traces` lists the copies, `dropped` the cuts."""
 
-    def __init__(self, traces: list[Path], check: Checker) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="memq-salvage-"))
-        self.originals = traces
+    def __init__(self, checks: list[TraceCheck], check: Checker) -> None:
+        sweep_stale_copies()
+        self.root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        self.originals = [c.dir for c in checks]
         self.traces: list[Path] = []
         self.dropped: dict[str, Dropped] = {}
-        self._layouts: dict[Path, _Layout] = {}
+        self.missing: dict[str, Loss | None] = {}  # packets index/ lists beyond a cut file's end
+        self.left_out: list[str] = []  # stray files: not part of the trace, not linked
+        self._streams: dict[Path, _Stream] = {}
         try:
-            for i, trace in enumerate(traces):
-                self.traces.append(self._mirror(trace, self.root / str(i)))
+            for i, trace_check in enumerate(checks):
+                self.traces.append(self._mirror(trace_check, self.root / str(i)))
             self._cut_until_readable(check)
         except BaseException:
             self.cleanup()
@@ -105,45 +97,86 @@ class SalvagedCopy:
         return name
 
     def warnings(self) -> list[str]:
-        return [d.line() for d in self.dropped.values()]
+        return self.left_out + [d.line() for d in self.dropped.values()]
+
+    def losses(self) -> list[Loss]:
+        """What salvage dropped and what the files it cut lack (index/), one Loss each."""
+        return [d.loss() for d in self.dropped.values()] + [m for m in self.missing.values() if m is not None]
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def _mirror(self, trace: Path, copy: Path) -> Path:
+    def _mirror(self, check: TraceCheck, copy: Path) -> Path:
+        trace = check.dir
         copy.mkdir(parents=True)
-        os.symlink(trace / "metadata", copy / "metadata")
+        os.symlink(trace / METADATA, copy / METADATA)
+        meta = check.metadata
         damaged = False
-        for stream in _stream_files(trace):
-            layout = _Layout.read(stream)
-            self._layouts[copy / stream.name] = layout
-            if layout.good_end < layout.size:
+        for name, scan in sorted(check.streams.items()):
+            if scan.stray:
+                self.left_out.append(f"{trace / name}: salvage left it out: {scan.problem}")
+                continue
+            self._streams[copy / name] = _Stream(trace / name, scan, check.index.get(name), meta.to_ns,
+                                                 meta.clock_offset_ns)
+            if scan.problem:
                 damaged = True
-                self._cut(stream, copy / stream.name, len(layout.offsets), "file ends inside a packet")
+                self._cut(copy / name, len(scan.packets), scan.problem)
             else:
-                os.symlink(stream, copy / stream.name)
-        if not damaged and (trace / "index").is_dir():
-            os.symlink(trace / "index", copy / "index")
+                os.symlink(trace / name, copy / name)
+        for name, why in sorted(check.unreadable.items()):
+            entries = check.index.get(name) or []
+            self.dropped[str(trace / name)] = Dropped(
+                str(trace / name), 0, sum(e.size for e in entries), len(entries), f"unreadable: {why}",
+                meta.to_ns(entries[0].ts_begin) if entries else None,
+                meta.to_ns(entries[-1].ts_end) if entries else None)
+        if not damaged and not check.index_problems and (trace / INDEX_DIR).is_dir():
+            os.symlink(trace / INDEX_DIR, copy / INDEX_DIR)
         return copy
 
-    def _cut(self, source: Path, copy: Path, keep_packets: int, reason: str) -> None:
+    def _cut(self, copy: Path, keep_packets: int, reason: str) -> None:
         """Makes `copy` the first `keep_packets` packets of the original stream file (none: no file)."""
-        layout = self._layouts[copy]
-        keep = layout.offsets[keep_packets] if keep_packets < len(layout.offsets) else layout.good_end
+        stream = self._streams[copy]
+        packets = stream.scan.packets
+        keep = packets[keep_packets].offset if keep_packets < len(packets) else stream.scan.good_end
         if copy.is_symlink() or copy.exists():
             copy.unlink()
         if keep:
-            with source.open("rb") as src, copy.open("wb") as dst:
+            with stream.source.open("rb") as src, copy.open("wb") as dst:
                 remaining = keep
                 while remaining:
                     chunk = src.read(min(remaining, 1 << 20))
+                    if not chunk:
+                        raise MemqError(f"{stream.source}: changed while being salvaged (shorter than {keep} bytes)")
                     dst.write(chunk)
                     remaining -= len(chunk)
-        self.dropped[str(source)] = Dropped(str(source), keep, layout.size - keep,
-                                            layout.packets - keep_packets, reason)
-        index = copy.parent / "index"
+        self.dropped[str(stream.source)] = self._dropped(stream, keep_packets, keep, reason)
+        index = copy.parent / INDEX_DIR
         if index.is_symlink():
             index.unlink()
+
+    def _dropped(self, stream: _Stream, keep_packets: int, keep: int, reason: str) -> Dropped:
+        """The packets of the file from `keep` on: those index/ lists there when it agrees with the
+        file up to the cut, else the packets read plus those found after the damage
+        (StreamScan.tail_packets). Packets index/ lists beyond the file's end are not in the file:
+        they are recorded apart, as missing."""
+        scan = stream.scan
+        later = scan.packets[keep_packets:]
+        count = len(later) + scan.tail_packets
+        times = [(p.ts_begin, p.ts_end) for p in later]
+        index = stream.index if stream.index and (keep == 0 or any(e.offset == keep for e in stream.index)) else None
+        if index:
+            listed = [e for e in index if keep <= e.offset < scan.size]
+            if len(listed) >= count:
+                count = len(listed)
+                times = [(e.ts_begin, e.ts_end) for e in listed]
+            gone = [e for e in index if e.offset >= scan.size]
+            self.missing[str(stream.source)] = Loss(
+                "missing packets (index/ lists them, the stream file ends before)", str(stream.source),
+                len(gone), stream.to_ns(gone[0].ts_begin), stream.to_ns(max(e.ts_end for e in gone)),
+                sum(e.size for e in gone)) if gone else None
+        begin = stream.to_ns(times[0][0]) if times else None
+        end = stream.to_ns(max(t for _, t in times)) if times else None
+        return Dropped(str(stream.source), keep, scan.size - keep, count, reason, begin, end)
 
     def _cut_until_readable(self, check: Checker) -> None:
         cuts: dict[Path, int] = {}
@@ -151,17 +184,109 @@ class SalvagedCopy:
             failure = check(self.traces)
             if failure is None:
                 return
-            message, stream_name, begun, ended = failure
-            copy = Path(stream_name)
-            if copy not in self._layouts:
+            message = failure["message"]
+            crashed = bool(failure.get("crashed"))
+            target = self._crashed_in(check) if crashed else self._failed_packet(failure)
+            if target is None:
                 raise MemqError(self.original(message) + " (salvage cannot cut this away)")
-            # The packet being read when decoding failed (or the next one, if the last ended).
-            bad = begun - 1 if begun > ended else begun
+            copy, bad = target
             if copy in cuts and bad >= cuts[copy]:
                 bad = cuts[copy] - 1
             if bad < 0:
                 raise MemqError(self.original(message) + " (salvage cannot cut this away)")
             cuts[copy] = bad
-            source = self.originals[self.traces.index(copy.parent)] / copy.name
-            self._cut(source, copy, bad, "undecodable data in packet %d" % bad)
+            self._cut(copy, bad, f"babeltrace2 crashed reading packet {bad}" if crashed
+                      else f"undecodable data in packet {bad}")
         raise MemqError(f"{self.originals[0]}: salvage gave up after {MAX_ATTEMPTS} attempts")
+
+    def _crashed_in(self, check: Checker) -> tuple[Path, int] | None:
+        """The library died reading (no error names the stream): read each stream file alone (with the
+        metadata) to find one that brings it down, then the longest run of its first packets that does
+        not (a binary search), and cut there."""
+        for copy in sorted(self._streams):
+            if not copy.exists():
+                continue
+            kept = len(self._kept_packets(copy))
+            if not self._crashes(check, copy, kept):
+                continue
+            good, bad = 0, kept  # packets [0, good) read; [0, bad) crash
+            while bad - good > 1:
+                middle = (good + bad) // 2
+                good, bad = (good, middle) if self._crashes(check, copy, middle) else (middle, bad)
+            return copy, good
+        return None
+
+    def _kept_packets(self, copy: Path) -> list:
+        size = copy.stat().st_size
+        return [p for p in self._streams[copy].scan.packets if p.offset + p.size <= size]
+
+    def _crashes(self, check: Checker, copy: Path, packets: int) -> bool:
+        """Whether reading the first `packets` packets of `copy` alone brings the library down."""
+        solo = self.root / "solo"
+        shutil.rmtree(solo, ignore_errors=True)
+        solo.mkdir()
+        try:
+            os.symlink(os.readlink(copy.parent / METADATA), solo / METADATA)
+            head = self._streams[copy].scan.packets[:packets]
+            end = head[-1].offset + head[-1].size if head else 0
+            with copy.open("rb") as src, (solo / copy.name).open("wb") as dst:
+                dst.write(src.read(end))
+            failure = check([solo]) if end else None
+            return bool(failure and failure.get("crashed"))
+        finally:
+            shutil.rmtree(solo, ignore_errors=True)
+
+    def _failed_packet(self, failure: dict) -> tuple[Path, int] | None:
+        """(stream file of the copy, packet number) to cut at, from a failed read."""
+        name = failure.get("stream")
+        if name and Path(name) in self._streams:
+            begun, ended = failure["begun"], failure["ended"]
+            # The packet being read when decoding failed (or the next one, if the last ended).
+            return Path(name), begun - 1 if begun > ended else begun
+        order = _ORDER_ERROR.search(" ".join((failure.get("raw") or failure["message"]).split()))
+        if order is None:
+            return None
+        return self._out_of_order(int(order.group(1)), failure.get("streams", []))
+
+    def _out_of_order(self, ts: int, progress: list) -> tuple[Path, int] | None:
+        """The packet holding the message at `ts` (ns from the Epoch) that came too late for the muxer:
+        a packet beginning or ending exactly then (its context is off), else an open packet whose own
+        time range does not hold it (an event's time is off), else the first open packet (each cut
+        makes progress; the report says what was dropped)."""
+        exact, outside, open_ = [], [], []
+        for name, begun, ended in progress:
+            stream = self._streams.get(Path(name))
+            if stream is None:
+                continue
+            packets = stream.scan.packets
+            current = begun - 1 if begun > ended else begun
+            if current >= len(packets):
+                continue
+            packet = packets[current]
+            at = ts - stream.offset_ns
+            begin, end = stream.to_ns(packet.ts_begin), stream.to_ns(packet.ts_end)
+            where = (Path(name), current)
+            if at in (begin, end):
+                exact.append(where)
+            elif begun > ended:
+                (open_ if begin <= at <= end else outside).append(where)
+        found = exact + outside + open_
+        return found[0] if found else None
+
+
+def sweep_stale_copies() -> None:
+    """Removes salvage copies left in the temporary directory by memq processes that no longer run."""
+    pattern = re.compile(rf"^{PREFIX}(\d+)-")
+    try:
+        entries = list(Path(tempfile.gettempdir()).iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        found = pattern.match(entry.name)
+        if found and not pid_alive(int(found.group(1))) and entry.is_dir() and not entry.is_symlink():
+            try:
+                if entry.stat().st_uid == os.geteuid():
+                    shutil.rmtree(entry, ignore_errors=True)
+            except OSError:
+                pass
+

@@ -97,7 +97,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _respond(self, send_body: bool) -> None:
-        path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        if not host_allowed(self.headers.get("Host")):
+            # DNS rebinding: a web page of another origin reaching 127.0.0.1 under its own name.
+            self._send_bytes(b"forbidden host\n", "text/plain", send_body, HTTPStatus.FORBIDDEN)
+            return
+        try:
+            path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path, errors="strict")
+        except (UnicodeDecodeError, ValueError):
+            path = "\0"
+        if "\0" in path or "\\" in path:
+            self._send_bytes(b"bad path\n", "text/plain", send_body, HTTPStatus.BAD_REQUEST)
+            return
         site = self.server.site
         if path in (urllib.parse.unquote(site.trace_path), "/localtrace"):
             self._send_file(site.trace, "application/octet-stream", send_body)
@@ -168,6 +178,28 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     site: _Site
+
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001 - socketserver signature
+        # A request that breaks a handler must not print a traceback over the command's lines;
+        # the client already got its answer or a closed connection.
+        if os.environ.get("MEMQ_DEBUG"):
+            super().handle_error(request, client_address)
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def host_allowed(header: str | None) -> bool:
+    """Whether a request's Host header names this machine's loopback (any port: `ssh -L` may map
+    another one). A name resolving to 127.0.0.1 through someone's DNS is refused (DNS rebinding)."""
+    if header is None:
+        return True  # HTTP/1.0 tools; browsers always send Host
+    host = header.strip().lower()
+    if host.startswith("["):
+        host = host.split("]", 1)[0] + "]"
+    else:
+        host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return host in LOCAL_HOSTS
 
 
 class UiServer:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .cli import run_command
 from .errors import MemqError, UsageError
+from .outfiles import AtomicOutput, check_output
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,8 +35,7 @@ def profile_script(script: Path, args: list[str], output: Path, *, memory: bool 
     """Run `script` with `args` under the profiler, export to `output`; the script's exit status."""
     if not script.is_file():
         raise UsageError(f"{script}: script not found")
-    if not output.parent.is_dir():
-        raise UsageError(f"{output}: directory {output.parent} does not exist")
+    check_output(output, inputs=[script])
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
@@ -49,7 +49,9 @@ def profile_script(script: Path, args: list[str], output: Path, *, memory: bool 
             runpy.run_path(str(script), run_name="__main__")
         except SystemExit as exc:
             status = exc.code
-    prof.export_chrome_trace(str(output))
+    with AtomicOutput(output, inputs=[script]) as target:  # the name keeps .gz: torch compresses by it
+        prof.export_chrome_trace(str(target.path))
+        target.commit()
     print(f"torchprof: wrote {output}", file=sys.stderr)
     if isinstance(status, str):
         print(status, file=sys.stderr)

@@ -13,8 +13,6 @@ file renamed over `out` only on success.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,7 +24,8 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from . import __version__, clocks
 from .errors import MemqError
-from .events import HEAP_KINDS, EventBatch, EventKind, MemKind, TraceInfo
+from .outfiles import AtomicOutput
+from .events import HEAP_ROW_KINDS, EventBatch, EventKind, MemKind, TraceInfo
 from .model import CNT_DEVICE, CNT_HOST, COUNTER_NAMES, MemoryModel, counter_key, kind_in, split_counter_key
 from .encode import (ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, SEQ, TYPE_BEGIN, TYPE_COUNTER, TYPE_END,
                      TYPE_INSTANT, Patches, Table, arg_values, copy_patched, record, varint)
@@ -40,13 +39,23 @@ DESCRIPTOR_SEQ = 3
 # thread track and the process's heap counter: the bulk of a trace then carries neither uuid.
 HEAP_SEQ_BASE = 16
 HEAP_ARGS = ("ptr", "size", "in_ptr", "nmemb", "alignment", "result", "alloc_id", "freed_alloc_id", "unmatched",
-             "replaced_alloc_id", "ip")
+             "replaced_alloc_id", "ip", "requested", "alloc_count", "alloc_bytes", "free_count", "free_bytes")
+# memq.heap instant names: LTTng's libc events are named by their kind, memq's host_alloc / host_free by the
+# function (`api`), host_small as itself.
+_LTTNG_HEAP = (EventKind.MALLOC, EventKind.CALLOC, EventKind.REALLOC, EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN,
+               EventKind.FREE)
+HEAP_NAMES = (*(k.name.lower() for k in _LTTNG_HEAP), "aligned_alloc", "valloc", "pvalloc", "host_small")
 _ENCODE_ROWS = 1 << 15  # rows per native call: bounds the encode buffers
 _ALLOC_FLOW = 1 << 56  # flow id = tag | alloc_id (allocation -> free)
 _COPY_FLOW = 2 << 56  # flow id = tag | n (allocation -> copy)
 _MEM_NAMES = {MemKind.UNKNOWN: "untracked", MemKind.HOST: "host", MemKind.PINNED: "pinned",
               MemKind.REGISTERED: "registered", MemKind.DEVICE: "device", MemKind.MANAGED: "managed"}
+# memq.lost slice names by the row's aux2 (events.py LOST rows: 0 events, 1 packets) and for the losses
+# the files show (TraceInfo.losses): packets index/ lists that are gone, packets salvage cut away.
+LOSS_MISSING, LOSS_DROPPED = 2, 3
+LOSS_NAMES = {0: "lost events", 1: "lost packets", LOSS_MISSING: "missing packets", LOSS_DROPPED: "dropped packets"}
 _COPY_DIRECTIONS = {0: "HtoH", 1: "HtoD", 2: "DtoH", 3: "DtoD", 1024: "DtoD"}
+CONTENT_MODES = {0: "off", 1: "sampled", 2: "full"}  # memq:copy content_mode (docs/EVENTS.md)
 _GPU_OPS = {EventKind.GPU_ALLOC: "alloc", EventKind.GPU_FREE: "free", EventKind.GPU_REGISTER: "register",
             EventKind.GPU_UNREGISTER: "unregister", EventKind.GPU_COPY: "copy", EventKind.GPU_SET: "set",
             EventKind.GPU_PREFETCH: "prefetch", EventKind.GPU_ADVISE: "advise", EventKind.GPU_SYNC: "sync",
@@ -118,8 +127,16 @@ class ConvertSummary:
     windows: int = 0  # capture windows (per process)
     unmatched_frees: int = 0
     replaced_allocations: int = 0  # allocations started over a live one (their free was not traced)
+    small_allocations: int = 0  # host blocks below the recording's threshold (memq:host_small totals)
+    small_frees: int = 0
     lost_events: int = 0
     lost_packets: int = 0
+    missing_events: int = 0  # TraceInfo's: what the files lack (index/, memq-record.json) ...
+    missing_packets: int = 0
+    missing_streams: int = 0
+    recorded_events: int | None = None
+    dropped_packets: int = 0  # ... and what --salvage cut away
+    dropped_bytes: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     clock_source: str = ""  # "recorder" or "ctf clock offset"
@@ -222,8 +239,7 @@ class _TraceWriter:
         clear.trace_packet_defaults.timestamp_clock_id = clocks.MONOTONIC
         self._write(record(clear))
         self.heap_cat = self.interner.iid("event_categories", "memq.heap")
-        self.heap_names = {k: self.interner.iid("event_names", k.name.lower())
-                           for k in (*HEAP_KINDS, EventKind.FREE)}
+        self.heap_names = {name: self.interner.iid("event_names", name) for name in HEAP_NAMES}
         self.heap_args = {name: self._arg(name) for name in HEAP_ARGS}
         self.heap_seqs: dict[tuple[int, int], int] = {}
         self._pairs: list[tuple[int, int]] = []  # the current batch's threads, and each row's index in it
@@ -310,17 +326,21 @@ class _TraceWriter:
         row_offsets = np.zeros(n, np.int64)
         sample_done = np.zeros(len(mb.sample_row), bool)
 
-        heap = np.flatnonzero(kind_in(batch["kind"], (*HEAP_KINDS, EventKind.FREE)))
+        heap = np.flatnonzero(kind_in(batch["kind"], HEAP_ROW_KINDS))
         if len(heap):
             # A libc-only batch (the bulk of most traces) is used in place, not gathered row by row.
             rows = slice(None) if len(heap) == n else heap
             row_offsets[rows] = self._emit_heap(batch, mb, rows, thread_uuid, sample_done)
-        live = np.flatnonzero(batch["kind"] == EventKind.LIVE) if int(batch["kind"].max()) >= EventKind.LIVE \
+        kind = batch["kind"]
+        live = np.flatnonzero(kind == EventKind.LIVE) if int(kind.max()) >= EventKind.LIVE \
             else np.zeros(0, np.int64)
         window_of_live = self.windows.note(batch, live)
         if len(live):
             row_offsets[live] = self._emit_live(batch, mb, live, thread_uuid, window_of_live)
-        gpu = np.flatnonzero((batch["kind"] >= EventKind.GPU_ALLOC) & (batch["kind"] < EventKind.LOST))
+        gpu = np.flatnonzero((kind >= EventKind.GPU_ALLOC) & (kind < EventKind.LOST) & (kind != EventKind.GPU_COPY_DONE))
+        done = np.flatnonzero(kind == EventKind.GPU_COPY_DONE)
+        if len(done):
+            self._emit_copy_done(batch, done, thread_uuid)
         if len(gpu):
             call_ids = np.arange(self.next_call_id, self.next_call_id + len(gpu), dtype=np.uint64)
             self.next_call_id += len(gpu)
@@ -372,8 +392,8 @@ class _TraceWriter:
         defaults.track_event_defaults.extra_counter_track_uuids.append(host)
         data = packet.interned_data
         data.event_categories.add(iid=self.heap_cat, name="memq.heap")
-        for kind, iid in self.heap_names.items():
-            data.event_names.add(iid=iid, name=kind.name.lower())
+        for name, iid in self.heap_names.items():
+            data.event_names.add(iid=iid, name=name)
         for name, iid in self.heap_args.items():
             data.debug_annotation_names.add(iid=iid, name=name)
         self._write(record(packet))
@@ -394,25 +414,43 @@ class _TraceWriter:
                 self._write(record(_counter_descriptor(key)))
         return np.array([_counter_track_uuid(k) for k in uniq.tolist()], np.uint64)[inverse.ravel()]
 
+    def _heap_name_iids(self, kind: np.ndarray, api: np.ndarray) -> np.ndarray:
+        """memq.heap instant name per row (see HEAP_NAMES)."""
+        lut = np.zeros(256, np.uint32)
+        for k in _LTTNG_HEAP:
+            lut[k] = self.heap_names[k.name.lower()]
+        lut[EventKind.HOST_ALLOC] = self.heap_names["malloc"]  # (an api outside HEAP_NAMES: generic names)
+        lut[EventKind.HOST_FREE] = self.heap_names["free"]
+        lut[EventKind.HOST_SMALL] = self.heap_names["host_small"]
+        names = lut[kind]
+        host = kind_in(kind, (EventKind.HOST_ALLOC, EventKind.HOST_FREE))
+        if host.any():
+            by_api = np.array([self.heap_names.get(n, 0) for n in self.api_names] + [0], np.uint32)
+            named = by_api[np.minimum(api[host], len(self.api_names))]
+            names[host] = np.where(named != 0, named, names[host])
+        return names
+
     def _emit_heap(self, batch, mb, rows, thread_uuid, sample_done) -> np.ndarray:
         """Heap instants of `rows` (row indices, or slice(None) for the whole batch)."""
         kind = batch["kind"][rows]
         g = len(kind)
-        name_lut = np.zeros(256, np.uint32)
-        for k, iid in self.heap_names.items():
-            name_lut[k] = iid
         alloc_id = mb.alloc_id[rows]
         freed = mb.freed_alloc_id[rows]
         unmatched = mb.unmatched[rows]
-        is_free = kind == EventKind.FREE
+        small = kind == EventKind.HOST_SMALL
         aligned = kind_in(kind, (EventKind.MEMALIGN, EventKind.POSIX_MEMALIGN))
         ip = batch["ip"][rows]
         ones = np.ones(g, bool)
         a = self.heap_args
         replaced = mb.replaced_alloc_id[rows]
         args = [
-            (a["ptr"], ARG_POINTER, batch["ptr"][rows], ones),
-            (a["size"], ARG_UINT, batch["size"][rows], ~is_free),
+            (a["ptr"], ARG_POINTER, batch["ptr"][rows], ~small),
+            (a["size"], ARG_UINT, batch["size"][rows], ~small & (kind != EventKind.FREE)),
+            (a["requested"], ARG_UINT, batch["aux2"][rows], kind == EventKind.HOST_ALLOC),
+            (a["alloc_count"], ARG_UINT, batch["aux"][rows], small),
+            (a["alloc_bytes"], ARG_UINT, batch["size"][rows], small),
+            (a["free_count"], ARG_UINT, batch["aux2"][rows], small),
+            (a["free_bytes"], ARG_UINT, batch["flags"][rows], small),
             (a["in_ptr"], ARG_POINTER, batch["src"][rows], kind == EventKind.REALLOC),
             (a["nmemb"], ARG_UINT, batch["aux"][rows], kind == EventKind.CALLOC),
             (a["alignment"], ARG_UINT, batch["aux"][rows], aligned),
@@ -447,7 +485,7 @@ class _TraceWriter:
         table = Table(
             ts=batch["ts"][rows], track=np.zeros(g, np.uint64),
             type=np.full(g, TYPE_INSTANT, np.uint8),
-            name_iid=name_lut[kind], cat_iid=np.full(g, self.heap_cat, np.uint32),
+            name_iid=self._heap_name_iids(kind, batch["api"][rows]), cat_iid=np.full(g, self.heap_cat, np.uint32),
             flow_out=np.where(alloc_id > 0, alloc_id | _ALLOC_FLOW, 0).astype(np.uint64),
             flow_in=np.where(freed > 0, freed | _ALLOC_FLOW, 0).astype(np.uint64),
             xc_track=xc_track, xc_value=xc_value, xc_has=xc_has, pad=(alloc_id > 0).astype(np.uint8), seq=seq,
@@ -704,6 +742,7 @@ class _TraceWriter:
             (a("dst_mem"), ARG_STRING, mem_str["dst"], ones),
             (a("src_mem"), ARG_STRING, mem_str["src"], copy),
             (a("direction"), ARG_STRING, _each_distinct(direction, self._str, np.uint64), copy),
+            *self._content_args(batch, rows, copy),
         ]
         none = np.zeros(c, bool)
         zero = np.zeros(c, np.uint64)
@@ -718,6 +757,41 @@ class _TraceWriter:
                   for nm, t, v, p in args])
         self._emit(table, slices=True)
 
+    def _content_args(self, batch, rows, copy) -> list[tuple]:
+        """A copy's content fingerprints (docs/TRACE_FORMAT.md): each hash only where its `content` bit says so."""
+        a = self._arg
+        content = batch["content"][rows]
+        recorded = copy & (batch["content_mode"][rows] > 0)
+        return [
+            (a("seq"), ARG_UINT, batch["seq"][rows], copy & (batch["seq"][rows] > 0)),
+            (a("content"), ARG_UINT, content, recorded),
+            (a("content_mode"), ARG_STRING, np.array([self._str(CONTENT_MODES.get(int(m), str(m)))
+                                                      for m in batch["content_mode"][rows].tolist()], np.uint64),
+             recorded),
+            (a("src_hash"), ARG_POINTER, batch["src_hash"][rows], copy & ((content & 1) != 0)),
+            (a("dst_hash_before"), ARG_POINTER, batch["dst_hash_before"][rows], copy & ((content & 2) != 0)),
+            (a("dst_hash_after"), ARG_POINTER, batch["dst_hash_after"][rows], copy & ((content & 4) != 0)),
+        ]
+
+    def _emit_copy_done(self, batch, rows, thread_uuid) -> None:
+        """memq.copy_done instants on the completing thread: a copy's destination fingerprint after completion."""
+        g = len(rows)
+        names, _ = self._api_strings(batch["api"][rows])
+        ones = np.ones(g, bool)
+        a = self._arg
+        args = [
+            (a("seq"), ARG_UINT, batch["seq"][rows]),
+            (a("dst_hash_after"), ARG_POINTER, batch["dst_hash_after"][rows]),
+            (a("api"), ARG_STRING, np.array([self._str(nm) for nm in names], np.uint64)),
+            (a("stream"), ARG_UINT, batch["stream"][rows]),
+            (a("device"), ARG_INT, arg_values(batch["device"][rows])),
+        ]
+        self._emit(Table(
+            ts=batch["ts"][rows], track=thread_uuid[rows], type=np.full(g, TYPE_INSTANT, np.uint8),
+            name_iid=np.full(g, self.interner.iid("event_names", "copy done"), np.uint32),
+            cat_iid=np.full(g, self.interner.iid("event_categories", "memq.copy_done"), np.uint32),
+            args=[(nm, t, np.asarray(v).astype(np.uint64), ones) for nm, t, v in args]))
+
     def _emit_counters(self, ts, keys, values) -> None:
         if len(ts) == 0:
             return
@@ -731,14 +805,13 @@ class _TraceWriter:
             return
         begin = lost["ts"]
         end = begin + lost["size"].astype(np.int64)
-        packets = lost["aux2"] == 1
         track = np.zeros(g, np.uint64)
         for i in np.lexsort((np.arange(g), begin)).tolist():
             lane = self.lost_lanes.assign("lost", int(begin[i]), int(end[i]))
             self.memq_lanes = max(self.memq_lanes, lane + 1)
             track[i] = _memq_track_uuid(lane)
-        name = np.where(packets, self.interner.iid("event_names", "lost packets"),
-                        self.interner.iid("event_names", "lost events")).astype(np.uint32)
+        name = np.array([self.interner.iid("event_names", LOSS_NAMES[int(k)]) for k in lost["aux2"].tolist()],
+                        np.uint32)
         stream = np.array([self._str(stream_files[i] if 0 <= i < len(stream_files) else f"stream {i}")
                            for i in lost["stream"].tolist()], np.uint64)
         ones = np.ones(g, bool)
@@ -759,9 +832,22 @@ class _TraceWriter:
         """memq.meta, memq.device and memq.binary instants on the memq track."""
         t0 = self.first_ts or 0
         memq = _memq_track_uuid()
+        placed = [loss for loss in info.losses if loss.get("begin") is not None]
+        if placed:  # losses the files show (ctf2perfetto.preflight), with the files as their streams
+            files = sorted({loss["file"] for loss in placed})
+            self.lost.append({
+                "ts": np.array([loss["begin"] for loss in placed], np.int64),
+                "size": np.array([max(0, loss["end"] - loss["begin"]) for loss in placed], np.uint64),
+                "aux": np.array([loss["packets"] for loss in placed], np.uint64),
+                "aux2": np.array([LOSS_DROPPED if "salvage" in loss["what"] else LOSS_MISSING for loss in placed],
+                                 np.uint64),
+                "stream": np.array([len(info.stream_files) + files.index(loss["file"]) for loss in placed],
+                                   np.uint64)})
+        else:
+            files = []
         if self.lost:
             self._emit_lost({c: np.concatenate([part[c] for part in self.lost]) for c in self.lost[0]},
-                            info.stream_files)
+                            list(info.stream_files) + files)
         self._emit_windows()
 
         def instant(ts: int, cat: str, name: str, values: dict[str, object]) -> None:
@@ -784,7 +870,11 @@ class _TraceWriter:
             "source": "lttng", "converter_version": __version__, "hostname": info.hostname,
             "lost_events": info.lost_events, "lost_packets": info.lost_packets,
             "unmatched_frees": summary.unmatched_frees, "skipped_events": sum(info.skipped.values()),
-            "events": summary.total_events,
+            "events": summary.total_events, "events_read": info.events_read,
+            **({"recorded_events": info.recorded_events} if info.recorded_events is not None else {}),
+            "missing_events": info.missing_events, "missing_packets": info.missing_packets,
+            "missing_streams": info.missing_streams, "dropped_packets": info.dropped_packets,
+            "dropped_bytes": info.dropped_bytes, **_host_settings(info),
             **({"windows": summary.windows, "live_at_start": summary.live_at_start} if summary.windows else {})})
         for dev in info.devices:
             instant(t0, "memq.device", f"GPU {dev.get('device', 0)}", {
@@ -814,28 +904,11 @@ class _TraceWriter:
             fill(packet.track_descriptor)
             out.append(record(packet))
 
-        threads = set(self.threads) | set(extra_threads)
-        pids = sorted({p for p, _ in threads} | set(extra_processes)
-                      | {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE}
-                      | {w.pid for w in self.windows.all()})
-        names = {**info.processes, **extra_processes}
-        for pid in pids:
-            def fill(d, pid=pid):
-                d.uuid = process_track_uuid(pid)
-                d.process.pid = pid
-                if names.get(pid):
-                    d.process.process_name = names[pid]
-            descriptor(fill, timestamped=True)
-        thread_names = {**info.threads, **extra_threads}
-        for pid, tid in sorted(threads):
-            def fill(d, pid=pid, tid=tid):
-                d.uuid = thread_track_uuid(pid, tid)
-                d.thread.pid = pid
-                d.thread.tid = tid
-                name = thread_names.get((pid, tid)) or (names.get(pid) if pid == tid else None)
-                if name:
-                    d.thread.thread_name = name
-            descriptor(fill, timestamped=True)
+        pids = {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE} \
+            | {w.pid for w in self.windows.all()}
+        out += process_thread_descriptors({**{p: "" for p in pids}, **info.processes, **extra_processes},
+                                          {**{t: "" for t in self.threads}, **info.threads, **extra_threads},
+                                          t0, set(self.threads) | set(extra_threads), pids | set(extra_processes))
         for dev in sorted(self.gpus):
             descriptor(lambda d, dev=dev: _fill_device_track(d, dev))
         for uuid, (dev, runtime, stream, _lane) in sorted(self.streams.items(), key=lambda kv: kv[1]):
@@ -862,6 +935,61 @@ class _TraceWriter:
         return b"".join(out)
 
 
+def process_thread_descriptors(processes: Mapping[int, str], threads: Mapping[tuple[int, int], str], t0: int = 0,
+                               used_threads: set | None = None, used_pids: set | None = None) -> list[bytes]:
+    """Track descriptor records of processes and threads (names where known): the threads
+    `used_threads` (default: every one named) and the processes of those plus `used_pids`."""
+    thread_set = set(threads) if used_threads is None else set(used_threads)
+    pids = sorted({p for p, _ in thread_set} | (set(processes) if used_pids is None else set(used_pids)))
+    out = []
+
+    def descriptor(fill: Callable[[pb.TrackDescriptor], None]) -> None:
+        packet = pb.TracePacket()
+        packet.trusted_packet_sequence_id = DESCRIPTOR_SEQ
+        packet.timestamp = t0
+        packet.timestamp_clock_id = clocks.MONOTONIC
+        fill(packet.track_descriptor)
+        out.append(record(packet))
+
+    for pid in pids:
+        def fill(d, pid=pid):
+            d.uuid = process_track_uuid(pid)
+            d.process.pid = pid
+            if processes.get(pid):
+                d.process.process_name = processes[pid]
+        descriptor(fill)
+    for pid, tid in sorted(thread_set):
+        def fill(d, pid=pid, tid=tid):
+            d.uuid = thread_track_uuid(pid, tid)
+            d.thread.pid = pid
+            d.thread.tid = tid
+            name = threads.get((pid, tid)) or (processes.get(pid) if pid == tid else None)
+            if name:
+                d.thread.thread_name = name
+        descriptor(fill)
+    return out
+
+
+def meta_packet(source: str, ts: int, values: Mapping[str, int]) -> bytes:
+    """The `memq trace info` instant (memq.meta, docs/TRACE_FORMAT.md) of a trace memq built from another
+    source than LTTng, at `ts` (REALTIME ns), with the memq track's descriptor."""
+    track = pb.TracePacket(trusted_packet_sequence_id=DESCRIPTOR_SEQ)
+    track.track_descriptor.uuid = _memq_track_uuid()
+    track.track_descriptor.name = "memq"
+    event = pb.TracePacket(trusted_packet_sequence_id=DESCRIPTOR_SEQ, timestamp=ts, timestamp_clock_id=clocks.REALTIME)
+    event.track_event.type = pb.TrackEvent.TYPE_INSTANT
+    event.track_event.track_uuid = _memq_track_uuid()
+    event.track_event.name = "memq trace info"
+    event.track_event.categories.append("memq.meta")
+    for key, value in {"source": source, "converter_version": __version__, **values}.items():
+        annotation = event.track_event.debug_annotations.add(name=key)
+        if isinstance(value, str):
+            annotation.string_value = value
+        else:
+            annotation.int_value = int(value)
+    return record(track) + record(event)
+
+
 def _counter_descriptor(key: int) -> pb.TracePacket:
     packet = pb.TracePacket()
     packet.trusted_packet_sequence_id = DESCRIPTOR_SEQ
@@ -886,6 +1014,17 @@ def _each_distinct(values: np.ndarray, fn: Callable[[object], object], dtype) ->
     return np.array([fn(v) for v in uniq.tolist()], dtype)[inverse.ravel()]
 
 
+def _host_settings(info: TraceInfo) -> dict[str, object]:
+    """How the recording took the host heap (memq-record.json), for `memq trace info`."""
+    host = ((info.record or {}).get("enabled") or {}).get("host")
+    if not isinstance(host, dict) or host.get("source") not in ("memq", "lttng"):
+        return {}
+    values: dict[str, object] = {"host_source": host["source"]}
+    if isinstance(host.get("min_size"), int):
+        values["host_min_size"] = host["min_size"]
+    return values
+
+
 def _runtime(api_name: str) -> str:
     return "cuda" if api_name.startswith("cu") else "hip" if api_name.startswith("hip") else "unknown"
 
@@ -900,74 +1039,69 @@ def _direction(copy_kind: int, src_mem: int, dst_mem: int) -> str:
 
 def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], TraceInfo], out: Path, *,
                 progress: Callable[[int], None] | None = None, extra_packets: Iterable[bytes] = (),
-                extra_processes: Mapping[int, str] = {}, extra_threads: Mapping[tuple[int, int], str] = {}
-                ) -> ConvertSummary:
+                extra_processes: Mapping[int, str] = {}, extra_threads: Mapping[tuple[int, int], str] = {},
+                inputs: Iterable[Path] = ()) -> ConvertSummary:
     """Write `batches` as a memq Perfetto trace at `out` (atomically: nothing is left there on failure).
 
     `info` may be a callable, called after the last batch (the decoder completes
     TraceInfo while it reads). `extra_packets` are serialized TracePackets appended
     as they are; `extra_processes` / `extra_threads` get track descriptors even
-    if no memq event uses them. `progress(events_done)` is called after each batch.
+    if no memq event uses them. `progress(events_done)` is called after each batch. `out`
+    follows ctf2perfetto.outfiles (never an input, a link, a device, ...; `inputs` are the command's).
     """
     started = time.monotonic()
     out = Path(out)
-    directory = out.parent if str(out.parent) else Path(".")
-    if not directory.is_dir():
-        raise MemqError(f"{out}: cannot write: {directory} is not a directory")
     summary = ConvertSummary(output=str(out))
-    tmp_paths: list[Path] = []
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
-        tmp_paths.append(Path(name))
-        with os.fdopen(fd, "wb", buffering=1 << 20) as body:
-            writer = _TraceWriter(body, directory)
-            done = 0
-            for batch in batches:
-                writer.add(batch)
-                done += len(batch)
-                if progress is not None:
-                    progress(done)
-            trace_info = info() if callable(info) else info
-            totals = writer.model.totals
-            summary.events = dict(sorted(writer.events.items()))
-            summary.allocations = totals.allocations
-            summary.live_at_start = totals.live_at_start
-            summary.windows = len(writer.windows)
-            summary.unmatched_frees = totals.unmatched_frees
-            summary.replaced_allocations = totals.replaced
-            writer.add_meta(trace_info, summary)
-            writer._write(writer.descriptors(trace_info, extra_processes, extra_threads))
-            for packet in extra_packets:
-                writer._write(b"\x0a" + varint(len(packet)) + bytes(packet))
-            clock = clocks.correspondence(trace_info, writer.first_ts or 0)
-            summary.clock_source = clock.source
-            if not writer.patches:
-                body.flush()
-                body.seek(0)
-                body.write(clocks.snapshot_record(clock))
-        if writer.patches:  # copy -> allocation flows: the allocation packets grow, so the file is rewritten
-            fd, patched = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
-            tmp_paths.append(Path(patched))
-            with os.fdopen(fd, "wb", buffering=1 << 20) as final:
-                final.write(clocks.snapshot_record(clock))
-                copy_patched(Path(name), clocks.SNAPSHOT_RECORD_SIZE, writer.patches, final)
-            name = patched
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(name, 0o666 & ~umask)  # mkstemp made it private; the trace is an ordinary file
-        os.replace(name, out)
-        tmp_paths.remove(Path(name))
+        directory = out.parent if str(out.parent) else Path(".")
+        with AtomicOutput(out, inputs=inputs) as target:
+            name = target.path
+            with open(name, "wb", buffering=1 << 20) as body:
+                writer = _TraceWriter(body, directory)
+                done = 0
+                for batch in batches:
+                    writer.add(batch)
+                    done += len(batch)
+                    if progress is not None:
+                        progress(done)
+                trace_info = info() if callable(info) else info
+                totals = writer.model.totals
+                summary.events = dict(sorted(writer.events.items()))
+                summary.allocations = totals.allocations
+                summary.live_at_start = totals.live_at_start
+                summary.windows = len(writer.windows)
+                summary.unmatched_frees = totals.unmatched_frees
+                summary.replaced_allocations = totals.replaced
+                summary.small_allocations = totals.small_allocations
+                summary.small_frees = totals.small_frees
+                writer.add_meta(trace_info, summary)
+                writer._write(writer.descriptors(trace_info, extra_processes, extra_threads))
+                for packet in extra_packets:
+                    writer._write(b"\x0a" + varint(len(packet)) + bytes(packet))
+                clock = clocks.correspondence(trace_info, writer.first_ts or 0)
+                summary.clock_source = clock.source
+                if not writer.patches:
+                    body.flush()
+                    body.seek(0)
+                    body.write(clocks.snapshot_record(clock))
+            if writer.patches:  # copy -> allocation flows: the allocation packets grow, so the file is rewritten
+                patched = target.temp()
+                with open(patched, "wb", buffering=1 << 20) as final:
+                    final.write(clocks.snapshot_record(clock))
+                    copy_patched(name, clocks.SNAPSHOT_RECORD_SIZE, writer.patches, final)
+                name = patched
+            target.commit(name)
     except OSError as exc:
         raise MemqError(f"{out}: cannot write: {exc.strerror or exc}") from exc
-    finally:
-        for path in tmp_paths:
-            path.unlink(missing_ok=True)
     pids = {p for p, _ in writer.threads} | set(extra_processes)
     summary.processes = len(pids)
     summary.threads = len(writer.threads | set(extra_threads))
     summary.lttng_threads = set(writer.threads)
     summary.lost_events = trace_info.lost_events
     summary.lost_packets = trace_info.lost_packets
+    for name in ("missing_events", "missing_packets", "missing_streams", "recorded_events", "dropped_packets",
+                 "dropped_bytes"):
+        setattr(summary, name, getattr(trace_info, name))
     summary.skipped = dict(trace_info.skipped)
     summary.warnings = list(trace_info.warnings)
     if summary.clock_source != "recorder":

@@ -104,7 +104,7 @@
  *  - completion points for content fingerprints (issue 11): event/stream
  *    synchronize and query, HIP 84..86, CUDA 172..174, driver 365..367
  *  - per-thread-stream and ROCm 7 entry points (issue 17): HIP 87..95,
- *    CUDA 175
+ *    CUDA 175, and the HIP per-thread 3D copies in the 3D range (62, 63)
  */
 #define MEMQ_APIS_CAPTURE(X)                                                  \
 	X(malloc, 501) X(calloc, 502) X(realloc, 503) X(memalign, 504)         \
@@ -121,7 +121,8 @@
 	X(hipMemsetAsync_spt, 90) X(hipMemcpy2D_spt, 91)                       \
 	X(hipMemcpy2DAsync_spt, 92) X(hipStreamSynchronize_spt, 93)            \
 	X(hipMemPrefetchAsync_v2, 94) X(hipMemAdvise_v2, 95)                   \
-	X(cudaMemPrefetchAsync_v2_ptsz, 175)
+	X(cudaMemPrefetchAsync_v2_ptsz, 175)                                   \
+	X(hipMemcpy3D_spt, 62) X(hipMemcpy3DAsync_spt, 63)
 
 #define MEMQ_API_CONST(name, value) MEMQ_API_##name = value,
 enum memq_api { MEMQ_APIS(MEMQ_API_CONST) };

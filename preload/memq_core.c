@@ -1,94 +1,22 @@
 /*
- * memq preload library: symbol resolution, call bracket, process events.
- * See memq_core.h for the contract and docs/EVENTS.md for the events.
+ * memq preload library: call bracket, process events (symbol resolution:
+ * memq_route.c). See memq_core.h for the contract and docs/EVENTS.md for
+ * the events.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
 
+#include "memq_content.h"
 #include "memq_core.h"
 #include "memq_reach.h"
 
 __thread int memq_nesting __attribute__((tls_model("initial-exec")));
 
 /* ---------------------------------------------------------------------- */
-/* Symbol resolution                                                       */
-/* ---------------------------------------------------------------------- */
-
-/* Library name fragments searched when dlsym(RTLD_NEXT) finds nothing. */
-static const char *const runtime_library[] = {
-	[MEMQ_RT_HIP] = "libamdhip64",
-	[MEMQ_RT_CUDA] = "libcudart",
-	[MEMQ_RT_CUDRV] = "libcuda.so",
-};
-static void *runtime_handle[4];      /* atomic; dlopen(RTLD_NOLOAD) handles */
-
-struct find_library {
-	const char *fragment;
-	char path[4096];
-};
-
-static int find_library_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-	struct find_library *f = data;
-	const char *name = info->dlpi_name, *base;
-
-	(void) size;
-	if (!name || !*name)
-		return 0;
-	base = strrchr(name, '/');
-	base = base ? base + 1 : name;
-	if (strncmp(base, f->fragment, strlen(f->fragment)) != 0)
-		return 0;
-	strncpy(f->path, name, sizeof(f->path) - 1);
-	return 1;
-}
-
-/*
- * The runtime's own handle, for runtimes loaded with RTLD_LOCAL (a Python
- * extension dlopen'ed by the interpreter pulls libamdhip64 in as a local
- * dependency): RTLD_NEXT searches only the global scope, so it finds
- * nothing. dl_iterate_phdr finds the object already in memory and
- * RTLD_NOLOAD returns its handle without ever loading a second copy.
- */
-static void *runtime_library_handle(int runtime)
-{
-	struct find_library f = { .fragment = runtime_library[runtime] };
-	void *h = __atomic_load_n(&runtime_handle[runtime], __ATOMIC_ACQUIRE);
-
-	if (h)
-		return h;
-	if (!dl_iterate_phdr(find_library_cb, &f))
-		return NULL;           /* not loaded (yet): retry next call */
-	h = dlopen(f.path, RTLD_LAZY | RTLD_NOLOAD);
-	if (h)
-		__atomic_store_n(&runtime_handle[runtime], h, __ATOMIC_RELEASE);
-	return h;
-}
-
-void *memq_resolve(struct memq_sym *sym)
-{
-	int saved_errno = errno;  /* dlsym/dlopen may set it: not the caller's business */
-	void *fn = memq_real_dlsym(RTLD_NEXT, sym->name);
-
-	if (!fn) {
-		void *h = runtime_library_handle(sym->runtime);
-
-		fn = h ? memq_real_dlsym(h, sym->name) : NULL;
-	}
-	if (fn && memq_is_ours(fn))
-		fn = NULL;             /* never call ourselves */
-	if (fn)
-		__atomic_store_n(&sym->fn, fn, __ATOMIC_RELEASE);
-	errno = saved_errno;
-	return fn;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Runtime queries made by the wrapper itself (always the real functions)  */
+/* Runtime queries made by the wrapper itself (always the real functions   */
+/* of the runtime object answering the call: its route)                    */
 /* ---------------------------------------------------------------------- */
 
 MEMQ_REAL_FN(MEMQ_RT_HIP, int, hipGetDevice, (int *));
@@ -100,7 +28,6 @@ MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaGetDeviceCount, (int *));
 MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaGetDeviceProperties_v2, (void *, int));
 MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaGetDeviceProperties, (void *, int));
 MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaDeviceGetAttribute, (int *, int, int));
-MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaRuntimeGetVersion, (int *));
 
 /* hipDeviceAttribute_t / cudaDeviceAttr values (ROCm 5+ / CUDA 11+ headers). */
 #define HIP_ATTR_INTEGRATED 16
@@ -108,46 +35,24 @@ MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaRuntimeGetVersion, (int *));
 #define CUDA_ATTR_INTEGRATED 18
 #define CUDA_ATTR_PAGEABLE_MEMORY_ACCESS 88
 
-int memq_current_device(int runtime)
+int memq_current_device(int runtime, int route)
 {
 	int dev = -1;
 
 	if (runtime == MEMQ_RT_HIP) {
-		hipGetDevice_fn get = MEMQ_REAL(hipGetDevice);
+		hipGetDevice_fn get = MEMQ_REAL_AT(hipGetDevice, route);
 
 		if (!get || get(&dev) != 0)
 			dev = -1;
 	} else if (runtime == MEMQ_RT_CUDRV) {
-		dev = memq_driver_current_device();
+		dev = memq_driver_current_device(route);
 	} else {
-		cudaGetDevice_fn get = MEMQ_REAL(cudaGetDevice);
+		cudaGetDevice_fn get = MEMQ_REAL_AT(cudaGetDevice, route);
 
 		if (!get || get(&dev) != 0)
 			dev = -1;
 	}
 	return dev;
-}
-
-int memq_cuda_major(void)
-{
-	static int major;                /* atomic; 0 = not known yet */
-	int m = __atomic_load_n(&major, __ATOMIC_RELAXED), version = 0;
-	cudaRuntimeGetVersion_fn get;
-
-	if (m)
-		return m;
-	get = MEMQ_REAL(cudaRuntimeGetVersion);
-	if (get && get(&version) == 0 && version > 0) {
-		m = version / 1000;
-	} else {
-		/* No version call: trust the soname (libcudart.so.13). */
-		void *h = runtime_library_handle(MEMQ_RT_CUDA);
-		struct find_library f = { .fragment = "libcudart.so.13" };
-
-		m = (h && dl_iterate_phdr(find_library_cb, &f)) ? 13 : 12;
-	}
-	__atomic_store_n(&major, m, __ATOMIC_RELAXED);
-	return m;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -193,11 +98,11 @@ static void emit_clock_start_once(void)
 		emit_clock("start");
 }
 
-static void describe_hip_devices(void)
+static void describe_hip_devices(int route)
 {
-	hipGetDeviceCount_fn count = MEMQ_REAL(hipGetDeviceCount);
-	hipDeviceGetName_fn get_name = MEMQ_REAL(hipDeviceGetName);
-	hipDeviceGetAttribute_fn attr = MEMQ_REAL(hipDeviceGetAttribute);
+	hipGetDeviceCount_fn count = MEMQ_REAL_AT(hipGetDeviceCount, route);
+	hipDeviceGetName_fn get_name = MEMQ_REAL_AT(hipDeviceGetName, route);
+	hipDeviceGetAttribute_fn attr = MEMQ_REAL_AT(hipDeviceGetAttribute, route);
 	int n = 0;
 
 	if (!count || count(&n) != 0)
@@ -213,20 +118,21 @@ static void describe_hip_devices(void)
 			integrated = 0;
 		if (attr && attr(&pageable, HIP_ATTR_PAGEABLE_MEMORY_ACCESS, dev) != 0)
 			pageable = 0;
+		memq_content_device(MEMQ_RT_HIP, dev, integrated || pageable);
 		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_HIP, dev, name,
 			!!integrated, !!(integrated || pageable), NULL);
 	}
 }
 
-static void describe_cuda_devices(void)
+static void describe_cuda_devices(int route)
 {
-	cudaGetDeviceCount_fn count = MEMQ_REAL(cudaGetDeviceCount);
-	cudaGetDeviceProperties_fn props = (cudaGetDeviceProperties_fn) MEMQ_REAL(cudaGetDeviceProperties_v2);
-	cudaDeviceGetAttribute_fn attr = MEMQ_REAL(cudaDeviceGetAttribute);
+	cudaGetDeviceCount_fn count = MEMQ_REAL_AT(cudaGetDeviceCount, route);
+	cudaGetDeviceProperties_fn props = (cudaGetDeviceProperties_fn) MEMQ_REAL_AT(cudaGetDeviceProperties_v2, route);
+	cudaDeviceGetAttribute_fn attr = MEMQ_REAL_AT(cudaDeviceGetAttribute, route);
 	int n = 0;
 
 	if (!props)
-		props = MEMQ_REAL(cudaGetDeviceProperties);
+		props = MEMQ_REAL_AT(cudaGetDeviceProperties, route);
 	if (!count || count(&n) != 0)
 		return;
 	for (int dev = 0; dev < n; dev++) {
@@ -243,33 +149,36 @@ static void describe_cuda_devices(void)
 			integrated = 0;
 		if (attr && attr(&pageable, CUDA_ATTR_PAGEABLE_MEMORY_ACCESS, dev) != 0)
 			pageable = 0;
+		memq_content_device(MEMQ_RT_CUDA, dev, integrated || pageable);
 		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_CUDA, dev, prop.name,
 			!!integrated, !!(integrated || pageable), NULL);
 	}
 }
 
-static void describe_devices_once(int runtime)
+/* Once per runtime kind, from the first runtime object that answers a traced call. */
+static void describe_devices_once(int runtime, int route)
 {
 	if (!lttng_ust_tracepoint_enabled(memq, device)
 	    || !__atomic_exchange_n(&devices_pending[DEVICES_SLOT(runtime)], 0, __ATOMIC_ACQ_REL))
 		return;
 	if (runtime == MEMQ_RT_CUDRV)
-		memq_driver_describe_devices();
+		memq_driver_describe_devices(route);
 	else if (runtime == MEMQ_RT_HIP)
-		describe_hip_devices();
+		describe_hip_devices(route);
 	else
-		describe_cuda_devices();
+		describe_cuda_devices(route);
 }
 
 /* ---------------------------------------------------------------------- */
 /* The call bracket                                                        */
 /* ---------------------------------------------------------------------- */
 
-void memq_begin_slow(struct memq_call *c, int runtime, void *ip)
+void memq_begin_slow(struct memq_call *c, int runtime, int route, void *ip)
 {
 	memq_nesting++;
 	c->saved_errno = errno;
 	c->ip = ip;
+	c->route = route < 0 ? memq_route_of(ip, runtime) : route;
 	c->raced = 0;
 	c->inflight = 0;
 	/* A session started after the library initialised, or a forked
@@ -277,22 +186,18 @@ void memq_begin_slow(struct memq_call *c, int runtime, void *ip)
 	 * capture windows: they describe the process). */
 	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED))
 		emit_clock_start_once();
-	__atomic_add_fetch(&memq_traced_calls[runtime], 1, __ATOMIC_RELAXED);
+	memq_count_traced(runtime);
 	if (__atomic_load_n(&devices_pending[DEVICES_SLOT(runtime)], __ATOMIC_RELAXED))
-		describe_devices_once(runtime);
+		describe_devices_once(runtime, c->route);
 	/* Outside every window no event is written, but an allocation's device
 	 * goes into the table for the next window's snapshot. */
-	if (__atomic_load_n(&memq_window_counting, __ATOMIC_RELAXED)) {
-		/* Every call is counted, traced or not (an untraced one may still
-		 * write an event: a free racing with a window's snapshot), and
-		 * before the gate is read (a closing window stores the gate, then
-		 * reads the count): it sees this call, or this call sees it closed. */
-		__atomic_add_fetch(&memq_window_inflight, 1, __ATOMIC_SEQ_CST);
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		c->inflight = 1;
-	}
+	/* Every call is counted, traced or not (an untraced one may still
+	 * write an event: a free racing with a window's snapshot), and
+	 * before the gate is read (a closing window stores the gate, then
+	 * reads the count): it sees this call, or this call sees it closed. */
+	c->inflight = memq_window_enter();
 	c->traced = memq_recording();
-	c->device = memq_current_device(runtime);
+	c->device = memq_current_device(runtime, c->route);
 	errno = c->saved_errno;  /* the real call sees the caller's errno */
 	c->begin_ns = c->traced ? memq_now_ns() : 0;
 }
@@ -308,6 +213,7 @@ void memq_emit_alloc(struct memq_call *c, struct memq_alloc_rec *r, int register
 			.device = (int16_t) c->device, .kind = r->mem_kind, .registered = (uint8_t) !!registered };
 
 		late = memq_table_insert(&e);
+		memq_content_alloc(r, registered);
 	}
 	if (c->traced) {
 		if (registered)
@@ -344,16 +250,23 @@ void memq_emit_free(struct memq_call *c, struct memq_free_rec *r, int registered
 
 void memq_emit_copy(struct memq_call *c, struct memq_copy_rec *r)
 {
+	int hash_after;
+
 	if (r->src_device < 0)  /* peer copies name their devices */
 		r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (c->traced)
+	if (c->traced) {
+		hash_after = memq_content_recorded(r);
 		lttng_ust_do_tracepoint(memq, copy, r, c->ip);
+		if (hash_after)         /* outside the call's [begin, end] */
+			memq_content_emitted(c, r);
+	}
 	memq_end(c);
 }
 
 void memq_emit_set(struct memq_call *c, struct memq_set_rec *r)
 {
+	memq_content_written(r->dst, r->bytes);   /* what a pending copy wrote there is gone */
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
 	if (c->traced)
@@ -379,12 +292,14 @@ void memq_emit_advise(struct memq_call *c, struct memq_advise_rec *r)
 	memq_end(c);
 }
 
-void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r)
+void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r, uint64_t scope)
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (c->traced)
+	if (c->traced) {
 		lttng_ust_do_tracepoint(memq, sync, r, c->ip);
+		memq_content_synced(c, r, scope);   /* completed copies: after the event */
+	}
 	memq_end(c);
 }
 
@@ -407,8 +322,13 @@ static void fork_child(void)
 	/* New process: it gets its own clock reading and device list. The
 	 * events cannot be emitted here (liblttng-ust-fork re-registers the
 	 * child after this handler), so they go out with its first traced
-	 * call, or at its exit. The allocation table is inherited on purpose:
-	 * the child's address space holds the same allocations. */
+	 * call, or at its exit. The allocation table is kept: host blocks and
+	 * host-registered ranges are in the child's copy of the address space.
+	 * CUDA/HIP device, pinned and managed mappings are not (the runtimes
+	 * mark them not to be inherited, and a context cannot be used after
+	 * fork): their entries go stale, harmlessly, since a free of one in the
+	 * child fails (the entry goes back, the event carries the error) and a
+	 * new allocation at the same address replaces it. */
 	__atomic_store_n(&clock_start_pending, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&devices_pending[MEMQ_RT_HIP], 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&devices_pending[MEMQ_RT_CUDA], 1, __ATOMIC_RELAXED);

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "memq_elf.h"
 #include "memq_reach.h"
 
 #define DRV MEMQ_RT_CUDRV
@@ -78,8 +79,8 @@ COPY_FIXED_ASYNC(DRV, cuMemcpyDtoDAsync_v2_ptsz, MEMQ_DTOD)
 
 /* The _ptds exports (per-thread default stream) record stream 0x2, like cudart's. */
 #define COPY_FIXED_PTDS(name, kind)                                          \
-	WRAPPER(DRV, name, copy, (void *d, void *s, size_t n), (d, s, n),    \
-		EMIT_COPY(name, d, s, n, kind, PER_THREAD, 0, 0, 0, 0))
+	COPY_WRAPPER(DRV, name, (void *d, void *s, size_t n), (d, s, n), 0,  \
+		COPY_INIT(name, d, s, n, kind, PER_THREAD, 0, 0, 0, 0))
 COPY_FIXED_PTDS(cuMemcpy_ptds, MEMQ_DEFAULT)
 COPY_FIXED_PTDS(cuMemcpyHtoD_v2_ptds, MEMQ_HTOD)
 COPY_FIXED_PTDS(cuMemcpyDtoH_v2_ptds, MEMQ_DTOH)
@@ -103,7 +104,9 @@ SYNC_STREAM(DRV, cuStreamSynchronize_ptsz)
 SYNC_DEVICE(DRV, cuCtxSynchronize)
 /* CUDA 13's form, with the context to synchronise: what cuGetProcAddress returns
  * for "cuCtxSynchronize" at version 13000 (the CUDA 13 runtime's device sync). */
-WRAPPER(DRV, cuCtxSynchronize_v2, sync, (void *ctx), (ctx), EMIT_SYNC(cuCtxSynchronize_v2, 0))
+/* A context other than the current one: its device is not known here, so it completes no copy (issued 0). */
+WRAPPER_PRE(DRV, cuCtxSynchronize_v2, sync, (void *ctx), (ctx),
+	(uint64_t issued = ctx ? 0 : memq_content_issued();), (EMIT_SYNC(cuCtxSynchronize_v2, 0, issued)))
 
 /* cuMemPrefetchAsync(CUdeviceptr, size_t, CUdevice, CUstream): the exported
  * name keeps this form for good; the CUmemLocation form is the _v2 export
@@ -113,25 +116,23 @@ WRAPPER(DRV, cuMemPrefetchAsync, prefetch, (void *p, size_t n, int device, void 
 WRAPPER(DRV, cuMemPrefetchAsync_ptsz, prefetch, (void *p, size_t n, int device, void *stream),
 	(p, n, device, stream), EMIT_PREFETCH(cuMemPrefetchAsync_ptsz, p, n, device, stream))
 
-struct cu_location { int type, id; };   /* CUmemLocation: type 1 = device */
-#define LOCATION_DEVICE(loc) ((loc).type == 1 ? (loc).id : -1)
-WRAPPER(DRV, cuMemPrefetchAsync_v2, prefetch, (void *p, size_t n, struct cu_location loc, unsigned int flags, void *stream),
-	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2, p, n, LOCATION_DEVICE(loc), stream))
-WRAPPER(DRV, cuMemPrefetchAsync_v2_ptsz, prefetch, (void *p, size_t n, struct cu_location loc, unsigned int flags, void *stream),
-	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2_ptsz, p, n, LOCATION_DEVICE(loc), stream))
-WRAPPER(DRV, cuMemAdvise_v2, advise, (void *p, size_t n, int advice, struct cu_location loc),
-	(p, n, advice, loc), EMIT_ADVISE(cuMemAdvise_v2, p, n, advice, LOCATION_DEVICE(loc)))
+WRAPPER(DRV, cuMemPrefetchAsync_v2, prefetch, (void *p, size_t n, struct memq_location loc, unsigned int flags, void *stream),
+	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2, p, n, memq_location_device(loc), stream))
+WRAPPER(DRV, cuMemPrefetchAsync_v2_ptsz, prefetch, (void *p, size_t n, struct memq_location loc, unsigned int flags, void *stream),
+	(p, n, loc, flags, stream), EMIT_PREFETCH(cuMemPrefetchAsync_v2_ptsz, p, n, memq_location_device(loc), stream))
+WRAPPER(DRV, cuMemAdvise_v2, advise, (void *p, size_t n, int advice, struct memq_location loc),
+	(p, n, advice, loc), EMIT_ADVISE(cuMemAdvise_v2, p, n, advice, memq_location_device(loc)))
 
 /* cuMemcpyPeer[Async](dst, dst context, src, src context, bytes[, stream]):
  * what cudaMemcpyPeer becomes under nvcc's static runtime. The devices sit
  * behind the contexts; asking the driver for them here would cost a call per
  * copy, so the event gives the current device and src_device -1 (unknown). */
 #define CU_COPY_PEER(name, strm)                                             \
-	WRAPPER(DRV, name, copy, (void *d, void *dctx, const void *s, void *sctx, size_t n), \
-		(d, dctx, s, sctx, n), EMIT_COPY(name, d, s, n, MEMQ_DTOD, strm, 0, 0, 0, 0))
+	COPY_WRAPPER(DRV, name, (void *d, void *dctx, const void *s, void *sctx, size_t n), \
+		(d, dctx, s, sctx, n), 0, COPY_INIT(name, d, s, n, MEMQ_DTOD, strm, 0, 0, 0, 0))
 #define CU_COPY_PEER_ASYNC(name)                                             \
-	WRAPPER(DRV, name, copy, (void *d, void *dctx, const void *s, void *sctx, size_t n, void *stream), \
-		(d, dctx, s, sctx, n, stream), EMIT_COPY(name, d, s, n, MEMQ_DTOD, stream, 0, 0, 0, 0))
+	COPY_WRAPPER(DRV, name, (void *d, void *dctx, const void *s, void *sctx, size_t n, void *stream), \
+		(d, dctx, s, sctx, n, stream), 1, COPY_INIT(name, d, s, n, MEMQ_DTOD, stream, 0, 0, 0, 0))
 CU_COPY_PEER(cuMemcpyPeer, 0)
 CU_COPY_PEER(cuMemcpyPeer_ptds, PER_THREAD)
 CU_COPY_PEER_ASYNC(cuMemcpyPeerAsync)
@@ -184,14 +185,14 @@ static int cu_kind(int src_type, int dst_type)
 	return src_dev ? (dst_dev ? MEMQ_DTOD : MEMQ_DTOH) : (dst_dev ? MEMQ_HTOD : MEMQ_HTOH);
 }
 
-static void cu_copy2d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy2d *p, void *stream, int r)
+static void cu_copy2d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy2d *p, void *stream)
 {
 	uint64_t src = cu_side(p->src_type, p->src_host, p->src_device);
 	uint64_t dst = cu_side(p->dst_type, p->dst_host, p->dst_device);
 
 	*rec = (struct memq_copy_rec) {
 		.api = api, .kind = cu_kind(p->src_type, p->dst_type), .stream = U64(stream),
-		.src_device = -1, .result = r,
+		.src_device = -1,
 		.src = src ? src + (uint64_t) p->src_y * p->src_pitch + p->src_x : 0,
 		.dst = dst ? dst + (uint64_t) p->dst_y * p->dst_pitch + p->dst_x : 0,
 		.bytes = (uint64_t) p->width * p->height, .width = p->width, .height = p->height,
@@ -199,7 +200,7 @@ static void cu_copy2d_rec(struct memq_copy_rec *rec, int api, const struct cu_co
 	};
 }
 
-static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy3d *p, void *stream, int r)
+static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_copy3d *p, void *stream)
 {
 	uint64_t src = cu_side(p->src_type, p->src_host, p->src_device);
 	uint64_t dst = cu_side(p->dst_type, p->dst_host, p->dst_device);
@@ -207,7 +208,7 @@ static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_co
 
 	*rec = (struct memq_copy_rec) {
 		.api = api, .kind = cu_kind(p->src_type, p->dst_type), .stream = U64(stream),
-		.src_device = -1, .result = r,
+		.src_device = -1,
 		.src = src ? src + p->src_z * sslice + (uint64_t) p->src_y * p->src_pitch + p->src_x : 0,
 		.dst = dst ? dst + p->dst_z * dslice + (uint64_t) p->dst_y * p->dst_pitch + p->dst_x : 0,
 		.bytes = (uint64_t) p->width * p->height * p->depth,
@@ -216,17 +217,15 @@ static void cu_copy3d_rec(struct memq_copy_rec *rec, int api, const struct cu_co
 	};
 }
 
-#define EMIT_CU_COPY(fill, name, p, strm)                                    \
-	{                                                                    \
-		struct memq_copy_rec rec;                                    \
-		fill(&rec, MEMQ_API_##name, (p), (strm), r);                 \
-		memq_emit_copy(&c, &rec);                                    \
-	}
+/* (a NULL description: recorded with no addresses, the runtime's error in `result`) */
+#define CU_COPY_INIT(fill, name, p, strm)                                    \
+	(p ? fill(&rec, MEMQ_API_##name, p, MEMQ_STREAM_PTR(name, strm))     \
+	   : memq_copy_init(&rec, MEMQ_API_##name, 0, 0, 0, MEMQ_DEFAULT, MEMQ_STREAM_PTR(name, strm), 0, 0, 0, 0))
 #define CU_COPY_STRUCT(fill, type, name, strm)                               \
-	WRAPPER(DRV, name, copy, (const type *p), (p), EMIT_CU_COPY(fill, name, p, strm))
+	COPY_WRAPPER(DRV, name, (const type *p), (p), 0, CU_COPY_INIT(fill, name, p, strm))
 #define CU_COPY_STRUCT_ASYNC(fill, type, name)                               \
-	WRAPPER(DRV, name, copy, (const type *p, void *stream), (p, stream), \
-		EMIT_CU_COPY(fill, name, p, stream))
+	COPY_WRAPPER(DRV, name, (const type *p, void *stream), (p, stream), 1, \
+		CU_COPY_INIT(fill, name, p, stream))
 
 CU_COPY_STRUCT(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2D_v2, 0)
 CU_COPY_STRUCT(cu_copy2d_rec, struct cu_copy2d, cuMemcpy2D_v2_ptds, PER_THREAD)
@@ -280,14 +279,14 @@ static void vmm_drop_if_unused(struct vmm_handle *h)
 }
 
 /* The allocation properties' location (CUmemAllocationProp == hipMemAllocationProp). */
-struct vmm_prop { int type, handle_types; struct cu_location location; };
+struct vmm_prop { int type, handle_types; struct memq_location location; };
 
 static void vmm_created(uint64_t handle, const struct vmm_prop *prop)
 {
 	pthread_mutex_lock(&vmm_lock);
 	for (int i = 0; i < VMM_HANDLES; i++) {
 		if (!vmm_handles[i].handle) {
-			vmm_handles[i] = (struct vmm_handle) { handle, prop ? LOCATION_DEVICE(prop->location) : -1, 0, 0 };
+			vmm_handles[i] = (struct vmm_handle) { handle, prop ? memq_location_device(prop->location) : -1, 0, 0 };
 			break;
 		}
 	}
@@ -405,89 +404,54 @@ static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n,
  * like the allocation table: without a session a VMM call is forwarded after
  * one load. Untraced handles and mappings report device -1.
  */
-#define VMM_WRAPPERS(rt, prefix, handle_t)                                   \
-	MEMQ_REAL_FN(rt, int, prefix##MemCreate, (handle_t *h, size_t n, const struct vmm_prop *prop, unsigned long long flags)); \
-	MEMQ_EXPORT int prefix##MemCreate(handle_t *h, size_t n, const struct vmm_prop *prop, unsigned long long flags) \
+#define EMIT_VMM_MAP(name)                                                   \
 	{                                                                    \
-		prefix##MemCreate_fn real = MEMQ_REAL(prefix##MemCreate);    \
+		int device = r == 0 ? vmm_mapped(U64(p), n, U64(h)) : -1;    \
+		struct memq_alloc_rec rec = {                                \
+			.api = MEMQ_API_##name, .mem_kind = MEMQ_MEM_DEVICE, \
+			.result = r, .ptr = r == 0 ? U64(p) : 0, .size = n, .flags = U64(h) }; \
+		if (device >= 0)                                             \
+			c.device = device;                                   \
+		/* the unmap frees it: not the allocation table's business */ \
+		memq_emit_alloc(&c, &rec, 0);                                \
+	}
+
+#define VMM_WRAPPERS(rt, prefix, handle_t)                                   \
+	MEMQ_EXPORTED_FN(rt, int, prefix##MemCreate, (handle_t *h, size_t n, const struct vmm_prop *prop, \
+		unsigned long long flags));                                  \
+	int prefix##MemCreate(handle_t *h, size_t n, const struct vmm_prop *prop, unsigned long long flags) \
+	{                                                                    \
+		prefix##MemCreate_fn real = MEMQ_REAL_CALLER(prefix##MemCreate); \
 		int r;                                                       \
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		r = real(h, n, prop, flags);                                 \
-		if (r == 0 && h && lttng_ust_tracepoint_enabled(memq, alloc) && !memq_nesting) { \
+		if (r == 0 && h && MEMQ_RECORDS(alloc, rt)) {                \
 			int saved = errno;                                   \
 			vmm_created(U64(*h), prop);                          \
 			errno = saved;                                       \
 		}                                                            \
 		return r;                                                    \
 	}                                                                    \
-	MEMQ_REAL_FN(rt, int, prefix##MemRelease, (handle_t h));             \
-	MEMQ_EXPORT int prefix##MemRelease(handle_t h)                       \
+	MEMQ_EXPORTED_FN(rt, int, prefix##MemRelease, (handle_t h));         \
+	int prefix##MemRelease(handle_t h)                                   \
 	{                                                                    \
-		prefix##MemRelease_fn real = MEMQ_REAL(prefix##MemRelease);  \
+		prefix##MemRelease_fn real = MEMQ_REAL_CALLER(prefix##MemRelease); \
 		int r;                                                       \
 		if (!real)                                                   \
 			return MEMQ_ERR_NO_RUNTIME;                          \
 		r = real(h);                                                 \
-		if (r == 0 && lttng_ust_tracepoint_enabled(memq, alloc)) {   \
+		if (r == 0 && MEMQ_TRACING(alloc, rt)) {                     \
 			int saved = errno;                                   \
 			vmm_released(U64(h));                                \
 			errno = saved;                                       \
 		}                                                            \
 		return r;                                                    \
 	}                                                                    \
-	MEMQ_REAL_FN(rt, int, prefix##MemMap, (void *p, size_t n, size_t offset, handle_t h, unsigned long long flags)); \
-	static __attribute__((noinline)) int slow_##prefix##MemMap(void *p, size_t n, size_t offset, handle_t h, \
-		unsigned long long flags, void *ip)                          \
-	{                                                                    \
-		prefix##MemMap_fn real = MEMQ_REAL(prefix##MemMap);          \
-		struct memq_call c;                                          \
-		int r, device;                                               \
-		if (!real)                                                   \
-			return MEMQ_ERR_NO_RUNTIME;                          \
-		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, alloc), rt, ip)) \
-			return real(p, n, offset, h, flags);                 \
-		r = real(p, n, offset, h, flags);                            \
-		memq_after(&c);                                              \
-		device = r == 0 ? vmm_mapped(U64(p), n, U64(h)) : -1;        \
-		struct memq_alloc_rec rec = {                                \
-			.api = MEMQ_API_##prefix##MemMap, .mem_kind = MEMQ_MEM_DEVICE, \
-			.result = r, .ptr = r == 0 ? U64(p) : 0, .size = n, .flags = U64(h) }; \
-		if (device >= 0)                                             \
-			c.device = device;                                   \
-		/* the unmap frees it: not the allocation table's business */ \
-		memq_emit_alloc(&c, &rec, 0);                                \
-		return r;                                                    \
-	}                                                                    \
-	MEMQ_EXPORT int prefix##MemMap(void *p, size_t n, size_t offset, handle_t h, unsigned long long flags) \
-	{                                                                    \
-		prefix##MemMap_fn real = MEMQ_LOADED(prefix##MemMap);        \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, alloc), 1)) \
-			return real(p, n, offset, h, flags);                 \
-		return slow_##prefix##MemMap(p, n, offset, h, flags, __builtin_return_address(0)); \
-	}                                                                    \
-	MEMQ_REAL_FN(rt, int, prefix##MemUnmap, (void *p, size_t n));        \
-	static __attribute__((noinline)) int slow_##prefix##MemUnmap(void *p, size_t n, void *ip) \
-	{                                                                    \
-		prefix##MemUnmap_fn real = MEMQ_REAL(prefix##MemUnmap);      \
-		struct memq_call c;                                          \
-		int r;                                                       \
-		if (!real)                                                   \
-			return MEMQ_ERR_NO_RUNTIME;                          \
-		if (!memq_begin(&c, lttng_ust_tracepoint_enabled(memq, free), rt, ip)) \
-			return real(p, n);                                   \
-		r = real(p, n);                                              \
-		memq_after(&c);                                              \
-		vmm_emit_unmap(&c, MEMQ_API_##prefix##MemUnmap, U64(p), n, r); \
-		return r;                                                    \
-	}                                                                    \
-	MEMQ_EXPORT int prefix##MemUnmap(void *p, size_t n)                  \
-	{                                                                    \
-		prefix##MemUnmap_fn real = MEMQ_LOADED(prefix##MemUnmap);    \
-		if (__builtin_expect(real && !lttng_ust_tracepoint_enabled(memq, free), 1)) \
-			return real(p, n);                                   \
-		return slow_##prefix##MemUnmap(p, n, __builtin_return_address(0)); \
-	}
+	WRAPPER(rt, prefix##MemMap, alloc, (void *p, size_t n, size_t offset, handle_t h, unsigned long long flags), \
+		(p, n, offset, h, flags), EMIT_VMM_MAP(prefix##MemMap))     \
+	WRAPPER(rt, prefix##MemUnmap, free, (void *p, size_t n), (p, n),     \
+		vmm_emit_unmap(&c, MEMQ_API_##prefix##MemUnmap, U64(p), n, r);)
 
 VMM_WRAPPERS(DRV, cu, unsigned long long)
 VMM_WRAPPERS(HIP, hip, void *)
@@ -505,18 +469,11 @@ static int driver_wrapped(const char *name)
 	return sym && sym->runtime == DRV;
 }
 
-/* Whether the library that holds `fn` exports `name` (a _v2 memq may not wrap). */
+/* Whether the library that holds `fn` exports `name` (a _v2 memq may not wrap);
+ * read from its symbol table (memq_elf.c), no dlopen/dlsym: dlerror() untouched. */
 static int exported_beside(void *fn, const char *name)
 {
-	Dl_info info;
-	void *lib;
-	int found;
-
-	if (!dladdr(fn, &info) || !info.dli_fname || !(lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)))
-		return 0;
-	found = memq_real_dlsym(lib, name) != NULL;
-	dlclose(lib);
-	return found;
+	return memq_object_lookup(fn, name) != NULL;
 }
 
 /*
@@ -557,16 +514,13 @@ static const char *symbol_name(void *fn)
 	return dladdr(fn, &info) && info.dli_saddr == fn ? info.dli_sname : NULL;
 }
 
-MEMQ_REAL_FN(DRV, int, cuGetProcAddress, (const char *symbol, void **pfn, int version, unsigned long long flags));
-MEMQ_REAL_FN(DRV, int, cuGetProcAddress_v2, (const char *symbol, void **pfn, int version, unsigned long long flags,
-	int *status));
-MEMQ_EXPORT int cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags);
-MEMQ_EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
-	int *status);
+MEMQ_EXPORTED_FN(DRV, int, cuGetProcAddress, (const char *symbol, void **pfn, int version, unsigned long long flags));
+MEMQ_EXPORTED_FN(DRV, int, cuGetProcAddress_v2, (const char *symbol, void **pfn, int version,
+	unsigned long long flags, int *status));
 
 /*
- * What a lookup hands to the program: memq's wrapper for a wrapped driver
- * function, set to call the very function the lookup returned (`fn`);
+ * What a lookup hands to the program: memq's stand-in for a wrapped driver
+ * function, bound to the very function the lookup returned (`fn`);
  * anything else unchanged. A lookup of cuGetProcAddress itself gets memq's
  * (both ABIs: the v1 and _v2 signatures).
  */
@@ -578,13 +532,9 @@ static void *driver_substitute(const char *symbol, void *fn, int version, unsign
 	if (!fn || !symbol || memq_is_ours(fn))
 		return fn;
 	name = symbol_name(fn);
-	if (!strcmp(symbol, "cuGetProcAddress")) {
-		int v2 = name ? !strcmp(name, "cuGetProcAddress_v2") : version >= 12000;
-		struct memq_sym *sym = v2 ? &memq_sym_cuGetProcAddress_v2 : &memq_sym_cuGetProcAddress;
-
-		__atomic_store_n(&sym->fn, fn, __ATOMIC_RELEASE);
-		return v2 ? (void *) cuGetProcAddress_v2 : (void *) cuGetProcAddress;
-	}
+	if (!strcmp(symbol, "cuGetProcAddress"))
+		return memq_wrapper_for((name ? !strcmp(name, "cuGetProcAddress_v2") : version >= 12000)
+			? "cuGetProcAddress_v2" : "cuGetProcAddress", fn);
 	/* An exported function is exactly what its name says: memq's wrapper of that name or
 	 * nothing (never a wrapper of another form of the same call). */
 	if (name && !driver_wrapped(name))
@@ -597,7 +547,7 @@ static void *driver_substitute(const char *symbol, void *fn, int version, unsign
 /* The lookups themselves are rare (start-up): no fast path, never an event. */
 int cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags)
 {
-	cuGetProcAddress_fn real = MEMQ_REAL(cuGetProcAddress);
+	cuGetProcAddress_fn real = MEMQ_REAL_CALLER(cuGetProcAddress);
 	int r;
 
 	if (!real)
@@ -610,7 +560,7 @@ int cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long 
 
 int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status)
 {
-	cuGetProcAddress_v2_fn real = MEMQ_REAL(cuGetProcAddress_v2);
+	cuGetProcAddress_v2_fn real = MEMQ_REAL_CALLER(cuGetProcAddress_v2);
 	int r;
 
 	if (!real)
@@ -628,27 +578,28 @@ int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned lo
  * cudaVersion, flags, driverStatus) (12.5). The runtime's flags use the
  * driver's values (cudaEnablePerThreadDefaultStream = 2).
  */
-MEMQ_REAL_FN(CUDA, int, cudaGetDriverEntryPoint, (const char *symbol, void **pfn, unsigned long long flags,
+MEMQ_EXPORTED_FN(CUDA, int, cudaGetDriverEntryPoint, (const char *symbol, void **pfn, unsigned long long flags,
 	void *status));
-MEMQ_EXPORT int cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags, void *status)
+int cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags, void *status)
 {
-	cudaGetDriverEntryPoint_fn real = MEMQ_REAL(cudaGetDriverEntryPoint);
+	int route = memq_route(__builtin_return_address(0), CUDA);
+	cudaGetDriverEntryPoint_fn real = MEMQ_REAL_AT(cudaGetDriverEntryPoint, route);
 	int r;
 
 	if (!real)
 		return MEMQ_ERR_NO_RUNTIME;
 	r = real(symbol, pfn, flags, status);
 	if (r == 0 && pfn)
-		*pfn = driver_substitute(symbol, *pfn, memq_cuda_major() * 1000, flags);
+		*pfn = driver_substitute(symbol, *pfn, memq_route_cuda_major(route) * 1000, flags);
 	return r;
 }
 
-MEMQ_REAL_FN(CUDA, int, cudaGetDriverEntryPointByVersion, (const char *symbol, void **pfn, unsigned int version,
+MEMQ_EXPORTED_FN(CUDA, int, cudaGetDriverEntryPointByVersion, (const char *symbol, void **pfn, unsigned int version,
 	unsigned long long flags, void *status));
-MEMQ_EXPORT int cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn, unsigned int version,
+int cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn, unsigned int version,
 	unsigned long long flags, void *status)
 {
-	cudaGetDriverEntryPointByVersion_fn real = MEMQ_REAL(cudaGetDriverEntryPointByVersion);
+	cudaGetDriverEntryPointByVersion_fn real = MEMQ_REAL_CALLER(cudaGetDriverEntryPointByVersion);
 	int r;
 
 	if (!real)
@@ -661,14 +612,14 @@ MEMQ_EXPORT int cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn,
 
 /*
  * hipGetProcAddress(symbol, pfn, hipVersion, flags, status) returns HIP
- * runtime functions by their exported names: memq's wrapper of that name,
- * when memq wraps it (it finds the same runtime function on its own).
+ * runtime functions by their exported names: memq's stand-in for that name,
+ * when memq wraps it.
  */
-MEMQ_REAL_FN(HIP, int, hipGetProcAddress, (const char *symbol, void **pfn, int version, uint64_t flags,
+MEMQ_EXPORTED_FN(HIP, int, hipGetProcAddress, (const char *symbol, void **pfn, int version, uint64_t flags,
 	void *status));
-MEMQ_EXPORT int hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags, void *status)
+int hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags, void *status)
 {
-	hipGetProcAddress_fn real = MEMQ_REAL(hipGetProcAddress);
+	hipGetProcAddress_fn real = MEMQ_REAL_CALLER(hipGetProcAddress);
 	int r;
 
 	if (!real)
@@ -691,9 +642,9 @@ MEMQ_REAL_FN(DRV, int, cuDeviceGetCount, (int *));
 MEMQ_REAL_FN(DRV, int, cuDeviceGetName, (char *, int, int));
 MEMQ_REAL_FN(DRV, int, cuDeviceGetAttribute, (int *, int, int));
 
-int memq_driver_current_device(void)
+int memq_driver_current_device(int route)
 {
-	cuCtxGetDevice_fn get = MEMQ_REAL(cuCtxGetDevice);
+	cuCtxGetDevice_fn get = MEMQ_REAL_AT(cuCtxGetDevice, route);
 	int dev = -1;
 
 	if (!get || get(&dev) != 0)
@@ -705,11 +656,11 @@ int memq_driver_current_device(void)
 #define CU_ATTR_INTEGRATED 18
 #define CU_ATTR_PAGEABLE_MEMORY_ACCESS 88
 
-void memq_driver_describe_devices(void)
+void memq_driver_describe_devices(int route)
 {
-	cuDeviceGetCount_fn count = MEMQ_REAL(cuDeviceGetCount);
-	cuDeviceGetName_fn get_name = MEMQ_REAL(cuDeviceGetName);
-	cuDeviceGetAttribute_fn attr = MEMQ_REAL(cuDeviceGetAttribute);
+	cuDeviceGetCount_fn count = MEMQ_REAL_AT(cuDeviceGetCount, route);
+	cuDeviceGetName_fn get_name = MEMQ_REAL_AT(cuDeviceGetName, route);
+	cuDeviceGetAttribute_fn attr = MEMQ_REAL_AT(cuDeviceGetAttribute, route);
 	int n = 0;
 
 	if (!count || count(&n) != 0)
@@ -725,6 +676,7 @@ void memq_driver_describe_devices(void)
 			integrated = 0;
 		if (attr && attr(&pageable, CU_ATTR_PAGEABLE_MEMORY_ACCESS, dev) != 0)
 			pageable = 0;
+		memq_content_device(MEMQ_RT_CUDRV, dev, integrated || pageable);
 		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_CUDA, dev, name,
 			!!integrated, !!(integrated || pageable), NULL);
 	}

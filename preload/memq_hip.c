@@ -64,3 +64,28 @@ WRAPPER(HIP, hipMemAdvise, advise, (const void *p, size_t n, int advice, int dev
 #include "memq_reach.h"
 COPY_3D(HIP, hipMemcpy3D, 0)
 COPY_3D_ASYNC(HIP, hipMemcpy3DAsync)
+
+/*
+ * Per-thread default stream entry points (hip_runtime_api.h with
+ * HIP_API_PER_THREAD_DEFAULT_STREAM: code built with
+ * -fgpu-default-stream=per-thread calls these instead): stream 0 there is
+ * the calling thread's default stream, recorded as 0x2 (hipStreamPerThread,
+ * MEMQ_STREAM).
+ */
+COPY(HIP, hipMemcpy_spt, 0)
+COPY_ASYNC(HIP, hipMemcpyAsync_spt)
+SET(HIP, hipMemset_spt, int, 1, 0)
+SET_ASYNC(HIP, hipMemsetAsync_spt, int, 1)
+COPY_2D(HIP, hipMemcpy2D_spt, 0)
+COPY_2D_ASYNC(HIP, hipMemcpy2DAsync_spt)
+COPY_3D(HIP, hipMemcpy3D_spt, 0)
+COPY_3D_ASYNC(HIP, hipMemcpy3DAsync_spt)
+SYNC_STREAM(HIP, hipStreamSynchronize_spt)
+
+/* ROCm 7.1: hipMemPrefetchAsync_v2(const void *, size_t, hipMemLocation, unsigned int flags, hipStream_t),
+ * hipMemAdvise_v2(const void *, size_t, hipMemoryAdvise, hipMemLocation) */
+WRAPPER(HIP, hipMemPrefetchAsync_v2, prefetch,
+	(const void *p, size_t n, struct memq_location loc, unsigned int flags, void *stream), (p, n, loc, flags, stream),
+	EMIT_PREFETCH(hipMemPrefetchAsync_v2, p, n, memq_location_device(loc), stream))
+WRAPPER(HIP, hipMemAdvise_v2, advise, (const void *p, size_t n, int advice, struct memq_location loc),
+	(p, n, advice, loc), EMIT_ADVISE(hipMemAdvise_v2, p, n, advice, memq_location_device(loc)))

@@ -6,6 +6,8 @@
  * program reached it some way memq could not interpose (a static runtime
  * whose driver lookups went around memq, a lookup memq does not wrap), and
  * `memq record` says so instead of leaving a silent empty picture.
+ * It also says how many allocation-table updates were dropped (memq_table.c:
+ * a signal handler inside the table, no memory): frees that then record size 0.
  * A file, not an event: memq record reads it without a pass over the trace.
  */
 #define _GNU_SOURCE
@@ -18,7 +20,25 @@
 
 #include "memq_reach.h"
 
-unsigned long memq_traced_calls[4];
+struct memq_call_counts memq_traced_calls[MEMQ_CALL_STRIPES];
+__thread unsigned memq_call_stripe __attribute__((tls_model("initial-exec")));   /* 1-based; 0: none yet */
+
+unsigned memq_call_stripe_assign(void)
+{
+	static unsigned next;
+
+	memq_call_stripe = 1 + __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MEMQ_CALL_STRIPES;
+	return memq_call_stripe;
+}
+
+static unsigned long traced_total(int runtime)
+{
+	unsigned long n = 0;
+
+	for (int i = 0; i < MEMQ_CALL_STRIPES; i++)
+		n += __atomic_load_n(&memq_traced_calls[i].n[runtime], __ATOMIC_RELAXED);
+	return n;
+}
 
 /* Library name prefixes and the runtime each belongs to. */
 static const struct { const char *prefix; const char *runtime; } gpu_libraries[] = {
@@ -72,8 +92,10 @@ void memq_reach_report(void)
 	if (!dir || !*dir)
 		return;
 	snprintf(line, sizeof(line), "{\"pid\": %d, \"calls\": {\"hip\": %lu, \"cuda\": %lu, \"driver\": %lu}, "
-		"\"libraries\": [", (int) getpid(), memq_traced_calls[MEMQ_RT_HIP],
-		memq_traced_calls[MEMQ_RT_CUDA], memq_traced_calls[MEMQ_RT_CUDRV]);
+		"\"table_dropped\": %lu, \"content_dropped\": %lu, \"libraries\": [", (int) getpid(),
+		traced_total(MEMQ_RT_HIP), traced_total(MEMQ_RT_CUDA), traced_total(MEMQ_RT_CUDRV),
+		__atomic_load_n(&memq_table_dropped, __ATOMIC_RELAXED),
+		__atomic_load_n(&memq_content_dropped, __ATOMIC_RELAXED));
 	append(&rep, line);
 	dl_iterate_phdr(library_cb, &rep);
 	append(&rep, "]}\n");

@@ -39,12 +39,12 @@ static inline uint64_t memq_pitched_at(const struct memq_pitched_ptr *p, const v
 
 /* The memq:copy record of a runtime 3D copy. */
 static inline void memq_rt_copy3d_rec(struct memq_copy_rec *rec, int api, const struct memq_rt_copy3d *p,
-	void *stream, int r)
+	void *stream)
 {
 	const struct memq_extent *e = &p->extent;
 
 	*rec = (struct memq_copy_rec) {
-		.api = api, .kind = p->kind, .stream = U64(stream), .src_device = -1, .result = r,
+		.api = api, .kind = p->kind, .stream = U64(stream), .src_device = -1,
 		.dst = memq_pitched_at(&p->dst_ptr, p->dst_array, &p->dst_pos),
 		.src = memq_pitched_at(&p->src_ptr, p->src_array, &p->src_pos),
 		.bytes = (uint64_t) e->width * e->height * e->depth,
@@ -55,26 +55,41 @@ static inline void memq_rt_copy3d_rec(struct memq_copy_rec *rec, int api, const 
 	};
 }
 
-#define EMIT_RT_COPY_3D(name, p, strm)                                       \
-	{                                                                    \
-		struct memq_copy_rec rec;                                    \
-		memq_rt_copy3d_rec(&rec, MEMQ_API_##name, (p), (strm), r);   \
-		memq_emit_copy(&c, &rec);                                    \
-	}
+/* (a NULL description: recorded with no addresses, the runtime's error in `result`) */
+#define RT_COPY_3D_INIT(name, p, strm)                                       \
+	(p ? memq_rt_copy3d_rec(&rec, MEMQ_API_##name, p, MEMQ_STREAM_PTR(name, strm)) \
+	   : memq_copy_init(&rec, MEMQ_API_##name, 0, 0, 0, MEMQ_DEFAULT, MEMQ_STREAM_PTR(name, strm), 0, 0, 0, 0))
 
 #define COPY_3D(rt, name, strm)                                              \
-	WRAPPER(rt, name, copy, (const struct memq_rt_copy3d *p), (p), EMIT_RT_COPY_3D(name, p, strm))
+	COPY_WRAPPER(rt, name, (const struct memq_rt_copy3d *p), (p), 0, RT_COPY_3D_INIT(name, p, strm))
 
 #define COPY_3D_ASYNC(rt, name)                                              \
-	WRAPPER(rt, name, copy, (const struct memq_rt_copy3d *p, void *stream), (p, stream), \
-		EMIT_RT_COPY_3D(name, p, stream))
+	COPY_WRAPPER(rt, name, (const struct memq_rt_copy3d *p, void *stream), (p, stream), 1, \
+		RT_COPY_3D_INIT(name, p, stream))
 
-/* CUDA driver: the current context's device (-1 without one), and memq:device. */
-int memq_driver_current_device(void);
-void memq_driver_describe_devices(void);
+/* CUDA driver (the runtime object `route`): the current context's device
+ * (-1 without one), and memq:device. */
+int memq_driver_current_device(int route);
+void memq_driver_describe_devices(int route);
 
-/* Traced calls per runtime (enum memq_runtime index), for the exit report. */
-extern unsigned long memq_traced_calls[4];
+/* Traced calls per runtime (enum memq_runtime index), for the exit report:
+ * counted in one of MEMQ_CALL_STRIPES cache lines per thread, so that
+ * threads tracing at the same time do not bounce one line between them. */
+#define MEMQ_CALL_STRIPES 16
+struct memq_call_counts { unsigned long n[4]; } __attribute__((aligned(64)));
+extern struct memq_call_counts memq_traced_calls[MEMQ_CALL_STRIPES];
+extern __thread unsigned memq_call_stripe __attribute__((tls_model("initial-exec")));
+unsigned memq_call_stripe_assign(void);
+
+static inline void memq_count_traced(int runtime)
+{
+	unsigned stripe = memq_call_stripe ? memq_call_stripe : memq_call_stripe_assign();
+
+	__atomic_add_fetch(&memq_traced_calls[stripe - 1].n[runtime], 1, __ATOMIC_RELAXED);
+}
+
+/* Asynchronous copies left without an after-fingerprint (memq_content.c: too many awaiting completion). */
+extern unsigned long memq_content_dropped;
 /* At process exit: when `memq record` asked for it (MEMQ_REACH_DIR), write which GPU
  * libraries this process loaded and how many of their calls were traced. */
 void memq_reach_report(void);

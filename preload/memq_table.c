@@ -1,14 +1,28 @@
 /*
- * Live allocation table: pointer -> (size, memory kind), so that a free or
- * unregister event carries what it releases.
+ * Live allocation table: (pointer, key space) -> (size, memory kind), so that
+ * a free or unregister event carries what it releases.
  *
  * Sharded open-addressing hash tables, one mutex per shard, so threads that
  * allocate concurrently rarely contend. Storage comes from mmap, never from
- * malloc: the libc wrapper would record our bookkeeping as the
+ * malloc: memq's own allocator wrappers would record our bookkeeping as the
  * application's heap traffic. Entries exist only for allocations made while
  * a session was enabled (inside capture windows or not: a window's snapshot
  * lists what was allocated before it), so without a session the table stays
  * empty and frees skip it after one atomic load (memq_table_live).
+ *
+ * Hashing: Fibonacci hashing, the slot taken from the HIGH bits of the
+ * product. Allocations are aligned (device blocks to 2 MiB, large host blocks
+ * to a page + 16): the low bits of the product are the key's low bits times
+ * an odd constant, the same for every such key, and indexing with them piled
+ * every entry of a shard onto one probe chain.
+ *
+ * Signal handlers: a wrapped call made by a signal handler that interrupted
+ * this same thread inside the table would wait forever for a lock its own
+ * thread holds. A thread marks itself (initial-exec TLS, no allocation)
+ * before it takes a lock; a nested operation on a marked thread does not
+ * lock: a put is dropped and a take finds nothing (the free then records
+ * size 0, unknown), both counted in memq_table_dropped. Other threads' locks
+ * are only ever held for a bounded time, so waiting for them is safe.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -16,7 +30,8 @@
 
 #include "memq_core.h"
 
-#define SHARDS 64
+#define SHARD_BITS 6
+#define SHARDS (1 << SHARD_BITS)
 #define INITIAL_SLOTS 1024
 
 enum { SLOT_EMPTY = 0, SLOT_FULL = 1, SLOT_TOMB = 2 };
@@ -27,7 +42,7 @@ struct slot {
 	uint16_t api;            /* allocating function, for memq:live (0: not known) */
 	int16_t device;
 	uint8_t kind;
-	uint8_t registered;
+	uint8_t registered;      /* the key space: compared exactly */
 	uint8_t state;
 };
 
@@ -35,6 +50,7 @@ struct shard {
 	pthread_mutex_t lock;
 	struct slot *slots;
 	size_t cap;              /* power of two, 0 before the first insert */
+	unsigned shift;          /* 64 - log2(cap): the index is the hash's next bits */
 	size_t full, tombs;
 	uint32_t snap;           /* generation of the last window snapshot that listed this shard */
 } __attribute__((aligned(64)));
@@ -43,7 +59,11 @@ static struct shard shards[SHARDS] = {
 	[0 ... SHARDS - 1] = { .lock = PTHREAD_MUTEX_INITIALIZER },
 };
 
+/* Bit i set while shard i holds entries: one word frees can test, written
+ * only when a shard empties or stops being empty (no cache line bouncing
+ * between threads on every insert). */
 unsigned long memq_table_live;
+unsigned long memq_table_dropped;
 
 /* Generation of the window whose snapshot is being written or is open; 0 when none. */
 static uint32_t snap_gen;
@@ -55,136 +75,168 @@ static inline int raced(const struct shard *s)
 	return s->snap && s->snap == __atomic_load_n(&snap_gen, __ATOMIC_ACQUIRE);
 }
 
-static inline uint64_t hash_ptr(uint64_t ptr, int registered)
+/* The shard this thread is inside (index + 1), -1 during fork, 0 outside. */
+static __thread int inside __attribute__((tls_model("initial-exec")));
+static int fork_inside;          /* `inside` of the forking thread (atfork handlers are serialised) */
+
+static inline uint64_t hash_key(uint64_t ptr, uint8_t space)
 {
-	/* Allocations are aligned: drop the low bits before mixing. */
-	return ((ptr >> 4) ^ (uint64_t) registered) * 0x9E3779B97F4A7C15ull;
+	/* user-space pointers stay below 2^57: the space cannot alias a pointer bit */
+	return (ptr ^ ((uint64_t) space << 56)) * 0x9E3779B97F4A7C15ull;
 }
 
 static struct shard *shard_of(uint64_t h)
 {
-	return &shards[h >> 58];     /* top 6 bits: 64 shards */
+	return &shards[h >> (64 - SHARD_BITS)];
 }
 
-static struct slot *find(struct shard *s, uint64_t h, uint64_t ptr, int registered)
+/* Home slot: the bits right below the shard's. */
+static inline size_t home(const struct shard *s, uint64_t h)
+{
+	return (size_t) ((h << SHARD_BITS) >> s->shift);
+}
+
+static struct slot *find(struct shard *s, uint64_t h, uint64_t ptr, uint8_t space)
 {
 	size_t mask = s->cap - 1;
 
 	if (!s->cap)
 		return NULL;
-	for (size_t i = h & mask;; i = (i + 1) & mask) {
+	for (size_t i = home(s, h);; i = (i + 1) & mask) {
 		struct slot *sl = &s->slots[i];
 
 		if (sl->state == SLOT_EMPTY)
 			return NULL;
-		if (sl->state == SLOT_FULL && sl->ptr == ptr && sl->registered == registered)
+		if (sl->state == SLOT_FULL && sl->ptr == ptr && sl->registered == space)
 			return sl;
 	}
 }
 
-static void place(struct slot *slots, size_t cap, const struct slot *src)
+/* The first free slot (empty or tombstone) of h's probe chain. */
+static struct slot *free_slot(struct shard *s, uint64_t h)
 {
-	size_t mask = cap - 1;
+	size_t mask = s->cap - 1, i = home(s, h);
 
-	for (size_t i = hash_ptr(src->ptr, src->registered) & mask;; i = (i + 1) & mask) {
-		if (slots[i].state != SLOT_FULL) {
-			slots[i] = *src;
-			slots[i].state = SLOT_FULL;
-			return;
-		}
-	}
+	while (s->slots[i].state == SLOT_FULL)
+		i = (i + 1) & mask;
+	return &s->slots[i];
 }
 
 /* Keep the load (full + tombstones) under 3/4; rehash drops tombstones. */
 static int reserve(struct shard *s)
 {
-	size_t cap = s->cap;
-	struct slot *slots;
+	struct shard grown = *s;
 
-	if (cap && (s->full + s->tombs + 1) * 4 <= cap * 3)
+	if (s->cap && (s->full + s->tombs + 1) * 4 <= s->cap * 3)
 		return 0;
-	if (!cap)
-		cap = INITIAL_SLOTS;
-	else if ((s->full + 1) * 2 > cap)
-		cap *= 2;
-	slots = mmap(NULL, cap * sizeof(*slots), PROT_READ | PROT_WRITE,
+	if (!grown.cap)
+		grown.cap = INITIAL_SLOTS;
+	else if ((s->full + 1) * 2 > s->cap)
+		grown.cap *= 2;
+	grown.shift = 64 - (unsigned) __builtin_ctzl(grown.cap);
+	grown.slots = mmap(NULL, grown.cap * sizeof(struct slot), PROT_READ | PROT_WRITE,
 		MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (slots == MAP_FAILED)
+	if (grown.slots == MAP_FAILED)
 		return -1;
 	for (size_t i = 0; i < s->cap; i++)
 		if (s->slots[i].state == SLOT_FULL)
-			place(slots, cap, &s->slots[i]);
+			*free_slot(&grown, hash_key(s->slots[i].ptr, s->slots[i].registered)) = s->slots[i];
 	if (s->slots)
-		munmap(s->slots, s->cap * sizeof(*slots));
-	s->slots = slots;
-	s->cap = cap;
+		munmap(s->slots, s->cap * sizeof(struct slot));
+	s->slots = grown.slots;
+	s->cap = grown.cap;
+	s->shift = grown.shift;
 	s->tombs = 0;
 	return 0;
 }
 
+/* Lock s for this thread; 0 when the thread is already inside the table. */
+static int enter(struct shard *s)
+{
+	if (inside)
+		return 0;
+	inside = (int) (s - shards) + 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);   /* marked before locked */
+	pthread_mutex_lock(&s->lock);
+	return 1;
+}
+
+static void leave(struct shard *s)
+{
+	pthread_mutex_unlock(&s->lock);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);   /* unlocked before unmarked */
+	inside = 0;
+}
+
+static void dropped(void)
+{
+	__atomic_add_fetch(&memq_table_dropped, 1, __ATOMIC_RELAXED);
+}
+
 int memq_table_insert(const struct memq_table_entry *e)
 {
-	int registered = !!e->registered;
-	uint64_t h = hash_ptr(e->ptr, registered);
+	uint8_t space = e->registered;
+	uint64_t h = hash_key(e->ptr, space);
 	struct shard *s = shard_of(h);
 	struct slot *sl, entry = { .ptr = e->ptr, .size = e->size, .api = e->api, .device = e->device,
-		.kind = e->kind, .registered = registered };
+		.kind = e->kind, .registered = space, .state = SLOT_FULL };
 	int late;
 
-	pthread_mutex_lock(&s->lock);
+	if (!enter(s)) {
+		dropped();
+		return 0;
+	}
 	late = raced(s);
-	sl = find(s, h, e->ptr, registered);
+	sl = find(s, h, e->ptr, space);
 	if (sl) {                        /* a free we never saw: replace */
-		entry.state = SLOT_FULL;
 		*sl = entry;
 	} else if (reserve(s) == 0) {
-		size_t mask = s->cap - 1;
-
-		for (size_t i = h & mask;; i = (i + 1) & mask) {
-			if (s->slots[i].state != SLOT_FULL) {
-				if (s->slots[i].state == SLOT_TOMB)
-					s->tombs--;
-				s->slots[i] = entry;
-				s->slots[i].state = SLOT_FULL;
-				break;
-			}
-		}
-		s->full++;
-		__atomic_add_fetch(&memq_table_live, 1, __ATOMIC_RELAXED);
+		sl = free_slot(s, h);
+		if (sl->state == SLOT_TOMB)
+			s->tombs--;
+		*sl = entry;
+		if (s->full++ == 0)
+			__atomic_or_fetch(&memq_table_live, 1ul << (s - shards), __ATOMIC_RELAXED);
+	} else {
+		dropped();                   /* out of memory */
 	}
-	pthread_mutex_unlock(&s->lock);
+	leave(s);
 	return late;
 }
 
 void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind)
 {
 	struct memq_table_entry e = { .ptr = ptr, .size = size, .device = -1, .kind = kind,
-		.registered = (uint8_t) !!registered };
+		.registered = (uint8_t) registered };
 
 	memq_table_insert(&e);
 }
 
 int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
 {
-	uint64_t h = hash_ptr(ptr, !!registered);
+	uint8_t space = (uint8_t) registered;
+	uint64_t h = hash_key(ptr, space);
 	struct shard *s = shard_of(h);
 	struct slot *sl;
 	int found = 0;
 
-	pthread_mutex_lock(&s->lock);
-	sl = find(s, h, ptr, !!registered);
 	out->raced = 0;
+	if (!enter(s)) {
+		dropped();
+		return 0;
+	}
+	sl = find(s, h, ptr, space);
 	if (sl) {
 		out->size = sl->size;
 		out->kind = sl->kind;
 		out->raced = (uint8_t) raced(s);
 		sl->state = SLOT_TOMB;
-		s->full--;
 		s->tombs++;
-		__atomic_sub_fetch(&memq_table_live, 1, __ATOMIC_RELAXED);
+		if (--s->full == 0)
+			__atomic_and_fetch(&memq_table_live, ~(1ul << (s - shards)), __ATOMIC_RELAXED);
 		found = 1;
 	}
-	pthread_mutex_unlock(&s->lock);
+	leave(s);
 	return found;
 }
 
@@ -194,8 +246,9 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
  * snapshot is ordered against it: before (the snapshot sees its effect) or
  * after (raced() tells its untraced caller to write the event itself, which
  * then follows the snapshot's events in the trace). `fn` writes an event:
- * it must not allocate through a path that takes a shard lock (the caller
- * holds the nesting guard, which keeps memq's own wrappers out).
+ * the thread is marked inside the table meanwhile, so a wrapper it reaches
+ * (a heap block LTTng allocates) drops its put instead of waiting for the
+ * lock this thread holds.
  */
 void memq_table_snapshot(uint32_t gen, void (*fn)(const struct memq_table_entry *, void *), void *arg)
 {
@@ -203,7 +256,8 @@ void memq_table_snapshot(uint32_t gen, void (*fn)(const struct memq_table_entry 
 	for (int i = 0; i < SHARDS; i++) {
 		struct shard *s = &shards[i];
 
-		pthread_mutex_lock(&s->lock);
+		if (!enter(s))             /* marked: a heap block LTTng allocates meanwhile is dropped, not a deadlock */
+			continue;          /* (never: a snapshot is not taken from inside the table) */
 		s->snap = gen;
 		for (size_t k = 0; k < s->cap; k++) {
 			const struct slot *sl = &s->slots[k];
@@ -215,7 +269,7 @@ void memq_table_snapshot(uint32_t gen, void (*fn)(const struct memq_table_entry 
 				.device = sl->device, .kind = sl->kind, .registered = sl->registered };
 			fn(&e, arg);
 		}
-		pthread_mutex_unlock(&s->lock);
+		leave(s);
 	}
 }
 
@@ -227,18 +281,26 @@ void memq_table_snapshot_end(void)
 
 /*
  * fork() while another thread holds a shard lock would leave the child's
- * copy locked forever: hold every lock across fork (pthread_atfork).
+ * copy locked forever: hold every lock across fork (pthread_atfork). A fork
+ * made by a signal handler that interrupted this thread inside shard k skips
+ * k: this thread holds it, and finishes its operation in both processes once
+ * the handler returns.
  */
 void memq_table_fork_prepare(void)
 {
+	fork_inside = inside;
+	inside = -1;
 	for (int i = 0; i < SHARDS; i++)
-		pthread_mutex_lock(&shards[i].lock);
+		if (i + 1 != fork_inside)
+			pthread_mutex_lock(&shards[i].lock);
 }
 
 void memq_table_fork_parent(void)
 {
 	for (int i = SHARDS - 1; i >= 0; i--)
-		pthread_mutex_unlock(&shards[i].lock);
+		if (i + 1 != fork_inside)
+			pthread_mutex_unlock(&shards[i].lock);
+	inside = fork_inside;
 }
 
 void memq_table_fork_child(void)

@@ -246,6 +246,21 @@ LTTNG_UST_TRACEPOINT_EVENT(memq, device,
 		lttng_ust_field_integer(int32_t, integrated, integrated)
 		lttng_ust_field_integer(int32_t, unified_memory, unified_memory)))
 
+/*
+ * Runtime gates, never emitted: while exactly one of them is enabled, only
+ * that runtime's wrappers trace (memq record --api hip / --api cuda); with
+ * neither or both enabled (a plain `memq:*`), every runtime is traced. A
+ * wrapper of a runtime switched off this way forwards the call after two
+ * more loads, instead of running its whole traced path for an event that an
+ * LTTng filter would drop. The CUDA driver is under the cuda gate.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(memq, gate_hip,
+	LTTNG_UST_TP_ARGS(void *, ip),
+	LTTNG_UST_TP_FIELDS(lttng_ust_field_unused(ip)))
+LTTNG_UST_TRACEPOINT_EVENT(memq, gate_cuda,
+	LTTNG_UST_TP_ARGS(void *, ip),
+	LTTNG_UST_TP_FIELDS(lttng_ust_field_unused(ip)))
+
 #endif /* MEMQ_TP_H */
 
 #include <lttng/tracepoint-event.h>

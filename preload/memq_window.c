@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "memq_heap.h"
 #include "memq_wrap.h"
 
 enum { MODE_NONE, MODE_TIME, MODE_PROFILER };
@@ -121,6 +122,8 @@ static void window_open_locked(int cause, int api)
 	 * write their own event where the snapshot passed them (memq_table.c). */
 	if (lttng_ust_tracepoint_enabled(memq, live))
 		memq_table_snapshot(++generation, emit_live, &now);
+	/* the heap's small blocks: their totals so far (what went on outside windows) */
+	memq_heap_flush_all();
 	is_open = 1;
 	open_cause = cause;
 	set_gate(1);
@@ -154,6 +157,8 @@ static void window_close_locked(int cause, int api)
 	memq_table_snapshot_end();
 	__atomic_store_n(&memq_window_gate, 0, __ATOMIC_SEQ_CST);
 	wait_inflight();
+	memq_heap_flush_all();          /* small blocks up to the close */
+	memq_content_window_closed();   /* copies still waiting for an after-fingerprint get none */
 	is_open = 0;
 	emit_window(0, cause, api);
 	next_index++;

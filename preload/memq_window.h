@@ -40,6 +40,22 @@ int memq_window_gate_slow(void);
 extern unsigned long memq_window_inflight;
 extern int memq_window_counting;
 
+/* Count a call that may write an event (before it reads the gate); 1 when counted. */
+static inline int memq_window_enter(void)
+{
+	if (!__atomic_load_n(&memq_window_counting, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_add_fetch(&memq_window_inflight, 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);   /* counted before the gate is read */
+	return 1;
+}
+
+static inline void memq_window_leave(int counted)
+{
+	if (counted)
+		__atomic_sub_fetch(&memq_window_inflight, 1, __ATOMIC_RELEASE);
+}
+
 /* Whether events may be written now. Call only under the nesting guard
  * (memq_nesting > 0): the first call in a forked child writes its window
  * events. */
@@ -48,6 +64,17 @@ static inline int memq_recording(void)
 	int g = __atomic_load_n(&memq_window_gate, __ATOMIC_ACQUIRE);
 
 	return __builtin_expect(g >= 0, 1) ? g : memq_window_gate_slow();
+}
+
+/* memq_recording() for code outside the nesting guard (the heap wrappers):
+ * `nested` (memq_nesting) non-zero means the window code itself may be
+ * running on this thread, which must not take its lock again: undecided
+ * then reads as closed. */
+static inline int memq_recording_from(int nested)
+{
+	int g = __atomic_load_n(&memq_window_gate, __ATOMIC_ACQUIRE);
+
+	return __builtin_expect(g >= 0, 1) ? g : nested ? 0 : memq_window_gate_slow();
 }
 
 /* Constructor (reads MEMQ_CAPTURE, starts the timer of a --delay/--duration

@@ -79,8 +79,8 @@ step build-cuda-all $BUILD_CUDA_ALL "$W/cuda_all.bin" tests/gpu/cuda_all.cu $BUI
 step cuda-all-untraced "$W/cuda_all.bin" "$W/cuda_all/untraced.jsonl"
 step cuda-all "$MEMQ" record -o "$W/cuda_all/trace" -- "$W/cuda_all.bin" "$W/cuda_all/calls.jsonl"
 
-# 2. The training loop with the profiler on, CUDA calls only (the Python heap would be
-#    millions of libc events), for the copy / segment / pinned checks.
+# 2. The training loop with the profiler on, CUDA calls only (all the copy / segment /
+#    pinned checks need), for those checks.
 if [ -n "${GPU_CHECK_LOOP:-}" ]; then
 	profiled=(python3 "$LOOP" --profile "$W/torch/profile.json")
 else

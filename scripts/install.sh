@@ -10,6 +10,7 @@ APT_PACKAGES=(
   lttng-tools liblttng-ust-dev liblttng-ust1          # capture
   babeltrace2 libbabeltrace2-dev python3-bt2          # decode (C library + bindings for cross-checks)
   gcc make pkg-config                                 # native build
+  libxxhash-dev                                       # content fingerprints (xxh3, header-only: no runtime dependency)
   binutils                                            # nm, addr2line: call-site mapping (--by callsite)
   chromium fonts-liberation                           # UI tests (headless browser)
   procps                                              # ps/pgrep for sessiond management

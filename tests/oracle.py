@@ -11,13 +11,32 @@ It follows the same written decisions as the SQL modules (sql/memq/*.sql doc com
 * a byte's allocations are all allocations live at the copy's start that hold it; its
   *primary* allocation is the one of the first class in (device, pinned, registered,
   host) order (the latest started within a class);
-* writes take effect at the end of their call; effects are applied in time order, frees
-  at the start of their call (the generated logs have distinct effect times);
-* classes per byte: repeat / round trip first, then managed endpoint, then unified;
+* writes take effect at the end of their call, frees at the start of theirs; effects are
+  applied in time order, and at equal times frees first, then writes by slice id (see
+  `effect_key`);
+* classes per byte: no-op (every byte of a copy whose destination fingerprint is the same
+  before and after), then repeat / round trip, then managed endpoint, then unified; a
+  byte is a repeat or round trip when its pair was a mirror just before the copy (a copy
+  is never redundant with itself) that no fingerprint has ended; a copy's class is the
+  class with most bytes (ties in that order);
+* content fingerprints (sql/memq/mirrors.sql): a copy's *content* is its source
+  fingerprint, else its destination's after completion. Observations are (byte
+  sequence, time, hash): the source at the copy's start (or, from the after-hash, at
+  its end), the destination before (start) and after (`after_ts`: its end, or the
+  copy-done row with its pid and seq). Byte sequences are compared as the exact tuple
+  of addresses. An observation is *after* a time t when taken later, or at t if it is an
+  after-fingerprint. A mirror ends at the first observation after its copy's end of
+  exactly its source or destination sequence with another hash; a repeat / round trip
+  needs no such observation up to the later copy's end, and is *checked* (evidence
+  `content`) when the later copy itself observed a side of it after the earlier end, up
+  to its own end, with the earlier content;
 * a 2D copy writes `height` rows of `width` bytes at `dpitch` / `spitch` strides; a 3D
-  copy `depth` slices of those at `dslice` / `sslice` strides;
+  copy `depth` slices of those at `dslice` / `sslice` strides; rows are written in order,
+  so where rows of one copy overlap (pitch < width) the last row's byte is the mirror;
 * prorated time = floor(dur * class_bytes / bytes) (float arithmetic, as in SQL);
-  wall-clock time = length of the union of [start, start + prorated).
+  wall-clock time = length of the union of [start, start + prorated);
+* live bytes at a time are the value after every call at that time (a block allocated
+  and freed at the same ns is never live).
 * capture windows (sql/memq/windows.sql): a LIVE row starts an allocation live when its
   window opened (not counted among allocations made); when a process's window closes,
   its active mirrors end there, and unless the process exited (cause 4) its live
@@ -28,6 +47,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ctf2perfetto.events import EventKind, MemKind
 
@@ -39,7 +59,8 @@ MEM_NAME = {MemKind.HOST: "host", MemKind.PINNED: "pinned", MemKind.REGISTERED: 
 MEM_CLASS = {"host": CLS_HOST, "pinned": CLS_PINNED, "registered": CLS_REGISTERED, "device": CLS_DEVICE,
              "managed": CLS_DEVICE}
 KIND_DIRECTION = {0: "HtoH", 1: "HtoD", 2: "DtoH", 3: "DtoD", 1024: "DtoD"}
-CLASSES = ("repeat", "round_trip", "managed", "unified")
+CLASSES = ("no_op", "repeat", "round_trip", "managed", "unified")
+NEVER = float("inf")
 
 
 @dataclass
@@ -74,20 +95,60 @@ class Write:
     copy_kind: int
     stream: int
     device: int
+    api: str = ""
     direction: str | None = None
     pageable: bool = False
+    no_op: int = 0
     repeat: int = 0
     round_trip: int = 0
     managed: int = 0
     unified: int = 0
+    repeat_checked: int = 0  # of repeat / round_trip: bytes content proves
+    round_trip_checked: int = 0
     unified_device: bool = False
     rows: list[tuple[int, int | None, int]] = field(default_factory=list)  # (dst, src, bytes) written
+    seq: int = 0
+    src_hash: int | None = None
+    before: int | None = None
+    after: int | None = None
+    after_ts: int | None = None
 
     def pairs(self):
         """(destination byte, source byte or None) for every byte written."""
         for dst, src, n in self.rows:
             for i in range(n):
                 yield dst + i, None if src is None else src + i
+
+    @property
+    def dst_seq(self) -> tuple[int, ...]:
+        return tuple(d for d, _ in self.pairs())
+
+    @property
+    def src_seq(self) -> tuple[int, ...]:
+        return tuple(s for _, s in self.pairs())
+
+    @property
+    def content(self) -> int | None:
+        """What it copied: the source's fingerprint, else the destination's after completion."""
+        return self.src_hash if self.src_hash is not None else self.after
+
+    @property
+    def redundant(self) -> int:
+        return self.no_op + self.repeat + self.round_trip + self.managed + self.unified
+
+    @property
+    def proven(self) -> int:
+        return self.no_op + self.repeat_checked + self.round_trip_checked
+
+
+@dataclass(frozen=True)
+class Observation:
+    pid: int
+    key: tuple[int, ...]  # the byte addresses, in order
+    ts: int
+    hash: int
+    copy: int  # Write.index
+    kind: str  # copied, before, after
 
 
 @dataclass
@@ -99,6 +160,7 @@ class Mirror:
     start: int
     direction: str
     dst_alloc: int | None  # primary allocation of the destination byte (Alloc.index)
+    src_alloc: int | None  # primary allocation of the source byte
     untracked_source: bool
     allocs: frozenset[int] = frozenset()  # every allocation holding either byte
     end: int | None = None
@@ -111,18 +173,27 @@ class Oracle:
     mirrors: list[Mirror] = field(default_factory=list)
     windows: list[tuple[int, int | None, int | None]] = field(default_factory=list)  # (pid, open, close)
     closes: list[tuple[int, int]] = field(default_factory=list)  # (time, pid) of each window close
+    observations: list[Observation] = field(default_factory=list)
 
     # -- allocations ---------------------------------------------------------------------
-    def holding(self, pid: int, byte: int, when: int) -> list[Alloc]:
-        return [a for a in self.allocs if a.holds(pid, byte, when)]
+    def holding(self, pid: int, byte: int, when: int, among: list[Alloc] | None = None) -> list[Alloc]:
+        """The allocations (of `among`, default all) holding a byte at a time."""
+        return [a for a in (self.allocs if among is None else among) if a.holds(pid, byte, when)]
 
-    def primary(self, pid: int, byte: int, when: int) -> Alloc | None:
-        held = self.holding(pid, byte, when)
+    def primary(self, pid: int, byte: int, when: int, among: list[Alloc] | None = None) -> Alloc | None:
+        held = self.holding(pid, byte, when, among)
         for cls in CLASS_PRIORITY:
             same = [a for a in held if a.cls == cls]
             if same:
                 return max(same, key=lambda a: (a.start, a.index))
         return None
+
+    def near(self, w: "Write") -> list[Alloc]:
+        """A shortlist for `holding` on a write's bytes: the allocations of its process live at its start that
+        overlap a range it writes or reads (a recorded workload has thousands of heap blocks)."""
+        spans = [(d, d + n) for d, _, n in w.rows] + [(s, s + n) for _, s, n in w.rows if s is not None]
+        return [a for a in self.allocs if a.pid == w.pid and a.start <= w.begin and (a.end is None or a.end > w.begin)
+                and any(a.addr < hi and lo < a.addr + a.size for lo, hi in spans)]
 
 
 def _free_class(kind: int, api: str) -> int:
@@ -150,6 +221,7 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
         o.allocs.append(alloc)
         live[(pid, cls, addr)] = alloc
 
+    done: dict[tuple[int, int], tuple[int, int]] = {}  # (pid, seq) -> (ts, dst hash) of the first copy-done
     open_window: dict[int, int] = {}
 
     for i, r in enumerate(rows):
@@ -167,6 +239,10 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
             if ptr:
                 start_alloc(pid, "host", ptr, r["size"], end)
         elif kind == K.FREE and ptr:
+            end_alloc(pid, CLS_HOST, ptr, begin)
+        elif kind == K.HOST_ALLOC and ptr:  # memq's heap: blocks at or above the threshold (usable size)
+            start_alloc(pid, "host", ptr, r["size"], end)
+        elif kind == K.HOST_FREE and ptr:
             end_alloc(pid, CLS_HOST, ptr, begin)
         elif kind in (K.GPU_ALLOC, K.GPU_REGISTER) and ok and ptr:
             mem = "registered" if kind == K.GPU_REGISTER else MEM_NAME[MemKind(r["mem"])]
@@ -187,7 +263,7 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
         elif kind in (K.GPU_COPY, K.GPU_SET) and ok:
             src = r.get("src", 0) if kind == K.GPU_COPY else None
             w = Write(i, pid, r.get("tid", pid), begin, end, ptr, r["size"], src, r.get("copy_kind", -1),
-                      r.get("stream", 0), r.get("device", 0))
+                      r.get("stream", 0), r.get("device", 0), r.get("api", ""))
             dpitch, spitch = r.get("dpitch", 0), r.get("spitch", 0)
             depth, dslice, sslice = r.get("depth", 0), r.get("dslice", 0), r.get("sslice", 0)
             if kind == K.GPU_COPY and (dpitch or spitch):  # 2D: height rows of width bytes (3D: depth x that)
@@ -195,11 +271,18 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
                           for z in range(max(depth, 1)) for row in range(r["aux2"])]
             else:
                 w.rows = [(ptr, src, r["size"])]
+            if kind == K.GPU_COPY:
+                _fingerprints(w, r)
             o.writes.append(w)
+        elif kind == K.GPU_COPY_DONE:
+            done.setdefault((pid, r["seq"]), (r["ts"], r["dst_hash_after"]))
     o.windows += [(pid, t, None) for pid, t in open_window.items()]
     for w in o.writes:
         if w.src is not None:
+            if w.after is None and (w.pid, w.seq) in done:
+                w.after_ts, w.after = done[(w.pid, w.seq)]
             _endpoints(o, w, unified_devices)
+    _observations(o)
     _mirrors(o)
     return o
 
@@ -210,6 +293,55 @@ def recorded_time(o: Oracle, window: tuple[int, int]) -> int:
         return window[1] - window[0]
     lo, hi = window
     return union_length([(window[0] if t0 is None else t0, hi if t1 is None else t1) for _, t0, t1 in o.windows])
+
+
+def _fingerprints(w: Write, r: dict) -> None:
+    """The hashes a copy row holds, by its content bits."""
+    bits = r.get("content", 0)
+    w.seq = r.get("seq", 0)
+    if bits & 1:
+        w.src_hash = r["src_hash"]
+    if bits & 2:
+        w.before = r["dst_hash_before"]
+    if bits & 4:
+        w.after, w.after_ts = r["dst_hash_after"], w.end
+
+
+def _observations(o: Oracle) -> None:
+    for w in o.writes:
+        if w.src is None:
+            continue
+        if w.content is not None:
+            when = w.begin if w.src_hash is not None else w.end
+            o.observations.append(Observation(w.pid, w.src_seq, when, w.content, w.index, "copied"))
+        if w.before is not None:
+            o.observations.append(Observation(w.pid, w.dst_seq, w.begin, w.before, w.index, "before"))
+        if w.after is not None:
+            o.observations.append(Observation(w.pid, w.dst_seq, w.after_ts, w.after, w.index, "after"))
+
+
+def _after(ob: Observation, t: int) -> bool:
+    """Taken after t; at t only an after-fingerprint (a copy starting then saw the state before)."""
+    return ob.ts > t or (ob.ts == t and ob.kind == "after")
+
+
+def content_end(o: Oracle, w: Write) -> float:
+    """When an observation first showed a side of w's mirror no longer holding its content (inf: never)."""
+    if w.content is None:
+        return NEVER
+    keys = (w.src_seq, w.dst_seq)
+    hits = [ob.ts for ob in o.observations
+            if ob.pid == w.pid and ob.key in keys and _after(ob, w.end) and ob.hash != w.content]
+    return min(hits, default=NEVER)
+
+
+def _checked(o: Oracle, later: Write, earlier: Write) -> bool:
+    """Whether `later` itself observed a side of `earlier`'s mirror unchanged, between their ends."""
+    if earlier.content is None:
+        return False
+    keys = (earlier.src_seq, earlier.dst_seq)
+    return any(ob.copy == later.index and ob.key in keys and _after(ob, earlier.end) and ob.ts <= later.end
+               and ob.hash == earlier.content for ob in o.observations)
 
 
 def _side(a: Alloc | None) -> str:
@@ -230,49 +362,79 @@ def _endpoints(o: Oracle, w: Write, unified_devices) -> None:
     w.unified_device = (w.pid, w.device) in unified_devices
 
 
+def effect_key(ev: "Alloc | Write") -> tuple[int, int, int, int]:
+    """Where an effect falls in the order memq.mirrors applies them: by time, frees (at their call's start)
+    before writes (at their call's end) at equal times, and writes by (end, slice id). trace_processor numbers
+    slices as it meets their starts, in time order and at equal starts in the order the log lists them, so slice
+    id order is (start, log row)."""
+    if isinstance(ev, Alloc):
+        return (ev.end, 0, 0, ev.index)
+    return (ev.end, 1, ev.begin, ev.index)
+
+
+def _classify(o: Oracle, w: Write, active: dict[tuple[int, int], "Mirror"], ends: dict[int, float],
+              writes: dict[int, Write]) -> None:
+    """Classes of a copy's bytes from the mirrors active just before it completes, less those a fingerprint
+    ended by then (`ends`: content_end per copy); every byte a no-op when its destination did not change."""
+    if w.before is not None and w.before == w.after:
+        w.no_op = w.nbytes
+        return
+    near = o.near(w)
+    checked: dict[int, bool] = {}  # per earlier copy: _checked, once
+
+    def is_checked(earlier: int) -> bool:
+        if earlier not in checked:
+            checked[earlier] = _checked(o, w, writes[earlier])
+        return checked[earlier]
+
+    for d, s in w.pairs():
+        held = o.holding(w.pid, d, w.begin, near) + o.holding(w.pid, s, w.begin, near)
+        m = active.get((w.pid, d))
+        back = active.get((w.pid, s))
+        if m is not None and m.src == s and ends[m.copy] > w.end:
+            w.repeat += 1
+            w.repeat_checked += is_checked(m.copy)
+        elif back is not None and back.src == d and ends[back.copy] > w.end:
+            w.round_trip += 1
+            w.round_trip_checked += is_checked(back.copy)
+        elif any(a.mem == "managed" for a in held):
+            w.managed += 1
+        elif w.direction in ("HtoD", "DtoH") and w.unified_device:
+            w.unified += 1
+
+
+class _Close(NamedTuple):
+    """A capture window's close, as a mirror effect (before frees and writes at its time)."""
+    when: int
+    pid: int
+
+
 def _mirrors(o: Oracle) -> None:
-    # Effects in time order: frees at their time, writes at their end (ties: frees first, then log order).
-    effects: list[tuple[int, int, int, object]] = []
-    for a in o.allocs:
-        if a.end is not None:
-            effects.append((a.end, 0, a.index, a))
-    for w in o.writes:
-        effects.append((w.end, 1, w.index, w))
-    for when, pid in o.closes:  # a window's close ends its process's mirrors
-        effects.append((when, 0, -1, pid))
-    effects.sort(key=lambda e: e[:3])
+    effects: list[Alloc | Write | _Close] = [a for a in o.allocs if a.end is not None] + o.writes
+    effects += [_Close(when, pid) for when, pid in o.closes]  # a window's close ends its process's mirrors
+    effects.sort(key=lambda ev: (ev.when, 0, 0, -1) if isinstance(ev, _Close) else effect_key(ev))
     active: dict[tuple[int, int], Mirror] = {}  # (pid, dst byte) -> mirror
     by_src: dict[tuple[int, int], set[int]] = defaultdict(set)  # (pid, src byte) -> dst bytes
+    ends = {w.index: content_end(o, w) for w in o.writes if w.src is not None}
+    writes = {w.index: w for w in o.writes}
 
     def close(m: Mirror, when: int) -> None:
         m.end = when
         del active[(m.pid, m.dst)]
         by_src[(m.pid, m.src)].discard(m.dst)
 
-    for when, _, _, ev in effects:
-        if isinstance(ev, int):
-            for m in [m for m in active.values() if m.pid == ev]:
-                close(m, when)
+    for ev in effects:
+        if isinstance(ev, _Close):
+            for m in [m for m in active.values() if m.pid == ev.pid]:
+                close(m, ev.when)
             continue
         if isinstance(ev, Alloc):
             for m in [m for m in active.values() if ev.index in m.allocs]:
-                close(m, when)
+                close(m, ev.end)
             continue
-        w: Write = ev
-        pid = w.pid
+        w, when, pid = ev, ev.end, ev.pid
         if w.src is not None:
-            for d, s in w.pairs():
-                held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
-                m = active.get((pid, d))
-                back = active.get((pid, s))
-                if m is not None and m.src == s:
-                    w.repeat += 1
-                elif back is not None and back.src == d:
-                    w.round_trip += 1
-                elif any(a.mem == "managed" for a in held):
-                    w.managed += 1
-                elif w.direction in ("HtoD", "DtoH") and w.unified_device:
-                    w.unified += 1
+            _classify(o, w, active, ends, writes)
         for y, _ in w.pairs():
             if (pid, y) in active:
                 close(active[(pid, y)], when)
@@ -280,53 +442,78 @@ def _mirrors(o: Oracle) -> None:
                 close(active[(pid, d)], when)
         if w.src is None:
             continue
+        near = o.near(w)
         for d, s in w.pairs():
-            held = o.holding(pid, d, w.begin) + o.holding(pid, s, w.begin)
-            dst_a = o.primary(pid, d, w.begin)
+            held = o.holding(pid, d, w.begin, near) + o.holding(pid, s, w.begin, near)
+            dst_a, src_a = o.primary(pid, d, w.begin, near), o.primary(pid, s, w.begin, near)
             m = Mirror(pid, d, s, w.index, when, w.direction, None if dst_a is None else dst_a.index,
-                       not o.holding(pid, s, w.begin), frozenset(a.index for a in held))
+                       None if src_a is None else src_a.index, src_a is None, frozenset(a.index for a in held))
             o.mirrors.append(m)
+            if (pid, d) in active:  # an earlier row of this copy wrote the byte: the last row's content stays
+                close(active[(pid, d)], when)
             if any(a.end is not None and a.end <= when for a in held):
                 m.end = when  # an allocation it lives in ended before the copy completed
                 continue
             active[(pid, d)] = m
             by_src[(pid, s)].add(d)
+    for m in o.mirrors:  # a fingerprint ends it earlier than the address rules did
+        if ends[m.copy] < (NEVER if m.end is None else m.end):
+            m.end = int(ends[m.copy])
+
+
+def copy_class(w: Write) -> str | None:
+    """The class with most bytes (ties: no-op, repeat, round trip, managed, unified); None when nothing is redundant."""
+    counts = [(getattr(w, cls), -i, cls) for i, cls in enumerate(CLASSES)]
+    best = max(counts)
+    return best[2] if best[0] > 0 else None
 
 
 # -- figures -----------------------------------------------------------------------------
-def counter_figures(mirrors: list[Mirror], window: tuple[int, int]) -> dict:
-    """Peak, first time of the peak, and byte*ns integral over `window` of a mirror set."""
-    lo, hi = window
+def counter_series(mirrors: list[Mirror], window: tuple[int, int]) -> list[tuple[int, int]]:
+    """Duplicated bytes of a mirror set over time: (time, value from then on) at every time a mirror starts or
+    ends (mirrors alive at the end end at the window's end)."""
     deltas: dict[int, int] = defaultdict(int)
     for m in mirrors:
-        end = hi if m.end is None else m.end
+        end = window[1] if m.end is None else m.end
         if end > m.start:
             deltas[m.start] += 1
             deltas[end] -= 1
-    value, peak, peak_ts, integral, prev_t = 0, 0, None, 0, None
+    series, value = [], 0
     for t in sorted(deltas):
-        if prev_t is not None:
-            integral += value * (min(t, hi) - max(prev_t, lo)) if min(t, hi) > max(prev_t, lo) else 0
         value += deltas[t]
+        series.append((t, value))
+    return series
+
+
+def counter_figures(mirrors: list[Mirror], window: tuple[int, int]) -> dict:
+    """Peak, first time of the peak, and byte*ns integral over `window` of a mirror set."""
+    lo, hi = window
+    series = counter_series(mirrors, window)
+    peak, peak_ts, integral = 0, None, 0
+    for (t, value), (nxt, _) in zip(series, series[1:] + [(hi, 0)]):
+        integral += value * max(0, min(nxt, hi) - max(t, lo))
         if value > peak:
             peak, peak_ts = value, t
-        prev_t = t
     return {"peak": peak, "peak_ts": peak_ts, "integral": integral}
 
 
-def duplicated_groups(o: Oracle, window: tuple[int, int]) -> dict[tuple, dict]:
-    """Counter figures per (grouping, pid or None for the whole trace, key) as memq.duplicated
-    names them; allocation keys are (addr, start) of the primary destination allocation."""
+def mirror_groups(o: Oracle) -> dict[tuple, list[Mirror]]:
+    """Mirrors per (grouping, pid or None for the whole trace, key) as memq.duplicated names them; allocation
+    keys are the primary destination allocation (Alloc.index, None when untracked)."""
     groups: dict[tuple, list[Mirror]] = defaultdict(list)
     for m in o.mirrors:
-        a = None if m.dst_alloc is None else o.allocs[m.dst_alloc]
         flag = "1" if m.untracked_source else "0"
         for pid in (None, m.pid):
             groups[("total", pid, None)].append(m)
             groups[("direction", pid, m.direction)].append(m)
             groups[("untracked_source", pid, flag)].append(m)
-        groups[("allocation", m.pid, None if a is None else (a.addr, a.start))].append(m)
-    figures = {key: counter_figures(ms, window) for key, ms in groups.items()}
+        groups[("allocation", m.pid, m.dst_alloc)].append(m)
+    return groups
+
+
+def duplicated_groups(o: Oracle, window: tuple[int, int]) -> dict[tuple, dict]:
+    """Counter figures per group of `mirror_groups` that duplicates anything."""
+    figures = {key: counter_figures(ms, window) for key, ms in mirror_groups(o).items()}
     return {key: f for key, f in figures.items() if f["peak"] > 0}
 
 
@@ -348,40 +535,55 @@ def union_length(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def redundant_totals(o: Oracle, pid: int | None = None) -> dict[str, dict]:
-    """Per class (and 'redundant' = all classes, 'staged'): count, bytes, time, wall."""
+def proven_bytes(w: Write, cls: str) -> int:
+    """Of a copy's bytes in `cls` (or 'redundant': any class), those a fingerprint proves (evidence `content`)."""
+    return {"no_op": w.no_op, "repeat": w.repeat_checked, "round_trip": w.round_trip_checked,
+            "redundant": w.proven}.get(cls, 0)
+
+
+def redundant_totals(o: Oracle, pid: int | None = None, evidence: str = "all") -> dict[str, dict]:
+    """Per class (and 'redundant' = all classes, 'staged'): count, bytes, time, wall; `evidence`
+    'content' / 'address' keeps only the bytes a fingerprint proves / the others (no 'staged')."""
     copies = [w for w in o.writes if w.src is not None and (pid is None or w.pid == pid)]
     out = {}
     for cls in CLASSES + ("redundant",):
         def nbytes(w: Write) -> int:
-            return w.repeat + w.round_trip + w.managed + w.unified if cls == "redundant" else getattr(w, cls)
+            every = w.redundant if cls == "redundant" else getattr(w, cls)
+            return {"all": every, "content": proven_bytes(w, cls), "address": every - proven_bytes(w, cls)}[evidence]
         hit = [w for w in copies if nbytes(w) > 0]
         out[cls] = {"count": len(hit), "bytes": sum(nbytes(w) for w in hit),
                     "time": sum(prorated(w, nbytes(w)) for w in hit),
                     "wall": union_length([(w.begin, w.begin + prorated(w, nbytes(w))) for w in hit])}
-    staged = [w for w in copies if w.pageable]
-    out["staged"] = {"count": len(staged), "bytes": sum(w.nbytes for w in staged),
-                     "time": sum(w.end - w.begin for w in staged),
-                     "wall": union_length([(w.begin, w.end) for w in staged])}
+    if evidence == "all":
+        staged = [w for w in copies if w.pageable]
+        out["staged"] = {"count": len(staged), "bytes": sum(w.nbytes for w in staged),
+                         "time": sum(w.end - w.begin for w in staged),
+                         "wall": union_length([(w.begin, w.end) for w in staged])}
     return out
 
 
 # -- summary and leaks -------------------------------------------------------------------
 def copies_per_direction(o: Oracle) -> dict[str, dict]:
-    """Per direction (memsets as 'memset'): count, bytes, summed and wall-clock time."""
+    """Per direction (memsets as 'memset'): count, bytes, summed and wall-clock time, bandwidth (GB/s = bytes/ns),
+    staged (pageable host endpoint) copies."""
     groups: dict[str, list[Write]] = defaultdict(list)
     for w in o.writes:
         groups["memset" if w.src is None else w.direction].append(w)
-    return {d: {"count": len(ws), "bytes": sum(w.nbytes for w in ws), "dur_sum": sum(w.end - w.begin for w in ws),
-                "wall_dur": union_length([(w.begin, w.end) for w in ws])} for d, ws in groups.items()}
+    out = {}
+    for d, ws in groups.items():
+        nbytes, dur = sum(w.nbytes for w in ws), sum(w.end - w.begin for w in ws)
+        out[d] = {"count": len(ws), "bytes": nbytes, "dur_sum": dur,
+                  "wall_dur": union_length([(w.begin, w.end) for w in ws]),
+                  "gb_per_s": nbytes / dur if dur > 0 else None, "staged": sum(w.pageable for w in ws)}
+    return out
 
 
-def device_busy(o: Oracle) -> dict[int, int]:
-    """Per device: union of its copy and memset intervals."""
+def devices(o: Oracle) -> dict[int, dict]:
+    """Per device: copies and memsets on it, and the union of their intervals."""
     per: dict[int, list] = defaultdict(list)
     for w in o.writes:
         per[w.device].append((w.begin, w.end))
-    return {d: union_length(iv) for d, iv in per.items()}
+    return {d: {"ops": len(iv), "busy_dur": union_length(iv)} for d, iv in per.items()}
 
 
 def allocations_per_kind(o: Oracle) -> dict[str, dict]:

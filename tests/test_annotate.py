@@ -1,4 +1,5 @@
-"""`memq annotate` on the fake HIP workload: the appended tracks load cleanly and equal the analysis tables."""
+"""`memq annotate` on the fake HIP workload: the appended tracks load cleanly and hold the figures of the
+plain-Python oracle (tests/oracle.py) run on the workload's decoded events."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,10 +7,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import oracle
 from ctf2perfetto import analyses
 from ctf2perfetto.annotate import (ANNOTATION_CATEGORY, LEAKS_SHOWN_PER_KIND, Annotations, annotation_packets,
                                    write_annotated)
+from ctf2perfetto.decode import decode
 from ctf2perfetto.engine import open_trace
+from ctf2perfetto.events import EventKind
+from support.rows import from_batches
 from ui.traces import annotated, converted, memq
 
 # Import problems as docs/notes list them: errors and data losses, plus the info/notice stats that mean a
@@ -35,6 +40,23 @@ def hip_annotated(hip: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def reference(fake_hip_trace, hip: Path) -> tuple[oracle.Oracle, tuple[int, int]]:
+    """The plain-Python oracle (tests/oracle.py) run on the workload's decoded events, and the trace window."""
+    with decode(fake_hip_trace.dir) as decoding:
+        rows = from_batches(list(decoding), decoding.api_names)
+        unified = {(d["pid"], d["device"]) for d in decoding.info.devices if d["unified_memory"]}
+    with open_trace(hip) as engine:
+        window = tuple(int(v) for v in engine.query("SELECT trace_start() AS s, trace_end() AS e").iloc[0])
+        first_copy = engine.query("INCLUDE PERFETTO MODULE memq.copies; SELECT MIN(ts) AS t FROM memq_copy")
+        first_copy = int(first_copy["t"][0])
+    # Decoded times are on the monotonic clock, the trace's on the wall clock: shift by the first copy's start.
+    offset = first_copy - min(r["begin"] for r in rows if r["kind"] == EventKind.GPU_COPY and r["result"] == 0)
+    for r in rows:
+        r["ts"], r["begin"] = r["ts"] + offset, r["begin"] + offset
+    return oracle.build(rows, unified), window
+
+
+@pytest.fixture(scope="module")
 def engines(hip: Path, hip_annotated: Path):
     with open_trace(hip) as original, open_trace(hip_annotated) as annotated_engine:
         yield original, annotated_engine
@@ -57,59 +79,63 @@ def _counter(engine, track: str) -> pd.DataFrame:
         WHERE t.name = '{track}' ORDER BY c.ts""").reset_index(drop=True)
 
 
-def test_duplicated_counters_equal_the_analysis(engines) -> None:
-    original, annotated_engine = engines
-    total = analyses.duplicated_counter(original, "total")
-    total = total[total["pid"].isna()]
-    assert len(total) > 3 and total["value"].max() > 0, "the workload must duplicate bytes for this test to mean much"
-    expected = total[["ts", "value"]].astype("int64").reset_index(drop=True)
-    pd.testing.assert_frame_equal(_counter(annotated_engine, "Duplicated bytes"), expected, check_dtype=False)
-
-    by_direction = analyses.duplicated_counter(original, "direction")
-    by_direction = by_direction[by_direction["pid"].isna()]
-    assert set(by_direction["key"]) >= {"HtoD", "DtoH"}
-    for direction, rows in by_direction.groupby("key"):
-        expected = rows[["ts", "value"]].astype("int64").reset_index(drop=True)
-        pd.testing.assert_frame_equal(_counter(annotated_engine, f"Duplicated bytes {direction}"), expected,
-                                      check_dtype=False)
+def test_duplicated_counters_equal_the_oracle(engines, reference) -> None:
+    _, annotated_engine = engines
+    ref, window = reference
+    total = oracle.counter_series(ref.mirrors, window)
+    assert len(total) > 3 and max(v for _, v in total) > 0, \
+        "the workload must duplicate bytes for this test to mean much"
+    assert list(_counter(annotated_engine, "Duplicated bytes").itertuples(index=False, name=None)) == total
+    directions = {m.direction for m in ref.mirrors if m.end is None or m.end > m.start}
+    assert directions >= {"HtoD", "DtoH"}
+    for direction in directions:
+        expected = oracle.counter_series([m for m in ref.mirrors if m.direction == direction], window)
+        got = _counter(annotated_engine, f"Duplicated bytes {direction}")
+        assert list(got.itertuples(index=False, name=None)) == expected, direction
     # The counter tracks carry the byte unit, so the UI labels them in bytes.
     units = annotated_engine.query("SELECT DISTINCT unit FROM counter_track WHERE name GLOB 'Duplicated bytes*'")
     assert units["unit"].tolist() == ["bytes"] or units["unit"].tolist() == ["B"], units
 
 
-def test_peak_of_the_counter_is_the_reported_peak(engines) -> None:
+def test_peak_of_the_counter_is_the_reported_peak(engines, reference) -> None:
     original, annotated_engine = engines
+    ref, window = reference
     groups = analyses.duplicated(original)
     peak = groups[(groups["grouping"] == "total") & groups["pid"].isna()]["peak_bytes"].iloc[0]
-    assert _counter(annotated_engine, "Duplicated bytes")["value"].max() == peak
+    assert _counter(annotated_engine, "Duplicated bytes")["value"].max() == peak == \
+        oracle.counter_figures(ref.mirrors, window)["peak"]
 
 
-def test_redundant_copy_slices_equal_the_analysis(engines) -> None:
-    original, annotated_engine = engines
-    copies = analyses.redundant_copies(original)
+def test_redundant_copy_slices_equal_the_oracle(engines, reference) -> None:
+    _, annotated_engine = engines
+    ref, _ = reference
     got = annotated_engine.query(f"""
         SELECT t.name AS track, s.ts, s.dur, s.depth, EXTRACT_ARG(s.arg_set_id, 'debug.class') AS cls,
                EXTRACT_ARG(s.arg_set_id, 'debug.redundant_bytes') AS redundant_bytes,
-               EXTRACT_ARG(s.arg_set_id, 'debug.call_id') AS call_id,
-               EXTRACT_ARG(s.arg_set_id, 'debug.reason') AS reason
+               EXTRACT_ARG(s.arg_set_id, 'debug.reason') AS reason,
+               EXTRACT_ARG(s.arg_set_id, 'debug.evidence') AS evidence
         FROM slice s JOIN track t ON s.track_id = t.id
         WHERE s.category = '{ANNOTATION_CATEGORY}' AND t.name GLOB 'Redundant copies: *'""")
-    expected = []
-    for cls in ("repeat", "round_trip", "managed", "unified"):
-        for _, row in copies[copies[f"{cls}_bytes"].fillna(0) > 0].iterrows():
-            expected.append((f"Redundant copies: {cls.replace('_', ' ')}", int(row["ts"]), int(row["dur"]), cls,
-                             int(row[f"{cls}_bytes"]), int(row["call_id"])))
-    assert expected, "the workload must copy data back (round trip) for this test to mean much"
-    assert sorted(got[["track", "ts", "dur", "cls", "redundant_bytes", "call_id"]].itertuples(index=False,
-                                                                                            name=None)) == \
+    # A class's bytes are `content` evidence when a fingerprint proves all of them (no-op copies always).
+    expected = [(f"Redundant copies: {cls.replace('_', ' ')}", w.begin, w.end - w.begin, cls, getattr(w, cls),
+                 "content" if oracle.proven_bytes(w, cls) == getattr(w, cls) else "address")
+                for w in ref.writes if w.src is not None for cls in oracle.CLASSES if getattr(w, cls) > 0]
+    assert {cls for *_, cls, _, _ in expected} >= {"no_op", "round_trip"}, \
+        "the workload must copy data back (round trip) and read back unchanged data (no-op) for this test to mean much"
+    assert sorted(got[["track", "ts", "dur", "cls", "redundant_bytes", "evidence"]].itertuples(index=False,
+                                                                                             name=None)) == \
         sorted(expected)
     assert (got["depth"] == 0).all(), "overlapping copies must go to separate lanes, never nest"
     assert got["reason"].str.len().min() > 20
 
 
-def test_leaks_are_marked_at_the_trace_end(engines) -> None:
+def _leaks(ref: oracle.Oracle) -> list[oracle.Alloc]:
+    return [a for a in ref.allocs if a.end is None]
+
+
+def test_leaks_are_marked_at_the_trace_end(engines, reference) -> None:
     original, annotated_engine = engines
-    leaks = analyses.leaked_allocations(original)
+    leaks = _leaks(reference[0])
     trace_end = original.query("SELECT trace_end() AS e")["e"].iloc[0]
     marks = annotated_engine.query(f"""
         SELECT s.ts, s.name, EXTRACT_ARG(s.arg_set_id, 'debug.mem_kind') AS kind,
@@ -117,25 +143,24 @@ def test_leaks_are_marked_at_the_trace_end(engines) -> None:
                EXTRACT_ARG(s.arg_set_id, 'debug.allocations') AS allocations,
                EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id
         FROM slice s JOIN track t ON s.track_id = t.id WHERE t.name = 'Leaked allocations'""")
-    assert len(leaks) and (marks["ts"] == trace_end).all()
+    assert leaks and (marks["ts"] == trace_end).all()
     summaries = marks[marks["allocations"].notna()].set_index("kind")
-    for kind, rows in leaks.groupby("kind"):
-        assert summaries.loc[kind, "allocations"] == len(rows)
-        assert summaries.loc[kind, "bytes"] == rows["size"].sum()
+    assert set(summaries.index) == {a.mem for a in leaks}
+    for kind in summaries.index:
+        sizes = sorted((a.size for a in leaks if a.mem == kind), reverse=True)
+        assert (summaries.loc[kind, "allocations"], summaries.loc[kind, "bytes"]) == (len(sizes), sum(sizes))
         shown = marks[marks["alloc_id"].notna() & (marks["kind"] == kind)]
-        assert len(shown) == min(len(rows), LEAKS_SHOWN_PER_KIND)
         # The largest leaks are the ones shown.
-        assert sorted(shown["bytes"], reverse=True) == sorted(rows["size"], reverse=True)[:len(shown)]
-        assert set(shown["alloc_id"]) <= set(leaks["alloc_id"])
+        assert sorted(shown["bytes"], reverse=True) == sizes[:LEAKS_SHOWN_PER_KIND]
+    assert set(marks["alloc_id"].dropna()) <= set(analyses.leaked_allocations(original)["alloc_id"])
 
 
-def test_leaked_bytes_counter_grows_to_the_total_leaked(engines) -> None:
-    original, annotated_engine = engines
-    leaks = analyses.leaked_allocations(original)
+def test_leaked_bytes_counter_grows_to_the_total_leaked(engines, reference) -> None:
+    _, annotated_engine = engines
     got = _counter(annotated_engine, "Leaked bytes")
-    # Independent: for each allocation time, the bytes of leaked allocations made up to then (plain Python).
+    # For each allocation time, the bytes of leaked allocations made up to then.
     times, expected, running = [], [], 0
-    for when, size in sorted(zip(leaks["ts"].astype(int), leaks["size"].astype(int))):
+    for when, size in sorted((a.start, a.size) for a in _leaks(reference[0])):
         running += size
         if times and times[-1] == when:
             expected[-1] = running
@@ -143,7 +168,6 @@ def test_leaked_bytes_counter_grows_to_the_total_leaked(engines) -> None:
             times.append(when)
             expected.append(running)
     assert got["ts"].tolist() == times and got["value"].tolist() == expected
-    assert expected[-1] == leaks["size"].sum()
 
 
 def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) -> None:
@@ -152,6 +176,7 @@ def test_overlapping_slices_get_lanes_and_load_clean(hip: Path, tmp_path: Path) 
     # Three repeat copies where the second overlaps the first and the third fits after the first.
     red = pd.DataFrame({"ts": [start + 100, start + 150, start + 300], "dur": [200, 500, 50],
                         "cls": ["repeat"] * 3, "bytes": [64, 128, 32], "redundant_bytes": [64, 100, 32],
+                        "content_bytes": [64, 0, 0], "evidence": ["content", "address", "address"],
                         "redundant_dur": [200, 390, 50], "direction": ["HtoD"] * 3, "api": ["hipMemcpy"] * 3,
                         "call_id": [1, 2, 3]})
     staged = pd.DataFrame({"ts": [start + 400], "dur": [20], "bytes": [4096], "direction": ["HtoD"],

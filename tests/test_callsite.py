@@ -68,12 +68,15 @@ def recorded(tmp_path_factory) -> tuple[Path, int]:
 
 
 def allocations(engine, pid: int) -> pd.DataFrame:
-    """The program's allocations of the known sizes (other traced processes may run meanwhile)."""
+    """The program's allocations of the known sizes, as asked for (other traced processes may run meanwhile)."""
     sizes = ", ".join(map(str, EXPECTED))
     return engine.query(f"""
-        SELECT EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id, EXTRACT_ARG(s.arg_set_id, 'debug.size') AS size
-        FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid) JOIN process p USING (upid)
-        WHERE p.pid = {pid} AND s.category = 'memq.heap' AND EXTRACT_ARG(s.arg_set_id, 'debug.size') IN ({sizes})""")
+        SELECT alloc_id, size FROM (
+          SELECT EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id,
+            EXTRACT_ARG(s.arg_set_id, 'debug.requested') AS size
+          FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid) JOIN process p USING (upid)
+          WHERE p.pid = {pid} AND s.category = 'memq.heap')
+        WHERE size IN ({sizes})""")
 
 
 def test_callsite_names_the_allocating_functions(recorded: tuple[Path, int]) -> None:

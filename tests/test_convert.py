@@ -32,7 +32,10 @@ def bt2_reading(bt2, trace: Path) -> dict:
     """Everything the tests compare, read event by event with bt2 and replayed in plain Python.
 
     The replay: a dict (pid, address) -> size; an allocation at an address overwrites what
-    was there; free/realloc of an address not in the dict is unmatched.
+    was there; free/realloc of an address not in the dict is unmatched. memq's host events:
+    host_alloc / host_free are an allocation / a free of their usable size (counted under
+    the function's name: the heap instant's name), host_small moves the process's live
+    bytes by bytes allocated minus bytes freed.
     """
     live: dict[tuple[int, int], int] = {}
     per_pid: Counter = Counter()
@@ -68,12 +71,23 @@ def bt2_reading(bt2, trace: Path) -> dict:
         elif kind is bt2._EventMessageConst:
             ev = msg.event
             name = ev.name.removeprefix("lttng_ust_libc:")
-            if name not in LIBC:
+            host = ev.name if ev.name in ("memq:host_alloc", "memq:host_free", "memq:host_small") else None
+            if name not in LIBC and not host:
                 continue
-            counts[name] += 1
             f = {k: int(v) for k, v in ev.payload_field.items()}
             ctx = ev.common_context_field
             pid = int(ctx["vpid"]) if ctx is not None and "vpid" in ctx else env_pid[ev.stream.name]
+            if host:
+                counts[str(ev.payload_field["api"].labels[0]) if host != "memq:host_small" else "host_small"] += 1
+                if host == "memq:host_alloc":
+                    alloc(pid, f["ptr"], f["size"])
+                elif host == "memq:host_free":
+                    free(pid, f["ptr"])
+                else:
+                    per_pid[pid] += f["alloc_bytes"] - f["free_bytes"]
+                timeline.append((msg.default_clock_snapshot.ns_from_origin, pid, per_pid[pid]))
+                continue
+            counts[name] += 1
             if name in ("malloc", "memalign"):
                 alloc(pid, f["ptr"], f["size"])
             elif name == "calloc":
@@ -231,8 +245,11 @@ def test_live_fake_gpu_recording(runtime, request, tmp_path):
         assert unflowed == 0
 
 
-def test_python_numpy_recording(tmp_path, bt2):
-    """A malloc-heavy Python/numpy run recorded live with `memq record`: same checks as the real traces."""
+@pytest.mark.parametrize("host", [(), ("--host-min-size", "0"), ("--host-source", "lttng")],
+                         ids=["memq-default", "memq-every-block", "lttng-libc-wrapper"])
+def test_python_numpy_recording(tmp_path, bt2, host):
+    """A malloc-heavy Python/numpy run recorded live with `memq record` (memq's heap wrappers at the default
+    threshold and at 0, LTTng's libc wrapper): same checks as the real traces."""
     from support.lttng import record
 
     script = tmp_path / "work.py"
@@ -240,12 +257,12 @@ def test_python_numpy_recording(tmp_path, bt2):
                       "xs = [np.ones(n) for n in range(1, 3000, 7)]\n"
                       "del xs[::2]\n"
                       "ys = [bytearray(n) for n in range(100, 200000, 997)]\n")
-    rec = record(tmp_path / "trace", [sys.executable, str(script)], api="libc")
+    rec = record(tmp_path / "trace", [sys.executable, str(script)], api="libc", extra=host)
     out = tmp_path / "py.pftrace"
     proc = convert(rec.dir, out)
     assert proc.returncode == 0, proc.stderr
     reading = bt2_reading(bt2, rec.dir)
-    assert sum(reading["counts"].values()) > 5000
+    assert sum(reading["counts"].values()) > (200 if not host else 5000)
     with open_trace(out) as tp:
         assert tp.query(IMPORT_PROBLEMS).empty
         counts = dict(tp.query("SELECT name, count(*) FROM slice WHERE category = 'memq.heap' GROUP BY name")

@@ -282,7 +282,7 @@ def test_unreadable_metadata(disc_copy):
     metadata.write_bytes(b"\x00garbage" * 100)
     with pytest.raises(MemqError) as err:
         decode(trace)
-    assert str(err.value) == f"{metadata}: unreadable CTF metadata (babeltrace2 cannot parse it)"
+    assert str(err.value) == f"{metadata}: unreadable CTF metadata: its text does not start with `/* CTF 1.8`"
 
 
 def test_empty_trace(disc_copy):
@@ -302,12 +302,17 @@ def test_stream_file_cut_mid_packet(disc_copy, bt2):
     os.truncate(stream, cut)
     with pytest.raises(MemqError) as err:
         decode(trace)
-    assert str(err.value).startswith(f"{stream}: stream file is cut mid-packet")
-    assert "\n" not in str(err.value)
+    assert str(err.value) == (f"{stream}: packet at offset {offset}: the file ends inside it ({size} bytes, "
+                              f"{cut - offset} left): the stream file was cut mid-packet; --salvage converts what "
+                              "is readable")
 
     cols, _apis, info = decode_all(trace, salvage=True)
-    assert info.warnings == [f"{stream}: salvage dropped 1 packet(s), {cut - offset} bytes from offset {offset} "
-                             "(file ends inside a packet)"]
+    # the partial packet is dropped; the packets index/ lists after it are missing from the file
+    assert info.warnings[0] == (f"{stream}: salvage dropped 1 packet(s), {cut - offset} bytes from offset {offset} "
+                                f"(packet at offset {offset}: the file ends inside it ({size} bytes, {cut - offset} "
+                                "left): the stream file was cut mid-packet)")
+    assert (info.dropped_packets, info.dropped_bytes) == (1, cut - offset)
+    assert info.missing_packets == len(packets) - len(packets) // 2 - 1
     assert os.path.getsize(stream) == cut  # the input is untouched
     # Independent reference: the same cut done by hand, read with bt2.
     os.truncate(stream, offset)

@@ -101,6 +101,10 @@ LTTNG_UST_TRACEPOINT_EVENT(memq, device, LTTNG_UST_TP_ARGS(int, runtime, int, de
   LTTNG_UST_TP_FIELDS(lttng_ust_field_enum(memq, runtime, uint8_t, runtime, runtime)
     lttng_ust_field_integer(int32_t, device, device) lttng_ust_field_string(name, name)
     lttng_ust_field_integer(int32_t, integrated, integrated) lttng_ust_field_integer(int32_t, unified_memory, unified)))
+LTTNG_UST_TRACEPOINT_EVENT(memq, copy_done, LTTNG_UST_TP_ARGS(const struct rec *, r),
+  LTTNG_UST_TP_FIELDS(API lttng_ust_field_integer(uint64_t, seq, r->flags)
+    lttng_ust_field_integer_hex(uint64_t, stream, r->stream) lttng_ust_field_integer(int32_t, device, r->device)
+    lttng_ust_field_integer_hex(uint64_t, dst_hash_after, r->src)))
 LTTNG_UST_TRACEPOINT_EVENT(memq, from_the_future, LTTNG_UST_TP_ARGS(int, x),
   LTTNG_UST_TP_FIELDS(lttng_ust_field_integer(int, x, x)))
 #endif
@@ -111,7 +115,9 @@ PROGRAM = r"""
 #define LTTNG_UST_TRACEPOINT_CREATE_PROBES
 #define LTTNG_UST_TRACEPOINT_DEFINE
 #include "tp.h"
+#include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 static uint64_t now(clockid_t c) { struct timespec t; clock_gettime(c, &t); return t.tv_sec * 1000000000ull + t.tv_nsec; }
 #define EMIT(ev, ...) do { struct rec r = {__VA_ARGS__}; r.begin_ns = now(CLOCK_MONOTONIC); \
                            lttng_ust_tracepoint(memq, ev, &r); } while (0)
@@ -138,16 +144,21 @@ int main(void) {
     EMIT(prefetch, .api = 10, .ptr = 0x7e0000000000, .size = 4096, .target = -1, .stream = 0xabc0, .device = 1);
     EMIT(advise, .api = 11, .ptr = 0x7e0000000000, .size = 4096, .value = 3, .target = 1, .device = 1);
     EMIT(sync, .api = 12, .stream = 0xabc0, .device = 1, .result = 0);
+    EMIT(copy_done, .api = 12, .flags = 7, .stream = 0xabc0, .device = 1, .src = 0xfedcba9876543210ull);
     EMIT(unregister, .api = 5, .ptr = 0x5500000000, .size = 8192, .mem = 3, .device = 1);
     EMIT(free, .api = 2, .ptr = 0x7f0000001000, .size = 1 << 20, .mem = 4, .device = 1);
     EMIT(free, .api = 2, .ptr = 0x1234, .size = 0, .mem = 0, .device = 1, .result = 1);
     lttng_ust_tracepoint(memq, clock, "end", now(CLOCK_REALTIME), now(CLOCK_MONOTONIC), now(CLOCK_BOOTTIME));
+    printf("%d\n", (int)getpid());
     return 0;
 }
 """
 
-# Schema "Mapping to ctf2perfetto.events columns": event -> (kind, {column: payload member}).
+# Schema "Mapping to ctf2perfetto.events columns": event -> (kind, {column: payload member}); members a trace
+# may lack (appended to an event later, or absent from an instant: its begin is its ts) are read as the default.
 COMMON = {"device": "device", "result": "result", "begin": "begin_ns"}
+CONTENT = {"seq": "seq", "content": "content", "content_mode": "content_mode", "src_hash": "src_hash",
+           "dst_hash_before": "dst_hash_before", "dst_hash_after": "dst_hash_after"}
 MAPPING = {
     "memq:alloc": (EventKind.GPU_ALLOC, {"ptr": "ptr", "size": "size", "stream": "stream", "flags": "flags",
                                          "aux": "width", "aux2": "height"}),
@@ -157,7 +168,9 @@ MAPPING = {
     "memq:unregister": (EventKind.GPU_UNREGISTER, {"ptr": "ptr", "size": "size", "stream": "stream"}),
     "memq:copy": (EventKind.GPU_COPY, {"ptr": "dst", "src": "src", "size": "bytes", "copy_kind": "kind",
                                        "stream": "stream", "aux2": "height", "dpitch": "dpitch",
-                                       "spitch": "spitch"}),
+                                       "spitch": "spitch", **CONTENT}),
+    "memq:copy_done": (EventKind.GPU_COPY_DONE, {"seq": "seq", "stream": "stream",
+                                                 "dst_hash_after": "dst_hash_after"}),
     "memq:set": (EventKind.GPU_SET, {"ptr": "dst", "size": "bytes", "aux": "value", "stream": "stream"}),
     "memq:prefetch": (EventKind.GPU_PREFETCH, {"ptr": "ptr", "size": "bytes", "aux": "dst_device",
                                                "stream": "stream"}),
@@ -166,7 +179,8 @@ MAPPING = {
     "memq:sync": (EventKind.GPU_SYNC, {"stream": "stream"}),
     "memq:set_device": (EventKind.GPU_SET_DEVICE, {"aux": "new_device"}),
 }
-UNSIGNED = {"aux", "aux2", "ptr", "src", "size", "stream", "flags", "dpitch", "spitch"}
+UNSIGNED = {"aux", "aux2", "ptr", "src", "size", "stream", "flags", "dpitch", "spitch", "seq", "src_hash",
+            "dst_hash_before", "dst_hash_after"}
 
 
 def lttng(*args: str) -> None:
@@ -189,12 +203,11 @@ def gpu_trace(tmp_path_factory) -> tuple[Path, int]:
         for ctx in ("vpid", "vtid", "ip", "procname"):
             lttng("add-context", "-u", "--session", session, "-t", ctx)
         lttng("start", session)
-        proc = subprocess.run([str(work / "prog")], check=True)
-        assert proc.returncode == 0
+        proc = subprocess.run([str(work / "prog")], check=True, capture_output=True, text=True)
         lttng("stop", session)
     finally:
         lttng("destroy", session)
-    return out
+    return out, int(proc.stdout)
 
 
 def label_of(field) -> str | None:
@@ -231,7 +244,10 @@ def expected_rows(bt2, path: Path) -> tuple[list[dict], list[dict], list[dict], 
         kind, members = MAPPING[ev.name]
         row = {"ts": msg.default_clock_snapshot.value, "pid": pid, "tid": tid, "ip": int(cc["ip"]),
                "kind": kind, "api": label_of(p["api"]) or f"api {int(p['api'])}"}
+        row["begin"] = row["ts"]
         for column, name in {**COMMON, **members}.items():
+            if name not in p:
+                continue
             value = int(p[name])
             row[column] = value % 2**64 if column in UNSIGNED else value
         if "mem_kind" in p:
@@ -265,9 +281,13 @@ def assert_rows_equal(cols: dict[str, np.ndarray], api_names: list[str], rows: l
 
 
 def test_gpu_events_match_the_schema_mapping(gpu_trace, bt2):
-    cols, api_names, info = gpu_rows(gpu_trace)
-    rows, clocks, devices, threads = expected_rows(bt2, gpu_trace)
-    assert len(rows) == 17 and "api 99" in api_names
+    path, pid = gpu_trace
+    cols, api_names, info = gpu_rows(path)
+    rows, clocks, devices, threads = expected_rows(bt2, path)
+    assert len(rows) == 18 and "api 99" in api_names
+    assert set(cols["pid"].tolist()) == {pid} and {p for p, _ in threads} == {pid}  # this run's program
+    done = rows[-4]
+    assert (done["kind"], done["seq"], done["dst_hash_after"]) == (EventKind.GPU_COPY_DONE, 7, 0xfedcba9876543210)
     assert_rows_equal(cols, api_names, rows)
     # Every call lasts from begin_ns to the event: both on the monotonic clock.
     assert np.all(cols["begin"] <= cols["ts"]) and np.all(cols["ts"] - cols["begin"] < 10**9)
@@ -284,10 +304,12 @@ def test_fake_runtime_recordings_match_bt2(runtime, request, bt2):
     cols, api_names, info = gpu_rows(recording.dir)
     rows, clocks, devices, _threads = expected_rows(bt2, recording.dir)
     assert_rows_equal(cols, api_names, rows)
-    # And against what the workload logged, call by call.
+    # And against what the workload logged, call by call (copy-done rows are not calls).
     calls = recording.calls
+    call = cols["kind"] != EventKind.GPU_COPY_DONE
+    assert (~call).any() and (cols["content"][cols["kind"] == EventKind.GPU_COPY] != 0).any()
     assert [(api_names[a], int(t), int(d), int(r)) for a, t, d, r in
-            zip(cols["api"], cols["tid"], cols["device"], cols["result"])] == \
+            zip(cols["api"][call], cols["tid"][call], cols["device"][call], cols["result"][call])] == \
         [(c["api"], c["tid"], c["device"], c["result"]) for c in calls]
     assert set(np.unique(cols["pid"]).tolist()) == {recording.pid}
     assert [c for c in info.clock_readings if "pid" in c and c in clocks] == clocks

@@ -11,7 +11,8 @@ PID = 100
 
 
 def heap(ts, kind, ptr=0, size=0, src=0, pid=PID, **kw):
-    return dict(ts=ts, kind=kind, api=kind.name.lower(), pid=pid, tid=pid, ptr=ptr, size=size, src=src, **kw)
+    return dict(ts=ts, kind=kind, api=kw.pop("api", kind.name.lower()), pid=pid, tid=pid, ptr=ptr, size=size, src=src,
+                **kw)
 
 
 def gpu(ts, kind, api, ptr=0, size=0, begin=None, pid=PID, **kw):
@@ -258,3 +259,28 @@ def test_allocation_ids_are_unique_and_positive_over_many_batches():
             expected.append((i, sum(live_size.values())))
     assert [(r, v) for r, _, _, v in whole["samples"]] == expected
     assert model.totals.counters[host()] == sum(live_size.values())
+
+
+def test_memq_host_blocks_and_small_totals() -> None:
+    """memq's heap wrappers: HOST_ALLOC / HOST_FREE are allocations of their usable size (a realloc is a free
+    and an allocation), HOST_SMALL moves the host counter by bytes allocated minus freed at its time, and
+    adds to the small totals, never to the allocations."""
+    rows = [
+        heap(10, K.HOST_ALLOC, ptr=0x1000, size=8200, api="malloc", aux2=8192),
+        heap(20, K.HOST_SMALL, size=500, aux=5, flags=200, aux2=2),
+        heap(30, K.HOST_FREE, ptr=0x1000, size=8200, api="realloc"),
+        heap(31, K.HOST_ALLOC, ptr=0x1000, size=16392, api="realloc", aux2=16384),
+        heap(40, K.HOST_SMALL, size=0, aux=0, flags=300, aux2=3),  # frees only: the counter goes down
+        heap(50, K.HOST_SMALL, size=64, aux=1, flags=64, aux2=1),  # no net change: no sample
+        heap(60, K.HOST_FREE, ptr=0x1000, size=16392, api="free"),
+        heap(70, K.HOST_FREE, ptr=0x9000, size=9000, api="free"),  # a block from before the trace
+    ]
+    out, model = run(rows, splits=(3, 5))
+    assert out["alloc_id"] == [1, 0, 0, 2, 0, 0, 0, 0]
+    assert out["freed"] == [0, 0, 1, 0, 0, 0, 2, 0]
+    assert out["unmatched"] == [False] * 7 + [True]
+    assert [(r, t, v) for r, t, k, v in out["samples"] if k == host()] == [
+        (0, 10, 8200), (1, 20, 8500), (2, 30, 300), (3, 31, 16692), (4, 40, 16392), (6, 60, 0)]
+    t = model.totals
+    assert (t.allocations, t.frees, t.unmatched_frees) == (2, 2, 1)
+    assert (t.small_allocations, t.small_allocated_bytes, t.small_frees, t.small_freed_bytes) == (6, 564, 6, 564)

@@ -1,6 +1,8 @@
 """`memq plot` on the fake HIP workload: the PNG is a readable figure, and its series are the trace's numbers."""
 from __future__ import annotations
 
+import gzip
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -31,7 +33,7 @@ def figure(hip: Path) -> np.ndarray:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     import matplotlib.image
 
-    return matplotlib.image.imread(out)[:, :, :3]
+    return _read_png(out)
 
 
 def _dark_rows(region: np.ndarray, min_share: float = 0.6) -> int:
@@ -40,19 +42,37 @@ def _dark_rows(region: np.ndarray, min_share: float = 0.6) -> int:
     return int((dark.mean(axis=1) > min_share).sum())
 
 
-def test_png_has_three_panels_with_axes_and_data(figure: np.ndarray) -> None:
+# Colours of the data: the host heap line (green), the duplicated-bytes total line (purple), the redundant-time
+# bars (red).
+HOST_LINE, TOTAL_LINE, BARS = (0.17, 0.63, 0.17), (0.58, 0.40, 0.74), (0.84, 0.15, 0.16)
+
+
+def _panels(figure: np.ndarray) -> list[np.ndarray]:
+    """The three panels (vertical thirds), each checked to be boxed: at least its top and bottom axis lines."""
     assert figure.shape[:2] == (HEIGHT, WIDTH)
-    assert figure.std() > 0.05, "blank figure"
-    # Each vertical third holds one panel, and each panel is boxed: at least its top and bottom axis lines.
     thirds = np.array_split(figure[:, int(WIDTH * 0.3):int(WIDTH * 0.95)], [int(HEIGHT * 0.37), int(HEIGHT * 0.73)])
     for i, panel in enumerate(thirds):
         assert _dark_rows(panel) >= 2, f"panel {i}: no axes"
-    # Coloured data: the host heap line (green) in the live panel, the bars (red) in the redundant panel.
-    def has_colour(region: np.ndarray, rgb: tuple[float, float, float]) -> bool:
-        return bool((np.abs(region - np.array(rgb)).max(axis=2) < 0.08).sum() > 50)
-    assert has_colour(thirds[0], (0.17, 0.63, 0.17)), "no host heap line"
-    assert has_colour(thirds[1], (0.58, 0.40, 0.74)), "no duplicated-bytes total line"
-    assert has_colour(thirds[2], (0.84, 0.15, 0.16)), "no redundant-time bars"
+    return thirds
+
+
+def _has_colour(region: np.ndarray, rgb: tuple[float, float, float]) -> bool:
+    return bool((np.abs(region - np.array(rgb)).max(axis=2) < 0.08).sum() > 50)
+
+
+def _read_png(path: Path) -> np.ndarray:
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return matplotlib.image.imread(path)[:, :, :3]
+
+
+def test_png_has_three_panels_with_axes_and_data(figure: np.ndarray) -> None:
+    assert figure.std() > 0.05, "blank figure"
+    live, dup, red = _panels(figure)
+    assert _has_colour(live, HOST_LINE), "no host heap line"
+    assert _has_colour(dup, TOTAL_LINE), "no duplicated-bytes total line"
+    assert _has_colour(red, BARS), "no redundant-time bars"
 
 
 def test_live_series_are_the_sum_of_the_process_counters(hip: Path) -> None:
@@ -85,7 +105,9 @@ def test_units_and_empty_figure(tmp_path: Path) -> None:
                     redundant_time=pd.DataFrame(columns=["cls", "summed_ns", "wall_ns"]), start=0, end=10**9)
     out = tmp_path / "empty.png"
     render(data, out, "a trace with no memory events")
-    assert out.stat().st_size > 10_000
+    # Three boxed panels and no data drawn in any of them.
+    for panel in _panels(_read_png(out)):
+        assert not any(_has_colour(panel, rgb) for rgb in (HOST_LINE, TOTAL_LINE, BARS))
 
 
 def test_bad_input_is_one_line(hip: Path, tmp_path: Path) -> None:
@@ -97,12 +119,30 @@ def test_bad_input_is_one_line(hip: Path, tmp_path: Path) -> None:
     assert no_dir.returncode == 2 and no_dir.stderr.count("\n") == 1 and "does not exist" in no_dir.stderr
 
 
+def _pageable_copies(path: Path) -> list[tuple[int, int]]:
+    """Independent: [start, end) in ns of the pageable copies in a PyTorch-profiler JSON."""
+    events = json.load(gzip.open(path))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    return [(round(e["ts"] * 1000), round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in events
+            if e.get("cat") == "gpu_memcpy" and e.get("ph") == "X" and "Pageable" in e["name"]]
+
+
 def test_kineto_trace_plots_with_duplicated_marked_not_applicable(shared_data: Path, tmp_path: Path) -> None:
-    kineto = shared_data / "kineto" / "base.json.gz"
+    kineto = shared_data / "kineto" / "benchmark_result_493459_1694039959_trace.json.gz"
+    pageable = _pageable_copies(kineto)
+    assert pageable, "this profile must have pageable copies for the bars to show"
     with open_trace(kineto) as engine:
         data = collect(engine)
-    assert data.live.empty and data.duplicated.attrs["applies"] is False
+    assert data.live.empty and data.duplicated.empty and data.duplicated.attrs["applies"] is False
+    # Only the classes that apply without addresses, and the staged bar is the pageable copies' time.
+    bars = {r.cls: (r.summed_ns, r.wall_ns) for r in data.redundant_time.itertuples()}
+    assert set(bars) == {"unified", "any class (union)", "staged (pageable, not redundant)"}
+    assert bars["unified"] == bars["any class (union)"] == (0, 0)  # no device described as unified memory
+    starts, ends = zip(*sorted(pageable))
+    wall = sum(max(0, end - max((start,) + ends[:i])) for i, (start, end) in enumerate(zip(starts, ends)))
+    assert bars["staged (pageable, not redundant)"] == (sum(e - s for s, e in pageable), wall)
     out = tmp_path / "kineto.png"
     done = memq("plot", str(kineto), "-o", str(out))
     assert done.returncode == 0, done.stderr
-    assert out.stat().st_size > 10_000
+    live, dup, red = _panels(_read_png(out))
+    assert _has_colour(red, BARS) and not _has_colour(live, HOST_LINE) and not _has_colour(dup, TOTAL_LINE)

@@ -63,11 +63,13 @@ def test_vmm_allocator_mappings_are_allocations(fake_gpu, tmp_path) -> None:
     assert_events_match(call_events(run.dir, pid), calls)
     unmaps = [e for e in call_events(run.dir, pid) if e["api_label"] == "cuMemUnmap"]
     assert len(unmaps) == 2 and len({e["begin_ns"] for e in unmaps}) == 1  # one call, one free per mapping
+    # This process's rows only: LTTng sessions see every process of the user, so other programs running meanwhile
+    # (other tests, long workloads) can add their copies to this trace.
     with analyses.load(run.dir) as engine:
-        mirrors = analyses.mirrors(engine)
+        mirrors = analyses.mirrors(engine).query("pid == @pid")
         redundant = analyses.redundant(engine).set_index(["pid", "class"])
         duplicated = analyses.duplicated(engine)
-        counter = analyses.duplicated_counter(engine)
+        counter = analyses.duplicated_counter(engine).query("pid == @pid")
     # Worked by hand: 64 KiB into mapping 0 (replaced by the identical second upload: a repeat),
     # then 1 MiB from the same host buffer at 1.5 MiB: 512 KiB in each mapping.
     replaced, *live = mirrors.sort_values("id").itertuples()
@@ -77,8 +79,8 @@ def test_vmm_allocator_mappings_are_allocations(fake_gpu, tmp_path) -> None:
     for m in live:
         by_alloc[m.dst_alloc_id] = by_alloc.get(m.dst_alloc_id, 0) + m.bytes
     assert sorted(by_alloc.values()) == [524288, 65536 + 524288] and None not in by_alloc
-    assert redundant.loc[(None, "repeat"), "count"] == 1 and redundant.loc[(None, "repeat"), "bytes"] == 65536
-    total = duplicated[(duplicated["grouping"] == "total") & duplicated["pid"].isna()].iloc[0]
+    assert redundant.loc[(pid, "repeat"), "count"] == 1 and redundant.loc[(pid, "repeat"), "bytes"] == 65536
+    total = duplicated[(duplicated["grouping"] == "total") & (duplicated["pid"] == pid)].iloc[0]
     assert total["peak_bytes"] == 65536 + 2**20
     assert counter.sort_values("ts")["value"].iloc[-1] == 0  # nothing duplicated after the unmap
 

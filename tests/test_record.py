@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from support.lttng import PROCESS_EVENTS, assert_events_match, call_events, read_events, read_worklog, record, \
-    record_workload
+from support.lttng import HOST_EVENTS, PROCESS_EVENTS, assert_events_match, call_events, read_events, read_worklog, \
+    record, record_workload
 
 def process_events(trace_dir: Path, pid: int) -> dict[str, list[dict]]:
     events = read_events(trace_dir, pids={pid}, prefix="memq:")
@@ -39,7 +39,7 @@ def test_ip_context_is_the_applications_call_site(fake_hip_trace) -> None:
     events = read_events(fake_hip_trace.dir, pids={fake_hip_trace.pid})
     binaries = [(e["baddr"], e["baddr"] + e["memsz"], e["path"]) for e in events
                 if e["event"] in ("lttng_ust_statedump:bin_info", "lttng_ust_lib:load")]
-    calls = [e for e in events if e["event"].startswith("memq:") and e["event"] not in PROCESS_EVENTS]
+    calls = [e for e in events if e["event"].startswith("memq:") and e["event"] not in PROCESS_EVENTS + HOST_EVENTS]
 
     def binary_of(ip: int) -> str:
         return next(Path(path).name for lo, hi, path in binaries if lo <= ip < hi)
@@ -241,6 +241,8 @@ def test_non_empty_output_needs_force(fake_gpu, tmp_path) -> None:
     (["--api", "hip,opencl", "--", "/bin/true"], "--api"),
     (["--mode", "overwrite", "--", "/bin/true"], "--mode"),
     (["--subbuf-size", "lots", "--", "/bin/true"], "--subbuf-size"),
+    (["--host-source", "glibc", "--", "/bin/true"], "--host-source"),
+    (["--host-min-size", "4 KiB", "--", "/bin/true"], "--host-min-size"),
     ([], "no command"),
 ])
 def test_bad_options_are_one_line_usage_errors(tmp_path, args, message) -> None:

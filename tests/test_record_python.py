@@ -1,7 +1,8 @@
-"""`memq record` on real Python programs with LTTng's libc wrapper: numpy and a PyTorch CPU training loop.
+"""`memq record` on real Python programs: numpy and a PyTorch CPU training loop.
 
 The programs print their own pid and process name; the trace must hold their
-heap calls under that pid, and the statedump must name the process.
+heap (memq's heap wrappers: blocks of 4 KiB and more as events, the rest as
+per-thread totals) under that pid, and the statedump must name the process.
 """
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from pathlib import Path
 
 from support.lttng import record, scan_events
 
-FREE = "lttng_ust_libc:free"
-HEAP = ("lttng_ust_libc:malloc", "lttng_ust_libc:calloc", "lttng_ust_libc:realloc", "lttng_ust_libc:memalign",
-        "lttng_ust_libc:posix_memalign")
+ALLOC, FREE, SMALL = "memq:host_alloc", "memq:host_free", "memq:host_small"
 
 NUMPY = """
 import os
@@ -46,7 +45,7 @@ def run_script(tmp_path: Path, name: str, source: str, argv0: str) -> tuple[list
     rec = record(tmp_path / "trace", [argv0, str(script)], api="libc")
     pid_text, comm, result = rec.stdout.split()
     pid = int(pid_text)
-    names = (*HEAP, FREE, "lttng_ust_statedump:procname", "lttng_ust_statedump:bin_info", "lttng_ust_lib:load")
+    names = (ALLOC, FREE, SMALL, "lttng_ust_statedump:procname", "lttng_ust_statedump:bin_info", "lttng_ust_lib:load")
     return scan_events(rec.dir, names, pids={pid}), pid, comm, rec.meta, result
 
 
@@ -61,12 +60,15 @@ def test_numpy_heap_recorded_under_its_pid(tmp_path) -> None:
     assert Path(meta["executable"]).parent.name != "shims"
     assert procnames(events) == {comm}
     assert {e["vpid"] for e in events} == {pid}
-    array = [e for e in events if e["event"] in HEAP and e["size"] == 8_000_000]
+    array = [e for e in events if e["event"] == ALLOC and e["requested"] == 8_000_000]
     assert array, "the 8 MB array allocation is missing"
-    frees = {e["ptr"] for e in events if e["event"] == FREE}
-    assert array[-1]["ptr"] in frees
-    assert sum(e["event"] == "lttng_ust_libc:malloc" for e in events) > 1000  # the interpreter's own heap
-    assert all(e["ip"] != 0 for e in events if e["event"] in HEAP)  # caller address context
+    assert array[-1]["size"] >= 8_000_000  # the usable size
+    frees = {(e["ptr"], e["size"]) for e in events if e["event"] == FREE}
+    assert (array[-1]["ptr"], array[-1]["size"]) in frees  # the free says what it frees
+    assert all(e["size"] >= 4096 for e in events if e["event"] in (ALLOC, FREE))
+    # the interpreter's own heap: thousands of small blocks, as totals
+    assert sum(e["alloc_count"] for e in events if e["event"] == SMALL) > 1000
+    assert all(e["ip"] != 0 for e in events if e["event"] == ALLOC)  # caller address context
     assert meta["discarded_events"] == 0
 
 
@@ -76,8 +78,8 @@ def test_pytorch_training_loop_recorded(tmp_path) -> None:
     assert procnames(events) == {comm}
     # c10::alloc_cpu: 64-byte aligned posix_memalign per tensor; the hidden
     # activations (256 x 128 float32) are allocated at least once per step.
-    aligned = [e for e in events if e["event"] == "lttng_ust_libc:posix_memalign" and e["result"] == 0]
-    assert sum(e["size"] == 256 * 128 * 4 and e["alignment"] == 64 for e in aligned) >= 20
+    aligned = [e for e in events if e["event"] == ALLOC and e["api_label"] == "posix_memalign"]
+    assert sum(e["requested"] == 256 * 128 * 4 and e["ptr"] % 64 == 0 for e in aligned) >= 20
     assert any(e["event"] == "lttng_ust_lib:load" and "libtorch" in e["path"] for e in events) or any(
         e["event"] == "lttng_ust_statedump:bin_info" and "libtorch" in e["path"] for e in events)
     assert meta["exit_code"] == 0 and meta["discarded_events"] == 0

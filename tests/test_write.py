@@ -175,7 +175,9 @@ def test_api_and_copy_slice_args(tp):
 def test_meta_device_binary_and_lost_args(tp):
     assert args_of(tp, "s.category = 'memq.meta'") == {
         "source": "lttng", "converter_version": __import__("ctf2perfetto").__version__, "hostname": "node1",
-        "lost_events": 5, "lost_packets": 2, "unmatched_frees": 1, "skipped_events": 3, "events": len(ROWS)}
+        "lost_events": 5, "lost_packets": 2, "unmatched_frees": 1, "skipped_events": 3, "events": len(ROWS),
+        "events_read": 0, "missing_events": 0, "missing_packets": 0, "missing_streams": 0, "dropped_packets": 0,
+        "dropped_bytes": 0}
     assert args_of(tp, "s.category = 'memq.device'") == {
         "pid": A, "device": 0, "runtime": "hip", "name": "AMD Instinct MI300A", "integrated": 1, "unified_memory": 1}
     assert args_of(tp, "s.category = 'memq.binary'") == {
@@ -316,7 +318,7 @@ def test_failure_leaves_nothing(tmp_path):
         write_trace(broken(), INFO, out)
     assert out.read_bytes() == b"previous"  # untouched, and no temporary files beside it
     assert sorted(os.listdir(tmp_path)) == ["f.pftrace"]
-    with pytest.raises(MemqError, match="not a directory"):
+    with pytest.raises(MemqError, match="does not exist"):
         write_trace([EventBatch.from_rows(ROWS[:1])], INFO, tmp_path / "missing" / "x.pftrace")
 
 

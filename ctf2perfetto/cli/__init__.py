@@ -15,17 +15,17 @@ import time
 from collections.abc import Iterator
 from typing import Callable
 
-from ..errors import MemqError
+from ..errors import MemqError, error_text, set_program
 
 
 def error_line(prog: str, message: str) -> None:
     """Print `prog: error: message` on stderr, on one line."""
-    text = " ".join(str(message).split())
-    print(f"{prog}: error: {text}", file=sys.stderr)
+    print(error_text(message, prog), file=sys.stderr)
 
 
 def run_command(prog: str, func: Callable[[], int | None]) -> int:
     """Run a command body, mapping failures to one line and an exit code."""
+    set_program(prog)
     try:
         return int(func() or 0)
     except MemqError as exc:
@@ -41,6 +41,15 @@ def run_command(prog: str, func: Callable[[], int | None]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # A file the user named that turned out unreadable/unwritable past the checks: say which.
+        if os.environ.get("MEMQ_DEBUG"):
+            raise
+        if exc.filename:
+            error_line(prog, f"{exc.filename}: {exc.strerror or exc}")
+        else:
+            error_line(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with MEMQ_DEBUG=1 for details)")
+        return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence, see module doc
         if os.environ.get("MEMQ_DEBUG"):
             raise

@@ -22,8 +22,9 @@ from .output import add_engine_args, add_format_arg, add_unified_arg, print_fram
 COMMANDS = {
     "duplicated": "bytes duplicated between host and device over time: peak, when, mean; by direction, "
                   "allocation and untracked source",
-    "redundant": "copies that moved nothing new (repeat, round trip, managed endpoint, unified memory) and "
-                 "staged (pageable) copies: count, bytes, summed and wall-clock time",
+    "redundant": "copies that moved nothing new (no-op, repeat, round trip, managed endpoint, unified memory) and "
+                 "staged (pageable) copies: count, bytes, summed and wall-clock time, and how much of it content "
+                 "fingerprints prove (evidence content) rather than the address rules alone (address)",
     "summary": "top API calls by time, copies per direction with bandwidth, allocations per kind, "
                "device busy share",
     "leaks": "allocations never freed, by kind and size",
@@ -129,7 +130,7 @@ def _human(df: Any, start: int) -> Any:
         elif col == "bytes" or col.endswith("_bytes") or col == "size" or col == "max_size":
             out[col] = (out[col].astype("float64") / 1048576.0).round(3)
             out = out.rename(columns={col: f"{col} MiB"})
-        elif col.endswith("_dur") or col in ("dur", "dur_sum", "byte_ns"):
+        elif col.endswith("_dur") or col.endswith("dur_sum") or col in ("dur", "byte_ns"):
             scale, unit = (1e6, "ms") if col != "byte_ns" else (1048576.0 * 1e9, "MiB*s")
             out[col] = (out[col].astype("float64") / scale).round(3)
             out = out.rename(columns={col: f"{col} {unit}"})
@@ -187,6 +188,10 @@ def _print(name: str, tables: dict, fmt: str, start: int) -> None:
         if not df.attrs.get("applies", True):
             print(f"({df.attrs.get('note') or 'not applicable'})")
             continue
+        if key == "redundant":  # for reading: the evidence split as the part content proves
+            df = df.drop(columns=[c for c in df.columns if c.startswith("address_") or c == "content_wall_dur"])
+            print("(content_*: the part a content fingerprint proves; the rest has evidence address, "
+                  "--format json|csv has both)")
         print_frame(_human(_shortened(key, df), start), "table")
     print()
     for line in notes:

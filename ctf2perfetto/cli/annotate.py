@@ -18,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "the stock Perfetto UI (ui.perfetto.dev, memq open) shows them with no plugin, in a 'memq analyses' "
             "track group: counters "
             "'Duplicated bytes' (total) and 'Duplicated bytes HtoD|DtoH|DtoD|HtoH', slice tracks "
-            "'Redundant copies: <class>' (one slice per copy, with its redundant bytes and the reason), "
+            "'Redundant copies: <class>' (one slice per copy, with its redundant bytes, the reason and the evidence), "
             "'Staged copies', 'Leaked allocations' at the trace's end and the 'Leaked bytes' counter. Nothing in "
             "TRACE is changed. "
             "Duplicated and redundant figures are upper bounds: writes by CPU code and GPU kernels are not traced."
@@ -26,7 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("trace", type=Path, metavar="TRACE", help="memq trace (.pftrace from ctf2perfetto)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
-                        help="annotated trace to write (must differ from TRACE)")
+                        help="annotated trace to write (a new file or one of yours, not TRACE; replaced "
+                             "atomically)")
     add_unified_arg(parser)
     add_engine_args(parser)
     parser.set_defaults(func=run)
@@ -36,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from ..annotate import annotation_packets, collect, require_protobuf_trace, write_annotated
     from ..engine import open_trace
     from . import stderr_is_terminal
+    from ..outfiles import check_output
     from .open import require_trace_file
 
     require_trace_file(args.trace)
+    check_output(args.output, inputs=[args.trace])
     require_protobuf_trace(args.trace)
     started = time.monotonic()
     if stderr_is_terminal():

@@ -15,20 +15,24 @@ DESCRIPTION = (
     "the libc wrapper and memq GPU events) into a Perfetto protobuf trace: heap calls as instants, HIP/CUDA "
     "memory calls as slices, live-bytes counters per process and device, copies on per-stream tracks, flows "
     "from allocations to their frees and copies. The layout is docs/TRACE_FORMAT.md. Prints a summary on "
-    "stderr; lost events, unmatched frees and anything dropped are reported there."
+    "stderr; lost events, unmatched frees, what the files lack (against index/ and memq-record.json) and anything "
+    "--salvage dropped are reported there and in the trace (docs/TRACE_FORMAT.md, \"Loss\")."
 )
 EPILOG = """examples:
   ctf2perfetto trace/ -o out.pftrace
   ctf2perfetto damaged-trace/ -o out.pftrace --salvage
   ctf2perfetto trace/ --kineto profile.json -o out.pftrace
 
-exit status: 0 converted, 1 the trace could not be read or the output written, 2 bad usage."""
+exit status: 0 converted, 1 the trace could not be read (one line naming the file and packet) or the output
+written, 2 bad usage (an -o that is not a new file or a regular file of yours, a missing input), 130 Ctrl-C."""
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", type=Path, metavar="TRACE_DIR", help="LTTng output directory (searched recursively)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.pftrace",
-                        help="Perfetto trace to write (replaced atomically; nothing is left there on failure)")
+                        help="Perfetto trace to write (replaced atomically; nothing is left there on failure; "
+                             "never a link, device, directory, another user's file or a file inside a CTF "
+                             "trace directory)")
     parser.add_argument("--salvage", action="store_true",
                         help="convert what can be read from a damaged trace (stream files cut back to their last "
                              "complete packet, on a temporary copy) and report exactly what was dropped")
@@ -81,16 +85,6 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _check_output(out: Path) -> None:
-    from ..errors import UsageError
-
-    if out.is_dir():
-        raise UsageError(f"{out}: is a directory, expected the output trace file")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{out}: cannot write: directory {parent} does not exist")
-
-
 def _print_summary(summary, prog: str) -> None:
     mib = summary.output_bytes / (1 << 20)
     kinds = ", ".join(f"{name} {count:,}" for name, count in sorted(summary.events.items(), key=lambda kv: -kv[1]))
@@ -103,12 +97,31 @@ def _print_summary(summary, prog: str) -> None:
            if summary.windows else "")
         + f", unmatched frees: {summary.unmatched_frees:,}"
         + (f", allocations over a live one (free not traced): {summary.replaced_allocations:,}"
-           if summary.replaced_allocations else ""),
+           if summary.replaced_allocations else "")
+        + (f"; host blocks below the threshold (totals only): {summary.small_allocations:,} allocated, "
+           f"{summary.small_frees:,} freed" if summary.small_allocations or summary.small_frees else ""),
         f"  lost: {summary.lost_events:,} events, {summary.lost_packets:,} packets",
     ]
+    missing = []
+    if summary.missing_events:
+        missing.append(f"{_count(summary.missing_events, 'event')}" + (
+            f" of the {summary.recorded_events:,} memq-record.json counted" if summary.recorded_events else ""))
+    if summary.missing_packets:
+        missing.append(f"{_count(summary.missing_packets, 'packet')} index/ lists")
+    if summary.missing_streams:
+        missing.append(f"{_count(summary.missing_streams, 'stream file')} gone")
+    if missing:
+        lines.append("  missing from the files: " + "; ".join(missing))
+    if summary.dropped_packets:
+        lines.append(f"  dropped by salvage: {_count(summary.dropped_packets, 'packet')} "
+                     f"({summary.dropped_bytes:,} bytes)")
     if summary.skipped:
         lines.append("  skipped: " + ", ".join(f"{n:,} {reason}" for reason, n in sorted(summary.skipped.items())))
     print("\n".join(lines), file=sys.stderr)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 class _Later:
@@ -157,8 +170,10 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     keep_freed_memory()
     from ..decode import decode
+    from ..outfiles import check_output
 
-    _check_output(args.output)
+    inputs = [args.trace] + ([args.kineto] if args.kineto is not None else [])
+    check_output(args.output, inputs=inputs)
     extra_packets: Iterable[bytes] = []
     kineto_packets = None
     lttng_events = None
@@ -192,7 +207,7 @@ def convert(args: argparse.Namespace, prog: str) -> int:
                 batches, lambda: decoding.info, args.output, progress=progress.written,
                 extra_packets=extra_packets,
                 extra_processes=kineto_packets.processes if kineto_packets else {},
-                extra_threads=kineto_packets.threads if kineto_packets else {})
+                extra_threads=kineto_packets.threads if kineto_packets else {}, inputs=inputs)
     finally:
         progress.close()
     if not args.quiet:

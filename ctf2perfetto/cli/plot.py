@@ -30,6 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..engine import open_trace
     from ..errors import UsageError
+    from ..outfiles import check_output
     from . import stderr_is_terminal
     from .open import require_trace_file
     from ..plot import collect, render
@@ -37,8 +38,7 @@ def run(args: argparse.Namespace) -> int:
     require_trace_file(args.trace)
     if args.output.suffix.lower() != ".png":
         raise UsageError(f"-o {args.output}: the figure is a PNG; name it *.png")
-    if not args.output.parent.is_dir():
-        raise UsageError(f"-o {args.output}: directory {args.output.parent} does not exist")
+    check_output(args.output, inputs=[args.trace])
     if stderr_is_terminal():
         print(f"memq plot: loading {args.trace} and running the analyses ...", file=sys.stderr, flush=True)
     with open_trace(args.trace, trace_processor=args.trace_processor) as engine:

@@ -44,6 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+MAX_QUERY_BYTES = 16 << 20
+
+
 def read_query(args: argparse.Namespace) -> str:
     """The query text from QUERY, '-' (stdin) or --file; UsageError unless exactly one is given."""
     from ..errors import UsageError
@@ -52,7 +55,11 @@ def read_query(args: argparse.Namespace) -> str:
         raise UsageError("give the query either as QUERY (or '-' for stdin) or with --file, not both or neither")
     if args.file is not None:
         try:
-            text = args.file.read_text(encoding="utf-8")
+            with args.file.open("rb") as f:  # a pipe (`--file <(...)`) is fine; /dev/zero never ends
+                data = f.read(MAX_QUERY_BYTES + 1)
+            if len(data) > MAX_QUERY_BYTES:
+                raise UsageError(f"{args.file}: more than {MAX_QUERY_BYTES >> 20} MiB: not a query file")
+            text = data.decode("utf-8")
         except FileNotFoundError:
             raise UsageError(f"{args.file}: no such query file") from None
         except (OSError, UnicodeDecodeError) as exc:

@@ -28,6 +28,7 @@ import re
 import struct
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -53,12 +54,20 @@ _LOG_PREFIX = re.compile(r"^\[[\d.]+\]\s+")  # trace_processor's "[seconds]  fil
 # The memory64 build's heap limit, as set by its Emscripten JS (16 GiB).
 HEAP_MAX_MEMORY64 = 16 << 30
 
-# Engine settings; part of the cache key because they change the machine code.
-_ENGINE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True))
+# Engine settings; part of the cache key because they change the machine code. Epoch
+# interruption lets Ctrl-C stop a call that runs for ever (a runaway recursive query).
+_ENGINE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True), ("epoch_interruption", True))
 
 
 class WasmTrap(MemqError):
     """trace_processor aborted inside the WebAssembly module (the instance is dead)."""
+
+
+class WasmStuck(Exception):
+    """An interrupted call did not stop within INTERRUPT_GRACE_S."""
+
+
+INTERRUPT_GRACE_S = 10.0  # epoch checks are at every loop back-edge and call: this is far more than enough
 
 
 def wasm_dir() -> Path:
@@ -324,6 +333,36 @@ class _Host:
         }
 
 
+def _interruptible(call: Callable[[], Any], interrupt: Callable[[], None]) -> Any:
+    """call() in a worker thread, so that Ctrl-C reaches this (main) thread while wasm runs:
+    Python runs signal handlers only between bytecodes, never inside a long wasm call.
+    On KeyboardInterrupt, `interrupt()` makes the call trap, and the interrupt is raised."""
+    box: dict[str, Any] = {}
+    done = threading.Event()  # not Thread.join: an interrupted join marks a live thread as ended (3.11)
+
+    def work() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    if threading.current_thread() is not threading.main_thread():
+        return call()  # no signal reaches other threads: nothing to wait for
+    threading.Thread(target=work, name="memq-wasm", daemon=True).start()
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        interrupt()
+        if not done.wait(INTERRUPT_GRACE_S):
+            raise WasmStuck() from None
+        raise
+    if "error" in box:
+        raise box.pop("error")
+    return box.pop("value", None)
+
+
 def _unsupported(results: list[wasmtime.ValType]) -> Callable[..., Any]:
     """An import trace_processor never needs when fed over RPC: fail with ENOSYS."""
 
@@ -386,11 +425,19 @@ class WasmTraceProcessor:
         return wasmtime.Func(self._store, ty, stub)
 
     def _guard(self, call: Callable[[], Any]) -> Any:
-        """Run a call into wasm; a trap kills the instance and becomes one MemqError line."""
+        """Run a call into wasm; a trap kills the instance and becomes one MemqError line; Ctrl-C
+        stops the call (the instance is then closed) and is raised as KeyboardInterrupt."""
         if self._store is None:
             raise MemqError("trace_processor is closed")
+        self._store.set_epoch_deadline(1)
         try:
-            return call()
+            return _interruptible(call, _engine().increment_epoch)
+        except WasmStuck:
+            self._store = None  # still running in its thread: leak it rather than free it under the call
+            raise KeyboardInterrupt from None
+        except KeyboardInterrupt:
+            self.close()
+            raise
         except WasmTrap:
             self.close()
             raise

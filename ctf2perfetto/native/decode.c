@@ -24,9 +24,10 @@
 /* Row kinds: ctf2perfetto.events.EventKind. */
 enum {
 	K_MALLOC = 1, K_CALLOC = 2, K_REALLOC = 3, K_MEMALIGN = 4, K_POSIX_MEMALIGN = 5, K_FREE = 6,
+	K_HOST_ALLOC = 7, K_HOST_FREE = 8, K_HOST_SMALL = 9,
 	K_GPU_ALLOC = 10, K_GPU_FREE = 11, K_GPU_REGISTER = 12, K_GPU_UNREGISTER = 13, K_GPU_COPY = 14,
 	K_GPU_SET = 15, K_GPU_PREFETCH = 16, K_GPU_ADVISE = 17, K_GPU_SYNC = 18, K_GPU_SET_DEVICE = 19,
-	K_LOST = 30,
+	K_GPU_COPY_DONE = 20, K_LOST = 30,
 	K_LIVE = 40, K_WINDOW = 41,  /* capture windows (issue 10) */
 };
 
@@ -41,12 +42,18 @@ typedef struct {
 	int64_t *result;
 	uint64_t *ptr, *src, *size, *stream, *flags, *aux, *aux2, *dpitch, *spitch;
 	uint64_t *depth, *dslice, *sslice;  /* appended (issue 15: 3D copies) */
+	/* appended (issue 11: content fingerprints) */
+	uint64_t *seq;
+	uint8_t *content, *content_mode;
+	uint64_t *src_hash, *dst_hash_before, *dst_hash_after;
 } memq_columns;
 
 /* What a handler does with an event of its class. */
 enum action {
 	A_UNKNOWN, A_IGNORE, A_LIBC, A_ALLOC, A_FREE, A_COPY, A_SET, A_PREFETCH, A_ADVISE, A_SYNC,
-	A_SET_DEVICE, A_CLOCK, A_DEVICE, A_PROCNAME, A_BIN_INFO, A_BUILD_ID, A_WINDOW,
+	A_SET_DEVICE, A_CLOCK, A_DEVICE, A_PROCNAME, A_BIN_INFO, A_BUILD_ID, A_COPY_DONE,
+	A_HOST, A_HOST_SMALL,  /* memq's heap wrappers (issue 10) */
+	A_WINDOW,              /* capture windows (issue 10) */
 };
 
 /* Payload roles: which member feeds what (index into handler.idx). */
@@ -54,7 +61,10 @@ enum role {
 	R_API, R_PTR, R_SRC, R_SIZE, R_NMEMB, R_ALIGN, R_MEM, R_DEVICE, R_STREAM, R_FLAGS, R_WIDTH,
 	R_HEIGHT, R_RESULT, R_BEGIN, R_KIND, R_SRC_DEVICE, R_DPITCH, R_SPITCH, R_VALUE, R_TARGET,
 	R_WHERE, R_REALTIME, R_MONOTONIC, R_BOOTTIME, R_RUNTIME, R_NAME, R_INTEGRATED, R_UNIFIED,
-	R_BADDR, R_MEMSZ, R_PATH, R_BUILD_ID, R_DEPTH, R_DSLICE, R_SSLICE, R_OPEN, R_CAUSE, R_INDEX, NROLES,
+	R_BADDR, R_MEMSZ, R_PATH, R_BUILD_ID, R_DEPTH, R_DSLICE, R_SSLICE,
+	R_REQUESTED, R_ALLOC_COUNT, R_ALLOC_BYTES, R_FREE_COUNT, R_FREE_BYTES,
+	R_SEQ, R_CONTENT, R_CONTENT_MODE, R_SRC_HASH, R_DST_HASH_BEFORE, R_DST_HASH_AFTER,
+	R_OPEN, R_CAUSE, R_INDEX, NROLES,
 };
 
 /* An enumeration's labels: value ranges -> code (API name index, MemKind, ...). */
@@ -344,7 +354,7 @@ struct class_spec {
 	int mem;
 	/* role=member pairs, terminated by -1; a role | OPTIONAL is a field appended to the event
 	 * later, absent from older traces (read as 0 there) */
-	struct { int role; const char *member; } members[24];
+	struct { int role; const char *member; } members[32];
 };
 
 #define OPTIONAL 0x100
@@ -360,6 +370,13 @@ static const struct class_spec specs[] = {
 	{"lttng_ust_libc:posix_memalign", A_LIBC, K_POSIX_MEMALIGN, 1,
 	 {{R_PTR, "out_ptr"}, {R_ALIGN, "alignment"}, {R_SIZE, "size"}, {R_RESULT, "result"}, {-1, 0}}},
 	{"lttng_ust_libc:free", A_LIBC, K_FREE, 1, {{R_PTR, "ptr"}, {-1, 0}}},
+	{"memq:host_alloc", A_HOST, K_HOST_ALLOC, 1,
+	 {{R_API, "api"}, {R_PTR, "ptr"}, {R_SIZE, "size"}, {R_REQUESTED, "requested"}, {-1, 0}}},
+	{"memq:host_free", A_HOST, K_HOST_FREE, 1,
+	 {{R_API, "api"}, {R_PTR, "ptr"}, {R_SIZE, "size"}, {R_REQUESTED, "requested"}, {-1, 0}}},
+	{"memq:host_small", A_HOST_SMALL, K_HOST_SMALL, 1,
+	 {{R_ALLOC_COUNT, "alloc_count"}, {R_ALLOC_BYTES, "alloc_bytes"}, {R_FREE_COUNT, "free_count"},
+	  {R_FREE_BYTES, "free_bytes"}, {-1, 0}}},
 	{"memq:alloc", A_ALLOC, K_GPU_ALLOC, 0,
 	 {GPU_COMMON, {R_PTR, "ptr"}, {R_SIZE, "size"}, {R_MEM, "mem_kind"}, {R_STREAM, "stream"},
 	  {R_FLAGS, "flags"}, {R_WIDTH, "width"}, {R_HEIGHT, "height"}, {-1, 0}}},
@@ -374,7 +391,13 @@ static const struct class_spec specs[] = {
 	 {GPU_COMMON, {R_PTR, "dst"}, {R_SRC, "src"}, {R_SIZE, "bytes"}, {R_KIND, "kind"},
 	  {R_STREAM, "stream"}, {R_SRC_DEVICE, "src_device"}, {R_WIDTH, "width"}, {R_HEIGHT, "height"},
 	  {R_DPITCH, "dpitch"}, {R_SPITCH, "spitch"},
-	  {R_DEPTH | OPTIONAL, "depth"}, {R_DSLICE | OPTIONAL, "dslice"}, {R_SSLICE | OPTIONAL, "sslice"}, {-1, 0}}},
+	  {R_DEPTH | OPTIONAL, "depth"}, {R_DSLICE | OPTIONAL, "dslice"}, {R_SSLICE | OPTIONAL, "sslice"},
+	  {R_SEQ | OPTIONAL, "seq"}, {R_CONTENT | OPTIONAL, "content"}, {R_CONTENT_MODE | OPTIONAL, "content_mode"},
+	  {R_SRC_HASH | OPTIONAL, "src_hash"}, {R_DST_HASH_BEFORE | OPTIONAL, "dst_hash_before"},
+	  {R_DST_HASH_AFTER | OPTIONAL, "dst_hash_after"}, {-1, 0}}},
+	{"memq:copy_done", A_COPY_DONE, K_GPU_COPY_DONE, 0,
+	 {{R_API, "api"}, {R_SEQ, "seq"}, {R_STREAM, "stream"}, {R_DEVICE, "device"},
+	  {R_DST_HASH_AFTER, "dst_hash_after"}, {-1, 0}}},
 	{"memq:set", A_SET, K_GPU_SET, 0,
 	 {GPU_COMMON, {R_PTR, "dst"}, {R_VALUE, "value"}, {R_SIZE, "bytes"}, {R_STREAM, "stream"}, {-1, 0}}},
 	{"memq:prefetch", A_PREFETCH, K_GPU_PREFETCH, 0,
@@ -666,6 +689,8 @@ static void zero_row(memq_columns *c, size_t i)
 	c->ptr[i] = c->src[i] = c->size[i] = c->stream[i] = c->flags[i] = 0;
 	c->aux[i] = c->aux2[i] = c->dpitch[i] = c->spitch[i] = 0;
 	c->depth[i] = c->dslice[i] = c->sslice[i] = 0;
+	c->seq[i] = c->src_hash[i] = c->dst_hash_before[i] = c->dst_hash_after[i] = 0;
+	c->content[i] = c->content_mode[i] = 0;
 }
 
 /* A DiscardedEvents / DiscardedPackets message -> one LOST row (begin = ts = start of
@@ -854,6 +879,26 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 		c->ptr[i] = ptr;
 		return 1;
 	}
+	if (h->action == A_HOST) {
+		/* size = usable size (on the free too); aux2 = what the caller asked for (0 on frees) */
+		c->begin[i] = ts;
+		c->api[i] = (uint16_t)api_index(d, &h->api_map, get_i(h, pl, R_API));
+		c->mem[i] = (uint8_t)h->mem_fixed;
+		c->ptr[i] = get_u(pl, h->idx[R_PTR]);
+		c->size[i] = get_u(pl, h->idx[R_SIZE]);
+		c->aux2[i] = get_u(pl, h->idx[R_REQUESTED]);
+		return 1;
+	}
+	if (h->action == A_HOST_SMALL) {
+		/* one thread's blocks below the threshold since its previous host_small */
+		c->begin[i] = ts;
+		c->mem[i] = (uint8_t)h->mem_fixed;
+		c->aux[i] = get_u(pl, h->idx[R_ALLOC_COUNT]);
+		c->size[i] = get_u(pl, h->idx[R_ALLOC_BYTES]);
+		c->aux2[i] = get_u(pl, h->idx[R_FREE_COUNT]);
+		c->flags[i] = get_u(pl, h->idx[R_FREE_BYTES]);
+		return 1;
+	}
 
 	if (h->action == A_WINDOW) {
 		/* aux = 1 opens / 0 closes, aux2 = cause, flags = index; api: the profiler
@@ -897,8 +942,19 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 		c->depth[i] = get_u(pl, h->idx[R_DEPTH]);   /* 0 in traces before 3D copies */
 		c->dslice[i] = get_u(pl, h->idx[R_DSLICE]);
 		c->sslice[i] = get_u(pl, h->idx[R_SSLICE]);
+		c->seq[i] = get_u(pl, h->idx[R_SEQ]);       /* content fingerprints: 0 in older traces */
+		c->content[i] = (uint8_t)get_u(pl, h->idx[R_CONTENT]);
+		c->content_mode[i] = (uint8_t)get_u(pl, h->idx[R_CONTENT_MODE]);
+		c->src_hash[i] = get_u(pl, h->idx[R_SRC_HASH]);
+		c->dst_hash_before[i] = get_u(pl, h->idx[R_DST_HASH_BEFORE]);
+		c->dst_hash_after[i] = get_u(pl, h->idx[R_DST_HASH_AFTER]);
 		break;
 	}
+	case A_COPY_DONE:   /* an instant: no call of its own */
+		c->begin[i] = ts;
+		c->seq[i] = get_u(pl, h->idx[R_SEQ]);
+		c->dst_hash_after[i] = get_u(pl, h->idx[R_DST_HASH_AFTER]);
+		break;
 	case A_SET:
 		c->aux[i] = (uint64_t)get_i(h, pl, R_VALUE);
 		break;
@@ -1210,6 +1266,17 @@ const char *memq_failed_stream(memq_decoder *d, uint64_t *packets_begun, uint64_
 	*packets_begun = d->streams[d->failed_stream].packets_begun;
 	*packets_ended = d->streams[d->failed_stream].packets_ended;
 	return d->streams[d->failed_stream].name;
+}
+
+/* Stream i (in the order met) and its packets delivered so far, for every stream: a muxer error
+ * names no stream, so salvage looks at where each one stood (NULL past the last stream). */
+const char *memq_stream_progress(memq_decoder *d, uint64_t i, uint64_t *packets_begun, uint64_t *packets_ended)
+{
+	if (i >= d->nstreams)
+		return NULL;
+	*packets_begun = d->streams[i].packets_begun;
+	*packets_ended = d->streams[i].packets_ended;
+	return d->streams[i].name;
 }
 
 uint64_t memq_events_seen(memq_decoder *d) { return d->events_seen; }

@@ -136,3 +136,47 @@ ORDER BY a.alloc_id;
 
 -- Lookup of an allocation by id.
 CREATE PERFETTO INDEX memq_allocation_idx ON memq_allocation(alloc_id);
+
+-- Host heap blocks below the recording's threshold (`memq record --host-min-size`): the
+-- recorder counts them per thread instead of recording them one by one, and writes the
+-- counts as `host_small` heap instants (docs/TRACE_FORMAT.md). Totals per process; the
+-- host live-bytes counter already includes them. `live_*` can be negative in a process
+-- that frees blocks counted before its trace began.
+CREATE PERFETTO TABLE memq_host_small(
+  -- Process.
+  upid LONG,
+  -- Blocks allocated.
+  alloc_count LONG,
+  -- Their bytes (usable sizes).
+  alloc_bytes LONG,
+  -- Blocks freed.
+  free_count LONG,
+  -- Their bytes.
+  free_bytes LONG,
+  -- Blocks still live at the end of the trace (alloc_count - free_count).
+  live_count LONG,
+  -- Their bytes.
+  live_bytes LONG,
+  -- First and last `host_small` instant of the process.
+  first_ts TIMESTAMP,
+  last_ts TIMESTAMP
+) AS
+WITH small AS (
+  SELECT
+    t.upid,
+    s.ts,
+    EXTRACT_ARG(s.arg_set_id, 'debug.alloc_count') AS alloc_count,
+    EXTRACT_ARG(s.arg_set_id, 'debug.alloc_bytes') AS alloc_bytes,
+    EXTRACT_ARG(s.arg_set_id, 'debug.free_count') AS free_count,
+    EXTRACT_ARG(s.arg_set_id, 'debug.free_bytes') AS free_bytes
+  FROM slice s
+  JOIN thread_track tt ON tt.id = s.track_id
+  JOIN thread t USING (utid)
+  WHERE s.category = 'memq.heap' AND s.name = 'host_small'
+)
+SELECT upid, SUM(alloc_count) AS alloc_count, SUM(alloc_bytes) AS alloc_bytes, SUM(free_count) AS free_count,
+  SUM(free_bytes) AS free_bytes, SUM(alloc_count) - SUM(free_count) AS live_count,
+  SUM(alloc_bytes) - SUM(free_bytes) AS live_bytes, MIN(ts) AS first_ts, MAX(ts) AS last_ts
+FROM small
+GROUP BY upid
+ORDER BY upid;

@@ -4,7 +4,7 @@
 -- * `lttng`: memq.copy / memq.set slices written by ctf2perfetto (one per
 --   successful call, on its stream track, same start and duration as the API call);
 --   they have addresses and the allocations holding their first bytes.
--- * `kineto`: PyTorch-profiler JSON loaded directly (`gpu_memcpy` / `gpu_memset`
+-- * `kineto`: PyTorch-profiler JSON, read by memq's importer (`gpu_memcpy` / `gpu_memset`
 --   slices). Kineto records no addresses: src, dst and the allocation columns are
 --   NULL, and only address-free figures (counts, bytes, time, bandwidth, staged)
 --   apply to them.
@@ -18,8 +18,47 @@
 --   (ROCm) is NULL (unknown). NULL for copies that are not HtoD / DtoH.
 -- * Kineto direction is the 4 letters after "Memcpy " in the name (HtoD, DtoH,
 --   DtoD, HtoH, PtoP).
+-- * Content fingerprints (LTTng, docs/TRACE_FORMAT.md): `src_hash` is what the source
+--   held at the call, `dst_hash_before` what the destination held before it,
+--   `dst_hash_after` what it held after completion, taken at `after_ts` (the copy's
+--   end when recorded with it, else the memq.copy_done instant with the copy's
+--   process and `seq`); NULL where not taken. Hashes of one content mode are
+--   comparable when they cover the same bytes in the same order: `src_key` /
+--   `dst_key` name a side's byte sequence (see _memq_range_key).
 
 INCLUDE PERFETTO MODULE memq.process;
+
+-- A side's byte sequence as a key: `addr:len` when its bytes are contiguous, else
+-- `addr:width:height:pitch` (rows) or `addr:width:height:pitch:depth:slice` (rows of
+-- slices), in the one form each sequence has: contiguous rows merge, a slice that
+-- is one run is a row, slices that continue the row stride are more rows.
+CREATE PERFETTO FUNCTION _memq_range_key(
+  -- First byte.
+  addr LONG,
+  -- Bytes copied.
+  bytes LONG,
+  -- Row width (2D/3D), else NULL.
+  width LONG,
+  -- Rows per slice (2D/3D), else NULL.
+  height LONG,
+  -- Bytes from one row to the next.
+  pitch LONG,
+  -- Slices (3D), else NULL or 0.
+  depth LONG,
+  -- Bytes from one slice to the next.
+  slice LONG)
+RETURNS STRING AS
+SELECT CASE
+  WHEN $addr IS NULL THEN NULL
+  WHEN $height IS NULL THEN printf('%d:%d', $addr, $bytes)
+  -- one run per slice (rows contiguous or a single row)
+  WHEN $height = 1 OR $pitch = $width THEN CASE
+    WHEN IFNULL($depth, 0) <= 1 OR $slice = $width * $height THEN printf('%d:%d', $addr, $bytes)
+    ELSE printf('%d:%d:%d:%d', $addr, $width * $height, $depth, $slice) END
+  WHEN IFNULL($depth, 0) <= 1 OR $slice = $pitch * $height
+    THEN printf('%d:%d:%d:%d', $addr, $width, $height * MAX(IFNULL($depth, 0), 1), $pitch)
+  ELSE printf('%d:%d:%d:%d:%d:%d', $addr, $width, $height, $pitch, $depth, $slice)
+END;
 
 -- Every copy of the trace, from any source.
 CREATE PERFETTO TABLE memq_copy(
@@ -78,7 +117,23 @@ CREATE PERFETTO TABLE memq_copy(
   -- 3D copies: destination bytes from one slice to the next.
   dslice LONG,
   -- 3D copies: source bytes from one slice to the next.
-  sslice LONG
+  sslice LONG,
+  -- Per-process copy number (`seq` of memq:copy); NULL without it.
+  seq LONG,
+  -- Content fingerprint mode of the recording: `sampled`, `full`, `off`; NULL without.
+  content_mode STRING,
+  -- Fingerprint of the source at the call; NULL when not taken.
+  src_hash LONG,
+  -- Fingerprint of the destination before the call; NULL when not taken.
+  dst_hash_before LONG,
+  -- Fingerprint of the destination after completion; NULL when not taken.
+  dst_hash_after LONG,
+  -- When dst_hash_after was taken (the copy's end, or its completion point).
+  after_ts TIMESTAMP,
+  -- The source's byte sequence (NULL without address): equal keys, same bytes in the same order.
+  src_key STRING,
+  -- The destination's byte sequence.
+  dst_key STRING
 ) AS
 WITH lttng AS (
   SELECT
@@ -104,9 +159,23 @@ WITH lttng AS (
     EXTRACT_ARG(s.arg_set_id, 'debug.spitch') AS spitch,
     EXTRACT_ARG(s.arg_set_id, 'debug.depth') AS depth,
     EXTRACT_ARG(s.arg_set_id, 'debug.dslice') AS dslice,
-    EXTRACT_ARG(s.arg_set_id, 'debug.sslice') AS sslice
+    EXTRACT_ARG(s.arg_set_id, 'debug.sslice') AS sslice,
+    EXTRACT_ARG(s.arg_set_id, 'debug.seq') AS seq,
+    EXTRACT_ARG(s.arg_set_id, 'debug.content_mode') AS content_mode,
+    EXTRACT_ARG(s.arg_set_id, 'debug.src_hash') AS src_hash,
+    EXTRACT_ARG(s.arg_set_id, 'debug.dst_hash_before') AS dst_hash_before,
+    EXTRACT_ARG(s.arg_set_id, 'debug.dst_hash_after') AS dst_hash_after
   FROM slice s
   WHERE s.category = 'memq.copy'
+),
+done AS (
+  SELECT t.upid, EXTRACT_ARG(s.arg_set_id, 'debug.seq') AS seq, MIN(s.ts) AS ts,
+    EXTRACT_ARG(s.arg_set_id, 'debug.dst_hash_after') AS hash
+  FROM slice s
+  JOIN thread_track tt ON tt.id = s.track_id
+  JOIN thread t USING (utid)
+  WHERE s.category = 'memq.copy_done'
+  GROUP BY t.upid, seq
 ),
 kineto AS (
   SELECT
@@ -117,9 +186,9 @@ kineto AS (
     t.upid,
     tt.utid,
     SUBSTR(s.name, 8, 4) AS direction,
-    EXTRACT_ARG(s.arg_set_id, 'args.bytes') AS bytes,
-    EXTRACT_ARG(s.arg_set_id, 'args.stream') AS stream,
-    EXTRACT_ARG(s.arg_set_id, 'args.device') AS device
+    COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.bytes'), EXTRACT_ARG(s.arg_set_id, 'args.bytes')) AS bytes,
+    COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.stream'), EXTRACT_ARG(s.arg_set_id, 'args.stream')) AS stream,
+    COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.device'), EXTRACT_ARG(s.arg_set_id, 'args.device')) AS device
   FROM slice s
   LEFT JOIN thread_track tt ON tt.id = s.track_id
   LEFT JOIN thread t USING (utid)
@@ -133,9 +202,15 @@ SELECT
     WHEN 'HtoD' THEN l.src_mem IN ('host', 'untracked')
     WHEN 'DtoH' THEN l.dst_mem IN ('host', 'untracked')
   END AS pageable,
-  l.width, l.height, l.dpitch, l.spitch, l.depth, l.dslice, l.sslice
+  l.width, l.height, l.dpitch, l.spitch, l.depth, l.dslice, l.sslice,
+  l.seq, l.content_mode, l.src_hash, l.dst_hash_before,
+  IFNULL(l.dst_hash_after, d.hash) AS dst_hash_after,
+  IIF(l.dst_hash_after IS NOT NULL, l.ts + l.dur, d.ts) AS after_ts,
+  _memq_range_key(l.src, l.bytes, l.width, l.height, l.spitch, l.depth, l.sslice) AS src_key,
+  _memq_range_key(l.dst, l.bytes, l.width, l.height, l.dpitch, l.depth, l.dslice) AS dst_key
 FROM lttng l
 LEFT JOIN _memq_api_call c USING (call_id)
+LEFT JOIN done d ON d.upid = c.upid AND d.seq = l.seq
 UNION ALL
 SELECT
   k.id, k.ts, k.dur, k.ts + k.dur, 'kineto', k.upid, k.utid, NULL, k.name, k.direction, k.bytes,
@@ -145,7 +220,8 @@ SELECT
     WHEN k.name GLOB '*Pageable*' THEN 1
     WHEN k.name GLOB '*Pinned*' THEN 0
   END,
-  NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM kineto k
 ORDER BY id;
 
@@ -186,9 +262,9 @@ WHERE s.category = 'memq.set'
 UNION ALL
 SELECT
   s.id, s.ts, s.dur, s.ts + s.dur, 'kineto', t.upid, NULL,
-  EXTRACT_ARG(s.arg_set_id, 'args.bytes'), NULL,
-  EXTRACT_ARG(s.arg_set_id, 'args.stream'),
-  EXTRACT_ARG(s.arg_set_id, 'args.device')
+  COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.bytes'), EXTRACT_ARG(s.arg_set_id, 'args.bytes')), NULL,
+  COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.stream'), EXTRACT_ARG(s.arg_set_id, 'args.stream')),
+  COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.device'), EXTRACT_ARG(s.arg_set_id, 'args.device'))
 FROM slice s
 LEFT JOIN thread_track tt ON tt.id = s.track_id
 LEFT JOIN thread t USING (utid)
@@ -212,7 +288,8 @@ WITH src AS (
   SELECT source, 0, COUNT(*) FROM memq_set GROUP BY source
   UNION ALL
   SELECT 'lttng', 0, 0
-  WHERE EXISTS (SELECT 1 FROM slice WHERE category IN ('memq.meta', 'memq.heap', 'memq.api'))
+  WHERE EXISTS (SELECT 1 FROM slice WHERE category IN ('memq.heap', 'memq.api')
+                OR (category = 'memq.meta' AND EXTRACT_ARG(arg_set_id, 'debug.source') = 'lttng'))
 )
 SELECT source, source = 'lttng' AS has_addresses, SUM(copies) AS copies, SUM(sets) AS sets
 FROM src GROUP BY source;

@@ -31,7 +31,7 @@ WITH m AS (
   FROM memq_mirror WHERE dur > 0
 ),
 scoped AS (
-  SELECT upid, ts, end_ts, bytes, direction, alloc_key, untracked_key FROM m
+  SELECT upid, ts, end_ts, bytes, direction, alloc_key, untracked_key FROM m WHERE upid IS NOT NULL
   UNION ALL
   SELECT NULL, ts, end_ts, bytes, direction, alloc_key, untracked_key FROM m
 )

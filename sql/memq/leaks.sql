@@ -38,11 +38,13 @@ CREATE PERFETTO VIEW memq_leak(
 SELECT alloc_id, upid, kind, device, addr, size, ts, api, alloc_slice_id, live_at_start, window
 FROM memq_allocation WHERE leaked;
 
--- Leaks grouped by kind and size.
+-- Leaks grouped by kind and size. Host blocks below the recording's threshold, which the
+-- trace holds only as totals (memq_host_small), are one `host` row with no size: those
+-- still live at the end, all processes.
 CREATE PERFETTO TABLE memq_leak_by_kind_size(
   -- Kind.
   kind STRING,
-  -- Size of each allocation.
+  -- Size of each allocation (NULL: the host blocks below the threshold, of any size).
   size LONG,
   -- How many were never freed.
   count LONG,
@@ -55,10 +57,16 @@ CREATE PERFETTO TABLE memq_leak_by_kind_size(
   -- How many of them were live when their capture window opened (allocated before it).
   live_at_start LONG
 ) AS
-SELECT kind, size, COUNT(*) AS count, SUM(size) AS bytes, MIN(ts) AS first_ts, MAX(ts) AS last_ts,
-  SUM(live_at_start) AS live_at_start
-FROM memq_leak
-GROUP BY kind, size
+SELECT * FROM (
+  SELECT kind, size, COUNT(*) AS count, SUM(size) AS bytes, MIN(ts) AS first_ts, MAX(ts) AS last_ts,
+    SUM(live_at_start) AS live_at_start
+  FROM memq_leak
+  GROUP BY kind, size
+  UNION ALL
+  SELECT 'host', NULL, SUM(live_count), SUM(live_bytes), MIN(first_ts), MAX(last_ts), 0
+  FROM memq_host_small
+  HAVING SUM(live_count) > 0 OR SUM(live_bytes) > 0
+)
 ORDER BY bytes DESC;
 
 -- Allocations still live when their capture window closed before the process exited,

@@ -2,8 +2,22 @@
 --
 -- DESIGN.md: when a copy completes, each destination byte holds the same content as
 -- the corresponding source byte; that pair stays a mirror until the first of: either
--- byte's allocation ends (free, realloc), or a later write (copy destination or
--- memset) covers either byte. Only sources with addresses (LTTng) have mirrors.
+-- byte's allocation ends (free, realloc), a later write (copy destination or memset)
+-- covers either byte, or a content fingerprint shows that either side no longer holds
+-- what the copy copied (at the moment it was taken). Only sources with addresses
+-- (LTTng) have mirrors.
+--
+-- Content (memq record --content; columns of memq_copy): a copy's *content* is the
+-- fingerprint of what it copied: its source's at the call, else its destination's
+-- after completion. Fingerprints are *observations* of a byte sequence (a side's
+-- key) at a time: a copy's source at its start (its destination after completion
+-- when the source was not read: that is what it read, seen at its end), its
+-- destination before (at its start) and after (at `after_ts`). A mirror whose copy
+-- has a content ends at the first observation after the copy's end of exactly its
+-- source's or its destination's byte sequence with another fingerprint: a fingerprint
+-- covers a whole side, so when it differs every byte of the mirror is taken as
+-- changed. Sequences that only overlap are not compared. At the copy's end itself only
+-- after-fingerprints count (what a copy starting then saw is the state before it).
 --
 -- How: the address space of each process is cut into elementary segments at every
 -- boundary of a write range, a copy source range and an allocation that a copy
@@ -14,19 +28,26 @@
 --
 -- Decisions (where DESIGN.md is silent):
 -- * A write takes effect at the end of its call; writes are ordered by (end, slice
---   id). A free takes effect at the start of its call; at equal times frees come
---   before writes.
--- * The allocations of a byte are all allocations live at the copy's start that
---   hold it (a registered range and the heap block under it both count); any of them
---   ending ends the mirror. The *primary* one (for the split by allocation) is the
+--   id); trace_processor numbers slices in the order they start (at equal starts, in
+--   the order of the trace). A free takes effect at the start of its call; at equal
+--   times frees come before writes.
+-- * The allocations of a byte are all allocations live at the copy's start (allocated
+--   by then and not freed by then: a free starting as the copy starts has released
+--   them) that hold it (a registered range and the heap block under it both count);
+--   any of them ending ends the mirror. The *primary* one (for the split by allocation) is the
+--   one rule of docs/TRACE_FORMAT.md, "Which allocation holds a byte" (also how
+--   ctf2perfetto picks a copy's dst_alloc_id / src_alloc_id for its first bytes):
 --   first of device/managed, pinned, registered, host, the latest started within a
---   kind.
+--   kind (the later alloc_id on a tie).
 -- * A copy whose source and destination overlap still mirrors every byte.
 -- * A 2D copy writes `height` rows of `width` bytes, `dpitch` apart (reading rows
---   `spitch` apart); each row is a write of its own, at the copy's end. A 3D copy
---   writes `depth` such slices, `dslice` apart (reading `sslice` apart).
+--   `spitch` apart); each row is a write of its own, at the copy's end, in row order:
+--   where rows overlap (pitch < width) the last row's bytes stay. A 3D copy writes
+--   `depth` such slices, `dslice` apart (reading `sslice` apart).
+-- * Repeat and round trip look at the mirrors just before the copy: a copy is never
+--   redundant with its own rows.
 -- * Upper bound: CPU and kernel writes are not traced, so a mirror may have ended
---   earlier than shown.
+--   earlier than shown (fingerprints see some of them, where and when they are taken).
 -- * Capture windows (memq.windows): a mirror ends at the latest when the window of the
 --   copy that made it closes (nothing is known after), also between untracked bytes.
 
@@ -50,21 +71,21 @@ WITH RECURSIVE two_d(id, upid, call_id, ts, end_ts, direction, r, nrows, height,
     dslice, sslice
   FROM two_d WHERE r + 1 < nrows
 )
-SELECT id, upid, call_id, ts, end_ts, direction,
+SELECT id, upid, call_id, ts, end_ts, direction, r,
   dst + (r / height) * dslice + (r % height) * dpitch AS dst,
   src + (r / height) * sslice + (r % height) * spitch AS src,
   width AS bytes
 FROM two_d
 UNION ALL
-SELECT id, upid, call_id, ts, end_ts, direction, dst, src, bytes FROM memq_copy
+SELECT id, upid, call_id, ts, end_ts, direction, 0, dst, src, bytes FROM memq_copy
 WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL AND height IS NULL;
 
--- Writes with addresses (copy rows and memsets), in effect order (`ord`); `seq` numbers
--- the calls: the rows of one 2D copy share it and complete together (none of them is
--- before or after another).
+-- Writes with addresses (copy rows and memsets), in effect order (`ord`: by end, slice
+-- id, then row, so where rows of one copy overlap (pitch < width) the last row's
+-- bytes stay); `seq` numbers the calls: the rows of one copy share it.
 CREATE PERFETTO TABLE _memq_write AS
 SELECT
-  ROW_NUMBER() OVER (ORDER BY end_ts, id, dst) AS ord,
+  ROW_NUMBER() OVER (ORDER BY end_ts, id, r) AS ord,
   DENSE_RANK() OVER (ORDER BY end_ts, id) AS seq,
   id,
   upid,
@@ -77,10 +98,10 @@ SELECT
   is_copy,
   direction
 FROM (
-  SELECT id, upid, call_id, ts, end_ts, dst, bytes, src, 1 AS is_copy, direction
+  SELECT id, upid, call_id, ts, end_ts, r, dst, bytes, src, 1 AS is_copy, direction
   FROM _memq_copy_row
   UNION ALL
-  SELECT id, upid, call_id, ts, end_ts, dst, bytes, NULL, 0, NULL
+  SELECT id, upid, call_id, ts, end_ts, 0, dst, bytes, NULL, 0, NULL
   FROM memq_set WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
 )
 ORDER BY ord;
@@ -145,15 +166,18 @@ SELECT ii.id_0 AS rid, r.ord, r.side, ii.id_1 AS seg, ii.ts AS lo, ii.dur AS len
 FROM _interval_intersect!((_memq_range, _memq_segment), (upid)) ii
 JOIN _memq_range r ON r.id = ii.id_0;
 
--- Per (write, destination segment): the writes before and after it on that segment.
+-- Per (write, destination segment): the last write of an earlier call (a copy is never
+-- a repeat of its own rows) and the next write (a later row of the same copy included:
+-- its bytes replace this row's).
 CREATE PERFETTO TABLE _memq_dst_cover AS
 SELECT
   c.rid, c.ord, c.seg, c.lo, c.len,
-  LAG(c.ord) OVER win AS prev_ord,
-  LEAD(c.ord) OVER win AS next_ord
+  MAX(c.ord) OVER (PARTITION BY c.seg ORDER BY w.seq RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    AS prev_ord,
+  LEAD(c.ord) OVER (PARTITION BY c.seg ORDER BY c.ord) AS next_ord
 FROM _memq_cover c
-WHERE c.side = 'dst'
-WINDOW win AS (PARTITION BY c.seg ORDER BY c.ord);
+JOIN _memq_write w USING (ord)
+WHERE c.side = 'dst';
 
 -- Per (copy row, source segment): the last write of an earlier call and the first
 -- write of a later call on that segment (the copy's own rows are neither).
@@ -241,6 +265,97 @@ ORDER BY ord;
 
 CREATE PERFETTO INDEX _memq_write_window_idx ON _memq_write_window(ord);
 
+-- Content observations (see the module comment): kind `copied` (the content a copy
+-- copied, on its source's sequence), `before` and `after` (its destination's).
+CREATE PERFETTO TABLE _memq_observation(
+  -- The copy that took it.
+  copy_id LONG,
+  -- Process.
+  upid LONG,
+  -- `copied`, `before` or `after`.
+  kind STRING,
+  -- Byte sequence observed (memq_copy src_key / dst_key).
+  key STRING,
+  -- When.
+  ts TIMESTAMP,
+  -- Fingerprint.
+  hash LONG
+) AS
+WITH c AS (
+  SELECT * FROM memq_copy WHERE source = 'lttng' AND upid IS NOT NULL AND dst IS NOT NULL
+)
+SELECT id AS copy_id, upid, 'copied' AS kind, src_key AS key, IIF(src_hash IS NOT NULL, ts, end_ts) AS ts,
+  IFNULL(src_hash, dst_hash_after) AS hash
+FROM c WHERE src_key IS NOT NULL AND IFNULL(src_hash, dst_hash_after) IS NOT NULL
+UNION ALL
+SELECT id, upid, 'before', dst_key, ts, dst_hash_before FROM c WHERE dst_hash_before IS NOT NULL
+UNION ALL
+SELECT id, upid, 'after', dst_key, after_ts, dst_hash_after FROM c WHERE dst_hash_after IS NOT NULL;
+
+-- Per copy with a content: that content and the first observation that contradicts it.
+-- Observations of one sequence are put in time order with the copies' ends as query
+-- points (at equal times: observations taken at a copy's start, then the query, then
+-- after-fingerprints); the answer is the first observation after the query if it
+-- differs, else the start of the next run of a different fingerprint: O(n log n).
+CREATE PERFETTO TABLE _memq_copy_content(
+  -- Slice id of the copy.
+  copy_id LONG,
+  -- What it copied (fingerprint).
+  content LONG,
+  -- When an observation first showed a side no longer holding it; NULL: never.
+  content_end TIMESTAMP
+) AS
+WITH c AS (
+  SELECT id, upid, end_ts, src_key, dst_key, IFNULL(src_hash, dst_hash_after) AS content
+  FROM memq_copy
+  WHERE source = 'lttng' AND upid IS NOT NULL AND dst IS NOT NULL AND IFNULL(src_hash, dst_hash_after) IS NOT NULL
+),
+side AS (
+  SELECT id, upid, end_ts, content, src_key AS key FROM c WHERE src_key IS NOT NULL
+  UNION
+  SELECT id, upid, end_ts, content, dst_key FROM c
+),
+merged AS (
+  SELECT upid, key, ts, IIF(kind = 'after', 2, 0) AS rank, hash, NULL AS id, NULL AS content, 1 AS is_obs
+  FROM _memq_observation
+  UNION ALL
+  SELECT upid, key, end_ts, 1, NULL, id, content, 0 FROM side
+),
+ordered AS (
+  SELECT *,
+    -- observations up to here: an observation's own index, or how many precede a query
+    SUM(is_obs) OVER (PARTITION BY upid, key ORDER BY ts, rank, hash, id ROWS UNBOUNDED PRECEDING) AS n_obs
+  FROM merged
+),
+obs AS (
+  SELECT upid, key, ts, hash, n_obs,
+    IIF(hash IS NOT LAG(hash) OVER win, 1, 0) AS new_run
+  FROM ordered WHERE is_obs
+  WINDOW win AS (PARTITION BY upid, key ORDER BY n_obs)
+),
+runs AS (
+  SELECT *, SUM(new_run) OVER (PARTITION BY upid, key ORDER BY n_obs ROWS UNBOUNDED PRECEDING) AS run
+  FROM obs
+),
+run_start AS (
+  SELECT upid, key, run, MIN(ts) AS ts FROM runs GROUP BY upid, key, run
+),
+first_after AS (
+  SELECT q.id, q.content, r.ts, r.hash, nr.ts AS next_run_ts
+  FROM ordered q
+  JOIN runs r ON r.upid = q.upid AND r.key = q.key AND r.n_obs = q.n_obs + 1
+  LEFT JOIN run_start nr ON nr.upid = r.upid AND nr.key = r.key AND nr.run = r.run + 1
+  WHERE NOT q.is_obs
+),
+ended AS (
+  SELECT id, MIN(IIF(hash != content, ts, next_run_ts)) AS content_end FROM first_after GROUP BY id
+)
+SELECT c.id AS copy_id, c.content, e.content_end
+FROM c LEFT JOIN ended e USING (id)
+ORDER BY copy_id;
+
+CREATE PERFETTO INDEX _memq_copy_content_idx ON _memq_copy_content(copy_id);
+
 -- Mirror pieces with their lifetimes (internal: zero-length ones included).
 CREATE PERFETTO TABLE _memq_piece AS
 WITH p AS (
@@ -262,41 +377,69 @@ WITH p AS (
     ds.alloc_id AS dst_alloc_id,
     ss.alloc_id AS src_alloc_id,
     IFNULL(ds.managed, 0) OR IFNULL(ss.managed, 0) AS managed,
-    IFNULL(ww.end_ts, 9223372036854775807) AS window_end
+    IFNULL(ww.end_ts, 9223372036854775807) AS window_end,
+    cc.content,
+    IFNULL(cc.content_end, 9223372036854775807) AS content_end
   FROM _memq_piece_raw r
   JOIN _memq_write w USING (ord)
   LEFT JOIN _memq_piece_side ds ON ds.piece_id = r.piece_id AND ds.side = 'dst'
   LEFT JOIN _memq_piece_side ss ON ss.piece_id = r.piece_id AND ss.side = 'src'
   LEFT JOIN _memq_write_window ww USING (ord)
+  LEFT JOIN _memq_copy_content cc ON cc.copy_id = w.id
 )
 SELECT
   *,
-  MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end, window_end) AS end_raw,
+  MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end, window_end, content_end) AS end_raw,
   MIN(dst_alloc_end, src_alloc_end, window_end) AS alloc_end
 FROM p
 ORDER BY ord, lo;
 
 CREATE PERFETTO INDEX _memq_piece_idx ON _memq_piece(ord, lo);
 
--- Per piece: whether its pair was already a mirror just before the copy completed.
--- repeat: the last write of the destination bytes was a copy from the same source
--- bytes, still alive; round trip: the last write of the source bytes was a copy from
--- these destination bytes, still alive.
+-- Per piece: whether its pair was already a mirror just before the copy completed,
+-- and whether content confirmed it.
+-- repeat: the last write of the destination bytes by an earlier call was a copy from
+-- the same source bytes, still alive; round trip: the last write of the source bytes
+-- by an earlier call was a copy from these destination bytes, still alive. Alive
+-- includes content: no observation after the earlier copy's end up to this copy's end
+-- (this copy's own included) contradicted it. *Checked*: this copy itself observed
+-- exactly a side of that mirror in that window (same tie rule), with the mirror's
+-- content.
 CREATE PERFETTO TABLE _memq_piece_history AS
+WITH earlier AS (
+  SELECT p.piece_id, p.copy_id, p.t, 'repeat' AS how, q.copy_id AS q_copy, q.t AS q_t, q.content AS q_content
+  FROM _memq_piece p
+  JOIN _memq_piece q ON q.ord = p.dst_prev_ord AND q.lo = p.lo AND q.k = p.k
+  WHERE q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq AND q.content_end > p.t
+  UNION ALL
+  SELECT p.piece_id, p.copy_id, p.t, 'round_trip', q.copy_id, q.t, q.content
+  FROM _memq_piece p
+  JOIN _memq_piece q ON q.ord = p.src_prev_ord AND q.lo = p.lo + p.k AND q.k = -p.k
+  WHERE q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq
+    AND IFNULL(q.dst_next_seq, p.seq) >= p.seq AND q.content_end > p.t
+),
+pair AS (
+  SELECT DISTINCT copy_id, t, q_copy, q_t, q_content FROM earlier WHERE q_content IS NOT NULL
+),
+checked AS (
+  SELECT pr.copy_id, pr.q_copy
+  FROM pair pr
+  JOIN memq_copy qc ON qc.id = pr.q_copy
+  JOIN _memq_observation o ON o.copy_id = pr.copy_id AND o.key IN (qc.src_key, qc.dst_key)
+  WHERE (o.ts > pr.q_t OR (o.ts = pr.q_t AND o.kind = 'after')) AND o.ts <= pr.t AND o.hash = pr.q_content
+  GROUP BY pr.copy_id, pr.q_copy
+)
 SELECT
   p.piece_id,
-  EXISTS (
-    SELECT 1 FROM _memq_piece q
-    WHERE q.ord = p.dst_prev_ord AND q.lo = p.lo AND q.k = p.k
-      AND q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq
-  ) AS is_repeat,
-  EXISTS (
-    SELECT 1 FROM _memq_piece q
-    WHERE q.ord = p.src_prev_ord AND q.lo = p.lo + p.k AND q.k = -p.k
-      AND q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq
-      AND IFNULL(q.dst_next_seq, p.seq) >= p.seq
-  ) AS is_round_trip
-FROM _memq_piece p;
+  r.piece_id IS NOT NULL AS is_repeat,
+  b.piece_id IS NOT NULL AS is_round_trip,
+  (r.piece_id IS NOT NULL AND cr.q_copy IS NOT NULL)
+    OR (r.piece_id IS NULL AND b.piece_id IS NOT NULL AND cb.q_copy IS NOT NULL) AS checked
+FROM _memq_piece p
+LEFT JOIN earlier r ON r.piece_id = p.piece_id AND r.how = 'repeat'
+LEFT JOIN earlier b ON b.piece_id = p.piece_id AND b.how = 'round_trip'
+LEFT JOIN checked cr ON cr.copy_id = r.copy_id AND cr.q_copy = r.q_copy
+LEFT JOIN checked cb ON cb.copy_id = b.copy_id AND cb.q_copy = b.q_copy;
 
 -- Mirror intervals: pieces of copies whose bytes stay duplicated for a while.
 CREATE PERFETTO TABLE memq_mirror(

@@ -4,18 +4,28 @@
 -- mirror moved nothing new (same direction: *repeat*; reverse direction, copying data
 -- back where it came from: *round trip*). On a unified-memory device every
 -- host<->device copy is avoidable (*unified*), and so is any copy with a managed
--- endpoint (*managed*). Time is the copy's duration prorated by its redundant bytes,
--- as a sum and as wall-clock time (union of intervals across threads and streams).
--- Host<->device copies from pageable host memory are reported separately (*staged*).
--- Upper bounds: CPU and kernel writes are not traced, so a pair may no longer have
--- been a mirror.
+-- endpoint (*managed*). A copy whose destination fingerprint is the same before and
+-- after it (content fingerprints: a device-to-host read-back of unchanged data, in
+-- practice) changed nothing at all: a *no-op copy*, proven redundant. Time is the
+-- copy's duration prorated by its redundant bytes, as a sum and as wall-clock time
+-- (union of intervals across threads and streams). Host<->device copies from
+-- pageable host memory are reported separately (*staged*). Upper bounds where no
+-- fingerprint checked: CPU and kernel writes are not traced, so a pair may no longer
+-- have been a mirror.
+--
+-- Evidence: a redundant byte is `content` when a fingerprint proves it (no-op copies;
+-- repeat and round-trip bytes whose mirror the copy itself observed unchanged, see
+-- memq.mirrors), else `address` (the address rules alone: the old upper bound;
+-- managed and unified bytes are always `address`). Repeat and round trip count only
+-- mirrors that no fingerprint contradicted (memq.mirrors).
 --
 -- Decisions:
--- * Classes are per byte, first match wins: repeat, round trip (the pair's mirror
---   orientation decides: same source bytes -> repeat, reversed -> round trip), then
---   managed (the source or destination byte lies in a managed allocation), then
---   unified (a HtoD / DtoH copy on a unified-memory device).
--- * A copy's `class` is the class with most bytes (ties in the order above).
+-- * Classes are per byte, first match wins: no-op (every byte of a no-op copy), repeat,
+--   round trip (the pair's mirror orientation decides: same source bytes -> repeat,
+--   reversed -> round trip), then managed (the source or destination byte lies in a
+--   managed allocation), then unified (a HtoD / DtoH copy on a unified-memory device).
+-- * A copy's `class` is the class with most bytes (ties in the order above); its
+--   `evidence` is `content` when all its redundant bytes are, else `address`.
 -- * Prorated time = floor(dur * class_bytes / bytes), computed in doubles; its
 --   wall-clock interval is [ts, ts + prorated) (the start of the copy).
 -- * `unified`: 'yes' (every device unified), 'no', or 'auto': the memq.device
@@ -53,12 +63,15 @@ SELECT
   EXTRACT_ARG(arg_set_id, 'debug.unified_memory') AS unified_memory
 FROM slice WHERE category = 'memq.device';
 
--- Per copy with addresses: its bytes per history class.
+-- Per copy with addresses: its bytes per history class, and how many of the repeat /
+-- round-trip bytes content checked.
 CREATE PERFETTO TABLE _memq_copy_class AS
 SELECT
   p.copy_id,
   SUM(IIF(h.is_repeat, p.len, 0)) AS repeat_bytes,
+  SUM(IIF(h.is_repeat AND h.checked, p.len, 0)) AS repeat_checked,
   SUM(IIF(NOT h.is_repeat AND h.is_round_trip, p.len, 0)) AS round_trip_bytes,
+  SUM(IIF(NOT h.is_repeat AND h.is_round_trip AND h.checked, p.len, 0)) AS round_trip_checked,
   SUM(IIF(NOT h.is_repeat AND NOT h.is_round_trip AND p.managed, p.len, 0)) AS managed_bytes,
   SUM(IIF(NOT h.is_repeat AND NOT h.is_round_trip AND NOT p.managed, p.len, 0)) AS other_bytes
 FROM _memq_piece p
@@ -101,6 +114,8 @@ RETURNS TABLE(
   device LONG,
   -- 1 when the copy's device counts as unified memory.
   unified_device BOOL,
+  -- All its bytes when the destination fingerprint did not change (NULL: no addresses).
+  no_op_bytes LONG,
   -- Bytes already mirrored from the same source bytes (NULL: no addresses).
   repeat_bytes LONG,
   -- Bytes copied back onto their own source (NULL: no addresses).
@@ -109,10 +124,19 @@ RETURNS TABLE(
   managed_bytes LONG,
   -- Host<->device bytes on a unified-memory device.
   unified_bytes LONG,
-  -- Sum of the four classes.
+  -- Sum of the five classes.
   redundant_bytes LONG,
+  -- Of those, bytes a fingerprint proves (no-op, checked repeat / round trip).
+  content_bytes LONG,
+  -- Repeat bytes a fingerprint proves.
+  repeat_content_bytes LONG,
+  -- Round-trip bytes a fingerprint proves.
+  round_trip_content_bytes LONG,
   -- Class with most bytes; NULL when nothing is redundant.
   class STRING,
+  -- `content` when every redundant byte is proven by a fingerprint, else `address`; NULL
+  -- when nothing is redundant.
+  evidence STRING,
   -- Duration prorated by the redundant bytes.
   redundant_dur DURATION,
   -- 1 when a host<->device copy from pageable host memory.
@@ -128,56 +152,78 @@ WITH c AS (
                    JOIN process p ON p.pid = d.pid
                    WHERE p.upid = mc.upid AND d.device = mc.device), 0)
     END AS unified_device,
-    k.repeat_bytes,
-    k.round_trip_bytes,
-    k.managed_bytes,
-    IIF(mc.source = 'lttng', IFNULL(k.other_bytes, 0), mc.bytes) AS other_bytes
+    IIF(mc.source = 'lttng', IFNULL(mc.dst_hash_before = mc.dst_hash_after, 0), NULL) AS no_op,
+    -- Copies with addresses that moved no byte (a 2D copy of zero rows) have no pieces: 0, not NULL.
+    IIF(mc.source = 'lttng', IFNULL(k.repeat_bytes, 0), NULL) AS k_repeat,
+    IIF(mc.source = 'lttng', IFNULL(k.repeat_checked, 0), NULL) AS k_repeat_checked,
+    IIF(mc.source = 'lttng', IFNULL(k.round_trip_bytes, 0), NULL) AS k_round_trip,
+    IIF(mc.source = 'lttng', IFNULL(k.round_trip_checked, 0), NULL) AS k_round_trip_checked,
+    IIF(mc.source = 'lttng', IFNULL(k.managed_bytes, 0), NULL) AS k_managed,
+    IIF(mc.source = 'lttng', IFNULL(k.other_bytes, 0), mc.bytes) AS k_other
   FROM memq_copy mc
   LEFT JOIN _memq_copy_class k ON k.copy_id = mc.id
   WHERE mc.source = 'lttng' OR NOT EXISTS (SELECT 1 FROM memq_source WHERE source = 'lttng' AND copies > 0)
 ),
 u AS (
   SELECT *,
-    IIF(unified_device AND direction IN ('HtoD', 'DtoH'), IFNULL(other_bytes, 0), 0) AS unified_bytes
+    -- a no-op copy's bytes are all no-op; the other classes then have none
+    IIF(no_op, bytes, IIF(source = 'lttng', 0, NULL)) AS no_op_bytes,
+    IIF(no_op, 0, k_repeat) AS repeat_bytes,
+    IIF(no_op, 0, k_repeat_checked) AS repeat_content_bytes,
+    IIF(no_op, 0, k_round_trip) AS round_trip_bytes,
+    IIF(no_op, 0, k_round_trip_checked) AS round_trip_content_bytes,
+    IIF(no_op, 0, k_managed) AS managed_bytes,
+    IIF(IFNULL(no_op, 0) = 0 AND unified_device AND direction IN ('HtoD', 'DtoH'), IFNULL(k_other, 0), 0)
+      AS unified_bytes
   FROM c
 ),
 r AS (
   SELECT *,
-    IFNULL(repeat_bytes, 0) + IFNULL(round_trip_bytes, 0) + IFNULL(managed_bytes, 0) + unified_bytes
-      AS redundant_bytes
+    IFNULL(no_op_bytes, 0) + IFNULL(repeat_bytes, 0) + IFNULL(round_trip_bytes, 0) + IFNULL(managed_bytes, 0)
+      + unified_bytes AS redundant_bytes,
+    IFNULL(no_op_bytes, 0) + IFNULL(repeat_content_bytes, 0) + IFNULL(round_trip_content_bytes, 0) AS content_bytes
   FROM u
 )
 SELECT
   id, ts, dur, source, upid, utid, call_id, api, direction, bytes, stream, device, unified_device,
-  repeat_bytes, round_trip_bytes, managed_bytes, unified_bytes, redundant_bytes,
+  no_op_bytes, repeat_bytes, round_trip_bytes, managed_bytes, unified_bytes, redundant_bytes, content_bytes,
+  repeat_content_bytes, round_trip_content_bytes,
   CASE
     WHEN redundant_bytes = 0 THEN NULL
+    WHEN IFNULL(no_op_bytes, 0) > 0 THEN 'no_op'
     WHEN IFNULL(repeat_bytes, 0) >= MAX(IFNULL(round_trip_bytes, 0), IFNULL(managed_bytes, 0), unified_bytes)
       THEN 'repeat'
     WHEN IFNULL(round_trip_bytes, 0) >= MAX(IFNULL(managed_bytes, 0), unified_bytes) THEN 'round_trip'
     WHEN IFNULL(managed_bytes, 0) >= unified_bytes THEN 'managed'
     ELSE 'unified'
   END AS class,
+  CASE WHEN redundant_bytes = 0 THEN NULL WHEN content_bytes = redundant_bytes THEN 'content' ELSE 'address' END
+    AS evidence,
   IIF(bytes > 0, CAST(CAST(dur AS DOUBLE) * redundant_bytes / bytes AS INT), 0) AS redundant_dur,
   IFNULL(pageable, 0) AS staged
 FROM r
 ORDER BY id;
 
--- Totals per class, for the whole trace (upid NULL) and per process.
+-- Totals per class and evidence, for the whole trace (upid NULL) and per process.
 CREATE PERFETTO FUNCTION memq_redundant_total(
   -- 'auto', 'yes' or 'no' (see memq_redundant_copy).
   unified STRING
 )
--- One row per (scope, class): classes repeat, round_trip, managed, unified,
--- redundant (any class) and staged (pageable host<->device copies, whole duration).
+-- One row per (scope, class, evidence): classes no_op, repeat, round_trip, managed,
+-- unified, redundant (any class) and staged (pageable host<->device copies, whole
+-- duration); evidence `all`, and for the redundant classes also its split into
+-- `content` (bytes a fingerprint proves) and `address` (the rest). Copies are counted
+-- under each evidence they have bytes in.
 RETURNS TABLE(
   -- Process; NULL for the whole trace.
   upid LONG,
   -- Class.
   class STRING,
-  -- Copies with bytes in the class.
+  -- `all`, `content` or `address`.
+  evidence STRING,
+  -- Copies with bytes in the class (and evidence).
   count LONG,
-  -- Bytes in the class.
+  -- Bytes in the class (and evidence).
   bytes LONG,
   -- Summed prorated time.
   dur_sum DURATION,
@@ -186,31 +232,38 @@ RETURNS TABLE(
 ) AS
 WITH rc AS (SELECT * FROM memq_redundant_copy($unified)),
 per AS (
-  SELECT upid, 'repeat' AS class, ts, dur, bytes AS total, repeat_bytes AS n FROM rc
-  UNION ALL SELECT upid, 'round_trip', ts, dur, bytes, round_trip_bytes FROM rc
-  UNION ALL SELECT upid, 'managed', ts, dur, bytes, managed_bytes FROM rc
-  UNION ALL SELECT upid, 'unified', ts, dur, bytes, unified_bytes FROM rc
-  UNION ALL SELECT upid, 'redundant', ts, dur, bytes, redundant_bytes FROM rc
+  SELECT upid, 'no_op' AS class, ts, dur, bytes AS total, no_op_bytes AS n, no_op_bytes AS proven FROM rc
+  UNION ALL SELECT upid, 'repeat', ts, dur, bytes, repeat_bytes, repeat_content_bytes FROM rc
+  UNION ALL SELECT upid, 'round_trip', ts, dur, bytes, round_trip_bytes, round_trip_content_bytes FROM rc
+  UNION ALL SELECT upid, 'managed', ts, dur, bytes, managed_bytes, 0 FROM rc
+  UNION ALL SELECT upid, 'unified', ts, dur, bytes, unified_bytes, 0 FROM rc
+  UNION ALL SELECT upid, 'redundant', ts, dur, bytes, redundant_bytes, content_bytes FROM rc
+),
+split AS (
+  SELECT upid, class, 'all' AS evidence, ts, dur, total, n FROM per
+  UNION ALL SELECT upid, class, 'content', ts, dur, total, proven FROM per
+  UNION ALL SELECT upid, class, 'address', ts, dur, total, IFNULL(n, 0) - IFNULL(proven, 0) FROM per
 ),
 iv AS (
-  SELECT upid, class, ts, n, CAST(CAST(dur AS DOUBLE) * n / total AS INT) AS d FROM per WHERE n > 0
+  SELECT upid, class, evidence, ts, n, CAST(CAST(dur AS DOUBLE) * n / total AS INT) AS d FROM split WHERE n > 0
   UNION ALL
-  SELECT upid, 'staged', ts, bytes, dur FROM rc WHERE staged
+  SELECT upid, 'staged', 'all', ts, bytes, dur FROM rc WHERE staged
 ),
 scoped AS (
-  SELECT upid, class, ts, n, d FROM iv
+  -- Per process: copies without one (Kineto device work) count only in the whole-trace row.
+  SELECT upid, class, evidence, ts, n, d FROM iv WHERE upid IS NOT NULL
   UNION ALL
-  SELECT NULL, class, ts, n, d FROM iv
+  SELECT NULL, class, evidence, ts, n, d FROM iv
 ),
 walled AS (
   SELECT *,
-    MAX(ts + d) OVER (PARTITION BY upid, class ORDER BY ts, d
+    MAX(ts + d) OVER (PARTITION BY upid, class, evidence ORDER BY ts, d
                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
   FROM scoped
 )
 SELECT
-  upid, class, COUNT(*) AS count, SUM(IFNULL(n, 0)) AS bytes, SUM(d) AS dur_sum,
+  upid, class, evidence, COUNT(*) AS count, SUM(IFNULL(n, 0)) AS bytes, SUM(d) AS dur_sum,
   SUM(MAX(0, ts + d - MAX(ts, IFNULL(prev_end, ts)))) AS wall_dur
 FROM walled
-GROUP BY upid, class
-ORDER BY upid, class;
+GROUP BY upid, class, evidence
+ORDER BY upid, class, evidence;

@@ -7,9 +7,11 @@
 -- * Copies per (source, direction), memsets as direction `memset`: count, bytes,
 --   summed time, wall-clock time (union across streams), bandwidth = bytes / summed
 --   time (GB/s), and how many were staged (pageable host endpoint).
--- * Allocations per kind: count, bytes, largest, peak live bytes in one process
+-- * Allocations per kind: count, bytes (host blocks below the recording's threshold
+--   included, from their totals), largest (of those recorded one by one), peak live bytes in one process
 --   (device memory: on one device) from the live-bytes counters, and when first
---   reached, still live at the end.
+--   reached, still live at the end. Where several samples share a time, the last
+--   one counts (a block allocated and freed at the same time is never live).
 -- * Device busy share: per device, the union of its copy and memset intervals
 --   (plus kernels for Kineto, which records them) over the recorded time
 --   (memq_recorded_dur(): the trace window, or the union of its capture windows).
@@ -122,10 +124,18 @@ WITH track AS (
   FROM counter_track
   WHERE name GLOB '* live bytes'
 ),
+-- The value each sample time settles on: calls at one time (a block allocated and freed
+-- at the same ns) leave several samples there, and only the last one holds for a while.
+held AS (
+  SELECT track_id, ts, value FROM (
+    SELECT c.track_id, c.ts, c.value,
+      ROW_NUMBER() OVER (PARTITION BY c.track_id, c.ts ORDER BY c.id DESC) AS rn
+    FROM counter c
+    WHERE c.track_id IN (SELECT id FROM track WHERE kind IS NOT NULL)
+  ) WHERE rn = 1
+),
 track_peak AS (
-  SELECT c.track_id, MAX(c.value) AS value FROM counter c
-  WHERE c.track_id IN (SELECT id FROM track WHERE kind IS NOT NULL)
-  GROUP BY c.track_id
+  SELECT track_id, MAX(value) AS value FROM held GROUP BY track_id
 ),
 peak AS (
   SELECT t.kind, MAX(p.value) AS peak_live_bytes FROM track_peak p JOIN track t ON t.id = p.track_id
@@ -135,14 +145,24 @@ peak_at AS (
   SELECT t.kind, MIN(c.ts) AS peak_ts
   FROM peak p
   JOIN track t USING (kind)
-  JOIN counter c ON c.track_id = t.id AND c.value = p.peak_live_bytes
+  JOIN held c ON c.track_id = t.id AND c.value = p.peak_live_bytes
   GROUP BY t.kind
 ),
-agg AS (
+events AS (
   SELECT kind, SUM(NOT live_at_start) AS count, SUM(IIF(live_at_start, 0, size)) AS bytes, MAX(size) AS max_size,
     SUM(leaked) AS leaked, SUM(IIF(leaked, size, 0)) AS leaked_bytes,
     SUM(live_at_start) AS live_at_start, SUM(IIF(live_at_start, size, 0)) AS live_at_start_bytes
   FROM memq_allocation GROUP BY kind
+  UNION ALL
+  -- host blocks below the recording's threshold: counted, not recorded one by one
+  SELECT 'host', SUM(alloc_count), SUM(alloc_bytes), NULL, MAX(SUM(live_count), 0), MAX(SUM(live_bytes), 0), 0, 0
+  FROM memq_host_small HAVING COUNT(*) > 0
+),
+agg AS (
+  SELECT kind, SUM(count) AS count, SUM(bytes) AS bytes, MAX(max_size) AS max_size, SUM(leaked) AS leaked,
+    SUM(leaked_bytes) AS leaked_bytes, SUM(live_at_start) AS live_at_start,
+    SUM(live_at_start_bytes) AS live_at_start_bytes
+  FROM events GROUP BY kind
 )
 SELECT a.kind, a.count, a.bytes, a.max_size, CAST(p.peak_live_bytes AS INT) AS peak_live_bytes, pa.peak_ts,
   a.leaked, a.leaked_bytes, a.live_at_start, a.live_at_start_bytes
@@ -164,7 +184,7 @@ WITH ops AS (
   SELECT device, ts, dur FROM memq_copy
   UNION ALL SELECT device, ts, dur FROM memq_set
   UNION ALL
-  SELECT EXTRACT_ARG(arg_set_id, 'args.device'), ts, dur FROM slice WHERE category = 'kernel'
+  SELECT COALESCE(EXTRACT_ARG(arg_set_id, 'debug.device'), EXTRACT_ARG(arg_set_id, 'args.device')), ts, dur FROM slice WHERE category = 'kernel'
 ),
 n AS (SELECT device, COUNT(*) AS ops FROM ops GROUP BY device),
 busy AS (SELECT grp AS device, wall_dur FROM _memq_union_dur!((SELECT device AS grp, ts, dur FROM ops)))

@@ -5,7 +5,8 @@
  * and the device queries the preload library makes. Device memory lives in
  * host RAM (fake_mem.h).
  *
- * FAKE_CUDA_VERSION (default 12040) is what cudaRuntimeGetVersion reports;
+ * FAKE_CUDA_VERSION (default 12040, 13000 built as libcudart.so.13) is what
+ * cudaRuntimeGetVersion reports;
  * from 13000 on, cudaMemPrefetchAsync / cudaMemAdvise take the CUDA 13
  * arguments (struct cudaMemLocation), as the real runtime does.
  */
@@ -23,14 +24,33 @@ struct cudaMemLocation { int type; int id; };
 
 enum {
 	cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
-	cudaErrorInvalidMemcpyDirection = 21, cudaErrorInvalidDevice = 101,
+	cudaErrorInvalidMemcpyDirection = 21, cudaErrorInvalidDevice = 101, cudaErrorNotReady = 600,
 };
+
+/* Built as libcudart.so.13 with -DFAKE_CUDA_DEFAULT_VERSION=13000. */
+#ifndef FAKE_CUDA_DEFAULT_VERSION
+#define FAKE_CUDA_DEFAULT_VERSION 12040
+#endif
 
 static int version(void)
 {
 	const char *s = getenv("FAKE_CUDA_VERSION");
 
-	return s ? atoi(s) : 12040;
+	return s ? atoi(s) : FAKE_CUDA_DEFAULT_VERSION;
+}
+
+/* Test only (not a CUDA function): whether `p` is a live allocation of THIS
+ * copy of the runtime; a process with two copies can tell which one served
+ * a call. */
+int fake_owns(void *p)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&fake_lock);
+	for (int i = 0; i < FAKE_MAX_ALLOCS && !found; i++)
+		found = fake_allocs[i].ptr == p;
+	pthread_mutex_unlock(&fake_lock);
+	return found;
 }
 
 static cudaError_t alloc(void **p, size_t n, int kind)
@@ -112,44 +132,45 @@ cudaError_t cudaFreeHost(void *p) { return release(p, 1u << FAKE_PINNED); }
 cudaError_t cudaHostRegister(void *p, size_t n, unsigned f) { (void) f; return p && n ? cudaSuccess : cudaErrorInvalidValue; }
 cudaError_t cudaHostUnregister(void *p) { return p ? cudaSuccess : cudaErrorInvalidValue; }
 
-cudaError_t cudaMemcpy(void *d, const void *s, size_t n, int kind)
+static cudaError_t copy(int async, cudaStream_t st, void *d, const void *s, size_t n, int kind)
 {
 	if (!fake_copy_kind_ok(kind) || kind == 1024)
 		return cudaErrorInvalidMemcpyDirection;
-	memmove(d, s, n);
+	fake_copy(async, st, d, s, n);
 	return cudaSuccess;
 }
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, int kind) { return copy(0, 0, d, s, n, kind); }
 cudaError_t cudaMemcpy_ptds(void *d, const void *s, size_t n, int kind) { return cudaMemcpy(d, s, n, kind); }
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, int kind, cudaStream_t st) { (void) st; return cudaMemcpy(d, s, n, kind); }
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, int kind, cudaStream_t st) { return copy(1, st, d, s, n, kind); }
 cudaError_t cudaMemcpyAsync_ptsz(void *d, const void *s, size_t n, int kind, cudaStream_t st) { return cudaMemcpyAsync(d, s, n, kind, st); }
-cudaError_t cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind)
+static cudaError_t copy2d(int async, cudaStream_t st, void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind)
 {
 	if (!fake_copy_kind_ok(kind) || kind == 1024)
 		return cudaErrorInvalidMemcpyDirection;
 	if (w > dp || w > sp)
 		return cudaErrorInvalidValue;
-	for (size_t row = 0; row < h; row++)
-		memmove((char *) d + row * dp, (const char *) s + row * sp, w);
+	fake_copy_rows(async, st, d, dp, s, sp, w, h);
 	return cudaSuccess;
 }
+cudaError_t cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind) { return copy2d(0, 0, d, dp, s, sp, w, h, kind); }
 cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind) { return cudaMemcpy2D(d, dp, s, sp, w, h, kind); }
 cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind, cudaStream_t st)
 {
-	(void) st;
-	return cudaMemcpy2D(d, dp, s, sp, w, h, kind);
+	return copy2d(1, st, d, dp, s, sp, w, h, kind);
 }
 cudaError_t cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind, cudaStream_t st) { return cudaMemcpy2DAsync(d, dp, s, sp, w, h, kind, st); }
-cudaError_t cudaMemcpyPeer(void *d, int dd, const void *s, int sd, size_t n)
+static cudaError_t peer(int async, cudaStream_t st, void *d, int dd, const void *s, int sd, size_t n)
 {
 	if (!valid_device(dd) || !valid_device(sd))
 		return cudaErrorInvalidDevice;
-	memmove(d, s, n);
+	fake_copy(async, st, d, s, n);
 	return cudaSuccess;
 }
-cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st) { (void) st; return cudaMemcpyPeer(d, dd, s, sd, n); }
-cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n); return cudaSuccess; }
+cudaError_t cudaMemcpyPeer(void *d, int dd, const void *s, int sd, size_t n) { return peer(0, 0, d, dd, s, sd, n); }
+cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st) { return peer(1, st, d, dd, s, sd, n); }
+cudaError_t cudaMemset(void *d, int v, size_t n) { fake_fill(0, 0, d, (unsigned char) v, n, 1); return cudaSuccess; }
 cudaError_t cudaMemset_ptds(void *d, int v, size_t n) { return cudaMemset(d, v, n); }
-cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) { (void) st; return cudaMemset(d, v, n); }
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) { fake_fill(1, st, d, (unsigned char) v, n, 1); return cudaSuccess; }
 cudaError_t cudaMemsetAsync_ptsz(void *d, int v, size_t n, cudaStream_t st) { return cudaMemsetAsync(d, v, n, st); }
 
 /* The new (CUDA 13, *_v2) forms: a location instead of a device number. */
@@ -163,6 +184,10 @@ cudaError_t cudaMemPrefetchAsync_v2(const void *p, size_t n, struct cudaMemLocat
 {
 	(void) n; (void) st;
 	return !p || flags ? cudaErrorInvalidValue : check_location(loc);
+}
+cudaError_t cudaMemPrefetchAsync_v2_ptsz(const void *p, size_t n, struct cudaMemLocation loc, unsigned flags, cudaStream_t st)
+{
+	return cudaMemPrefetchAsync_v2(p, n, loc, flags, st);
 }
 cudaError_t cudaMemAdvise_v2(const void *p, size_t n, int advice, struct cudaMemLocation loc)
 {
@@ -199,13 +224,24 @@ cudaError_t cudaMemAdvise(const void *p, size_t n, int advice, uint64_t a4)
 	return !p || advice < 1 || advice > 6 ? cudaErrorInvalidValue : cudaSuccess;
 }
 /* errno 5 on entry becomes 6: see fake_hip.c */
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void) s; errno = errno == 5 ? 6 : 99; return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	fake_drain((uintptr_t) s, ULONG_MAX);
+	errno = errno == 5 ? 6 : 99;
+	return cudaSuccess;
+}
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return cudaStreamSynchronize(s); }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { fake_drain(FAKE_ALL_STREAMS, ULONG_MAX); return cudaSuccess; }
+
+/* Events and stream capture (fake_mem.h). */
+FAKE_EVENT_API(cuda, cudaSuccess, cudaErrorInvalidValue, cudaErrorNotReady)
+cudaError_t cudaEventCreateWithFlags(void **e, unsigned f) { (void) f; return cudaEventCreate(e); }
+cudaError_t cudaEventRecord_ptsz(void *e, cudaStream_t s) { return cudaEventRecord(e, s); }
+cudaError_t cudaEventRecordWithFlags(void *e, cudaStream_t s, unsigned f) { (void) f; return cudaEventRecord(e, s); }
 
 /* 3D copies (cudaMemcpy3DParms, fake_mem.h). */
-cudaError_t cudaMemcpy3D(const struct fake_copy3d_parms *p) { return fake_copy3d(p) ? cudaErrorInvalidValue : cudaSuccess; }
-cudaError_t cudaMemcpy3DAsync(const struct fake_copy3d_parms *p, cudaStream_t st) { (void) st; return cudaMemcpy3D(p); }
+cudaError_t cudaMemcpy3D(const struct fake_copy3d_parms *p) { return fake_copy3d(0, 0, p) ? cudaErrorInvalidValue : cudaSuccess; }
+cudaError_t cudaMemcpy3DAsync(const struct fake_copy3d_parms *p, cudaStream_t st) { return fake_copy3d(1, st, p) ? cudaErrorInvalidValue : cudaSuccess; }
 
 /*
  * cudaGetDriverEntryPoint(symbol, funcPtr, flags, driverStatus) (CUDA 12):

@@ -45,7 +45,7 @@ typedef struct {
 
 enum {
 	CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2,
-	CUDA_ERROR_INVALID_DEVICE = 101, CUDA_ERROR_NOT_FOUND = 500,
+	CUDA_ERROR_INVALID_DEVICE = 101, CUDA_ERROR_NOT_FOUND = 500, CUDA_ERROR_NOT_READY = 600,
 };
 
 #define P(x) ((void *) (uintptr_t) (x))
@@ -126,34 +126,39 @@ EXPORT(CUresult, cuMemAllocAsync_ptsz, (CUdeviceptr *p, size_t n, CUstream s)) {
 EXPORT(CUresult, cuMemFreeAsync, (CUdeviceptr p, CUstream s)) { (void) s; return release(P(p), DEV_KINDS); }
 EXPORT(CUresult, cuMemFreeAsync_ptsz, (CUdeviceptr p, CUstream s)) { (void) s; return release(P(p), DEV_KINDS); }
 
-static CUresult copy(CUdeviceptr d, CUdeviceptr s, size_t n) { memmove(P(d), P(s), n); return CUDA_SUCCESS; }
-EXPORT(CUresult, cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n)) { return copy(d, s, n); }
-EXPORT(CUresult, cuMemcpy_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n)) { return copy(d, s, n); }
-EXPORT(CUresult, cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)) { (void) st; return copy(d, s, n); }
-EXPORT(CUresult, cuMemcpyAsync_ptsz, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)) { (void) st; return copy(d, s, n); }
-EXPORT(CUresult, cuMemcpyHtoD_v2, (CUdeviceptr d, const void *s, size_t n)) { return copy(d, (uintptr_t) s, n); }
-EXPORT(CUresult, cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *s, size_t n)) { return copy(d, (uintptr_t) s, n); }
-EXPORT(CUresult, cuMemcpyDtoH_v2, (void *d, CUdeviceptr s, size_t n)) { return copy((uintptr_t) d, s, n); }
-EXPORT(CUresult, cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n)) { return copy(d, s, n); }
-EXPORT(CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, CUstream st)) { (void) st; return copy(d, (uintptr_t) s, n); }
-EXPORT(CUresult, cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, CUstream st)) { (void) st; return copy((uintptr_t) d, s, n); }
-EXPORT(CUresult, cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)) { (void) st; return copy(d, s, n); }
+static CUresult copy(int async, CUstream st, CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+	fake_copy(async, st, P(d), P(s), n);
+	return CUDA_SUCCESS;
+}
+EXPORT(CUresult, cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n)) { return copy(0, 0, d, s, n); }
+EXPORT(CUresult, cuMemcpy_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n)) { return copy(0, 0, d, s, n); }
+EXPORT(CUresult, cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)) { return copy(1, st, d, s, n); }
+EXPORT(CUresult, cuMemcpyAsync_ptsz, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)) { return copy(1, st, d, s, n); }
+EXPORT(CUresult, cuMemcpyHtoD_v2, (CUdeviceptr d, const void *s, size_t n)) { return copy(0, 0, d, (uintptr_t) s, n); }
+EXPORT(CUresult, cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *s, size_t n)) { return copy(0, 0, d, (uintptr_t) s, n); }
+EXPORT(CUresult, cuMemcpyDtoH_v2, (void *d, CUdeviceptr s, size_t n)) { return copy(0, 0, (uintptr_t) d, s, n); }
+EXPORT(CUresult, cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n)) { return copy(0, 0, d, s, n); }
+EXPORT(CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, CUstream st)) { return copy(1, st, d, (uintptr_t) s, n); }
+EXPORT(CUresult, cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, CUstream st)) { return copy(1, st, (uintptr_t) d, s, n); }
+EXPORT(CUresult, cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)) { return copy(1, st, d, s, n); }
 
 static uintptr_t side(int type, const void *host, CUdeviceptr dev) { return type == 1 ? (uintptr_t) host : (uintptr_t) dev; }
-static CUresult copy3d(const CUDA_MEMCPY3D *p)
+static CUresult copy3d(int async, CUstream st, const CUDA_MEMCPY3D *p)
 {
 	uintptr_t s = side(p->srcMemoryType, p->srcHost, p->srcDevice), d = side(p->dstMemoryType, p->dstHost, p->dstDevice);
 
 	if (p->WidthInBytes > p->srcPitch || p->WidthInBytes > p->dstPitch)
 		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t z = 0; z < (p->Depth ? p->Depth : 1); z++)
-		for (size_t y = 0; y < p->Height; y++)
-			memmove(P(d + ((p->dstZ + z) * p->dstHeight + p->dstY + y) * p->dstPitch + p->dstXInBytes),
-				P(s + ((p->srcZ + z) * p->srcHeight + p->srcY + y) * p->srcPitch + p->srcXInBytes),
-				p->WidthInBytes);
+	fake_issue(async, (struct fake_op) {
+		.stream = (uintptr_t) st,
+		.dst = P(d + (p->dstZ * p->dstHeight + p->dstY) * p->dstPitch + p->dstXInBytes),
+		.src = P(s + (p->srcZ * p->srcHeight + p->srcY) * p->srcPitch + p->srcXInBytes),
+		.dpitch = p->dstPitch, .spitch = p->srcPitch, .width = p->WidthInBytes, .height = p->Height,
+		.depth = p->Depth ? p->Depth : 1, .dslice = p->dstHeight * p->dstPitch, .sslice = p->srcHeight * p->srcPitch });
 	return CUDA_SUCCESS;
 }
-static CUresult copy2d(const CUDA_MEMCPY2D *p)
+static CUresult copy2d(int async, CUstream st, const CUDA_MEMCPY2D *p)
 {
 	CUDA_MEMCPY3D q = {
 		.srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost,
@@ -162,25 +167,24 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p)
 		.dstDevice = p->dstDevice, .dstPitch = p->dstPitch, .dstHeight = 0,
 		.WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = 1,
 	};
-	return copy3d(&q);
+	return copy3d(async, st, &q);
 }
-EXPORT(CUresult, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *p)) { return copy2d(p); }
-EXPORT(CUresult, cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *p, CUstream st)) { (void) st; return copy2d(p); }
-EXPORT(CUresult, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *p)) { return copy3d(p); }
-EXPORT(CUresult, cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *p, CUstream st)) { (void) st; return copy3d(p); }
+EXPORT(CUresult, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *p)) { return copy2d(0, 0, p); }
+EXPORT(CUresult, cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *p, CUstream st)) { return copy2d(1, st, p); }
+EXPORT(CUresult, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *p)) { return copy3d(0, 0, p); }
+EXPORT(CUresult, cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *p, CUstream st)) { return copy3d(1, st, p); }
 
-static CUresult fill(CUdeviceptr d, unsigned v, size_t n, size_t elem)
+static CUresult fill(int async, CUstream st, CUdeviceptr d, unsigned v, size_t n, size_t elem)
 {
-	for (size_t i = 0; i < n; i++)
-		memcpy((char *) P(d) + i * elem, &v, elem);
+	fake_fill(async, st, P(d), v, n, elem);
 	return CUDA_SUCCESS;
 }
-EXPORT(CUresult, cuMemsetD16_v2, (CUdeviceptr d, unsigned short v, size_t n)) { return fill(d, v, n, 2); }
-EXPORT(CUresult, cuMemsetD32_v2, (CUdeviceptr d, unsigned v, size_t n)) { return fill(d, v, n, 4); }
-EXPORT(CUresult, cuMemsetD32_v2_ptds, (CUdeviceptr d, unsigned v, size_t n)) { return fill(d, v, n, 4); }
-EXPORT(CUresult, cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream st)) { (void) st; return fill(d, v, n, 1); }
-EXPORT(CUresult, cuMemsetD16Async, (CUdeviceptr d, unsigned short v, size_t n, CUstream st)) { (void) st; return fill(d, v, n, 2); }
-EXPORT(CUresult, cuMemsetD32Async, (CUdeviceptr d, unsigned v, size_t n, CUstream st)) { (void) st; return fill(d, v, n, 4); }
+EXPORT(CUresult, cuMemsetD16_v2, (CUdeviceptr d, unsigned short v, size_t n)) { return fill(0, 0, d, v, n, 2); }
+EXPORT(CUresult, cuMemsetD32_v2, (CUdeviceptr d, unsigned v, size_t n)) { return fill(0, 0, d, v, n, 4); }
+EXPORT(CUresult, cuMemsetD32_v2_ptds, (CUdeviceptr d, unsigned v, size_t n)) { return fill(0, 0, d, v, n, 4); }
+EXPORT(CUresult, cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream st)) { return fill(1, st, d, v, n, 1); }
+EXPORT(CUresult, cuMemsetD16Async, (CUdeviceptr d, unsigned short v, size_t n, CUstream st)) { return fill(1, st, d, v, n, 2); }
+EXPORT(CUresult, cuMemsetD32Async, (CUdeviceptr d, unsigned v, size_t n, CUstream st)) { return fill(1, st, d, v, n, 4); }
 EXPORT(CUresult, cuMemPrefetchAsync, (CUdeviceptr p, size_t n, int dev, CUstream st))
 {
 	(void) n; (void) st;
@@ -194,12 +198,12 @@ EXPORT(CUresult, cuMemPrefetchAsync_v2, (CUdeviceptr p, size_t n, struct CUmemLo
 EXPORT(CUresult, cuMemcpyPeer, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n))
 {
 	(void) dc; (void) sc;
-	return copy(d, s, n);
+	return copy(0, 0, d, s, n);
 }
 EXPORT(CUresult, cuMemcpyPeerAsync, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st))
 {
-	(void) dc; (void) sc; (void) st;
-	return copy(d, s, n);
+	(void) dc; (void) sc;
+	return copy(1, st, d, s, n);
 }
 EXPORT(CUresult, cuMemAdvise, (CUdeviceptr p, size_t n, int advice, int dev))
 {
@@ -213,14 +217,44 @@ EXPORT(CUresult, cuMemAdvise_v2, (CUdeviceptr p, size_t n, int advice, struct CU
 											   : CUDA_ERROR_INVALID_VALUE;
 }
 /* errno 5 on entry becomes 6: the wrapper must leave errno to the driver */
-EXPORT(CUresult, cuStreamSynchronize, (CUstream s)) { (void) s; errno = errno == 5 ? 6 : 99; return CUDA_SUCCESS; }
-EXPORT(CUresult, cuCtxSynchronize, (void)) { return CUDA_SUCCESS; }
+EXPORT(CUresult, cuStreamSynchronize, (CUstream s))
+{
+	fake_drain((uintptr_t) s, ULONG_MAX);
+	errno = errno == 5 ? 6 : 99;
+	return CUDA_SUCCESS;
+}
+EXPORT(CUresult, cuCtxSynchronize, (void)) { fake_drain(FAKE_ALL_STREAMS, ULONG_MAX); return CUDA_SUCCESS; }
 /* CUDA 13: the context to synchronise (NULL: the current one); a wrong one is refused, as the real driver
  * refuses it (CUDA_ERROR_INVALID_CONTEXT = 201). */
 EXPORT(CUresult, cuCtxSynchronize_v2, (CUcontext ctx))
 {
-	return !ctx || (int) (uintptr_t) ctx - 1 == fake_current_device ? CUDA_SUCCESS : 201;
+	if (ctx && (int) (uintptr_t) ctx - 1 != fake_current_device)
+		return 201;
+	fake_drain(FAKE_ALL_STREAMS, ULONG_MAX);
+	return CUDA_SUCCESS;
 }
+EXPORT(CUresult, cuStreamQuery, (CUstream s)) { return fake_stream_busy(s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; }
+
+/* ---- events and stream capture (fake_mem.h) ---- */
+EXPORT(CUresult, cuEventCreate, (void **e, unsigned f)) { (void) f; return e && (*e = fake_event_create()) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+EXPORT(CUresult, cuEventDestroy_v2, (void *e)) { return fake_event_destroy(e) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+EXPORT(CUresult, cuEventRecord, (void *e, CUstream s)) { return fake_event_record(e, s) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+EXPORT(CUresult, cuEventRecord_ptsz, (void *e, CUstream s)) { return fake_event_record(e, s) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+EXPORT(CUresult, cuEventSynchronize, (void *e)) { return fake_event_wait(e, 0) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+EXPORT(CUresult, cuEventQuery, (void *e))
+{
+	int busy = fake_event_wait(e, 1);
+
+	return busy < 0 ? CUDA_ERROR_INVALID_VALUE : busy ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+EXPORT(CUresult, cuStreamBeginCapture_v2, (CUstream s, int mode)) { (void) mode; return fake_capture(s, 1) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+EXPORT(CUresult, cuStreamEndCapture, (CUstream s, void **graph))
+{
+	if (graph)
+		*graph = NULL;
+	return fake_capture(s, 0) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+EXPORT(CUresult, cuStreamIsCapturing, (CUstream s, int *status)) { *status = fake_is_capturing(s); return CUDA_SUCCESS; }
 
 /* ---- VMM (fake_mem.h) ---- */
 #define VMM_RESULT(x) ((x) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS)
@@ -255,8 +289,8 @@ EXPORT(CUresult, cuMemSetAccess, (CUdeviceptr p, size_t n, const void *desc, siz
 
 /* ---- cuGetProcAddress ---- */
 /* Internal twins with no exported name at their address (the HIDDEN ones). */
-static CUresult hidden_cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return fill(d, v, n, 1); }
-static CUresult hidden_cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void) st; return copy(d, (uintptr_t) s, n); }
+static CUresult hidden_cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return fill(0, 0, d, v, n, 1); }
+static CUresult hidden_cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { return copy(1, st, d, (uintptr_t) s, n); }
 
 struct entry { const char *name; void *fn; };
 #define E(name) { #name, (void *) impl_##name },
@@ -273,7 +307,8 @@ static const struct entry entries[] = {
 	E(cuMemPrefetchAsync) E(cuMemPrefetchAsync_v2) E(cuStreamSynchronize) E(cuCtxSynchronize)
 	E(cuMemcpyPeer) E(cuMemcpyPeerAsync) E(cuMemAdvise) E(cuMemAdvise_v2) E(cuCtxSynchronize_v2)
 	E(cuMemAddressReserve) E(cuMemAddressFree) E(cuMemCreate) E(cuMemRelease) E(cuMemMap) E(cuMemUnmap)
-	E(cuMemSetAccess)
+	E(cuMemSetAccess) E(cuStreamQuery) E(cuEventCreate) E(cuEventDestroy_v2) E(cuEventRecord) E(cuEventRecord_ptsz)
+	E(cuEventSynchronize) E(cuEventQuery) E(cuStreamBeginCapture_v2) E(cuStreamEndCapture) E(cuStreamIsCapturing)
 	{ "cuMemsetD8_v2", (void *) hidden_cuMemsetD8_v2 },
 	{ "cuMemcpyHtoDAsync_v2_ptsz", (void *) hidden_cuMemcpyHtoDAsync_v2_ptsz },
 	{ "cuGetProcAddress", NULL }, { "cuGetProcAddress_v2", NULL },  /* filled below */
@@ -336,6 +371,6 @@ CUresult cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int
 
 /* Exported names for the HIDDEN functions: distinct functions from what cuGetProcAddress returns. */
 CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) __attribute__((visibility("default")));
-CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return fill(d, v, n, 1); }
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return fill(0, 0, d, v, n, 1); }
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) __attribute__((visibility("default")));
-CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void) st; return copy(d, (uintptr_t) s, n); }
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { return copy(1, st, d, (uintptr_t) s, n); }

@@ -20,7 +20,7 @@ typedef void *hipMemPool_t;
 
 enum {
 	hipSuccess = 0, hipErrorInvalidValue = 1, hipErrorOutOfMemory = 2,
-	hipErrorInvalidMemcpyDirection = 21, hipErrorInvalidDevice = 101,
+	hipErrorInvalidMemcpyDirection = 21, hipErrorInvalidDevice = 101, hipErrorNotReady = 600,
 };
 #define ALLOC_KINDS(k) (1u << (k))
 
@@ -99,64 +99,54 @@ hipError_t hipFreeHost(void *p) { return hipHostFree(p); }
 hipError_t hipHostRegister(void *p, size_t n, unsigned f) { (void) f; return p && n ? hipSuccess : hipErrorInvalidValue; }
 hipError_t hipHostUnregister(void *p) { return p ? hipSuccess : hipErrorInvalidValue; }
 
-static hipError_t copy(void *d, const void *s, size_t n, int kind)
+static hipError_t copy(int async, hipStream_t st, void *d, const void *s, size_t n, int kind)
 {
 	if (!fake_copy_kind_ok(kind))
 		return hipErrorInvalidMemcpyDirection;
-	memmove(d, s, n);
+	fake_copy(async, st, d, s, n);
 	return hipSuccess;
 }
-hipError_t hipMemcpy(void *d, const void *s, size_t n, int kind) { return copy(d, s, n, kind); }
-hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, int kind, hipStream_t st) { (void) st; return copy(d, s, n, kind); }
-hipError_t hipMemcpyWithStream(void *d, const void *s, size_t n, int kind, hipStream_t st) { (void) st; return copy(d, s, n, kind); }
+hipError_t hipMemcpy(void *d, const void *s, size_t n, int kind) { return copy(0, 0, d, s, n, kind); }
+hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, int kind, hipStream_t st) { return copy(1, st, d, s, n, kind); }
+hipError_t hipMemcpyWithStream(void *d, const void *s, size_t n, int kind, hipStream_t st) { return copy(1, st, d, s, n, kind); }
 hipError_t hipMemcpyHtoD(void *d, void *s, size_t n) { return hipMemcpy(d, s, n, 1); }
 hipError_t hipMemcpyDtoH(void *d, void *s, size_t n) { return hipMemcpy(d, s, n, 2); }
 hipError_t hipMemcpyDtoD(void *d, void *s, size_t n) { return hipMemcpy(d, s, n, 3); }
 hipError_t hipMemcpyHtoDAsync(void *d, void *s, size_t n, hipStream_t st) { return hipMemcpyAsync(d, s, n, 1, st); }
 hipError_t hipMemcpyDtoHAsync(void *d, void *s, size_t n, hipStream_t st) { return hipMemcpyAsync(d, s, n, 2, st); }
 hipError_t hipMemcpyDtoDAsync(void *d, void *s, size_t n, hipStream_t st) { return hipMemcpyAsync(d, s, n, 3, st); }
-hipError_t hipMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind)
+static hipError_t copy2d(int async, hipStream_t st, void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind)
 {
 	if (!fake_copy_kind_ok(kind))
 		return hipErrorInvalidMemcpyDirection;
 	if (w > dp || w > sp)
 		return hipErrorInvalidValue;
-	for (size_t row = 0; row < h; row++)
-		memmove((char *) d + row * dp, (const char *) s + row * sp, w);
+	fake_copy_rows(async, st, d, dp, s, sp, w, h);
 	return hipSuccess;
 }
+hipError_t hipMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind) { return copy2d(0, 0, d, dp, s, sp, w, h, kind); }
 hipError_t hipMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind, hipStream_t st)
 {
-	(void) st;
-	return hipMemcpy2D(d, dp, s, sp, w, h, kind);
+	return copy2d(1, st, d, dp, s, sp, w, h, kind);
 }
-hipError_t hipMemcpyPeer(void *d, int dd, const void *s, int sd, size_t n)
+static hipError_t peer(int async, hipStream_t st, void *d, int dd, const void *s, int sd, size_t n)
 {
 	if (dd < 0 || sd < 0 || dd >= fake_device_count() || sd >= fake_device_count())
 		return hipErrorInvalidDevice;
-	memmove(d, s, n);
+	fake_copy(async, st, d, s, n);
 	return hipSuccess;
 }
-hipError_t hipMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, hipStream_t st) { (void) st; return hipMemcpyPeer(d, dd, s, sd, n); }
+hipError_t hipMemcpyPeer(void *d, int dd, const void *s, int sd, size_t n) { return peer(0, 0, d, dd, s, sd, n); }
+hipError_t hipMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, hipStream_t st) { return peer(1, st, d, dd, s, sd, n); }
 
-hipError_t hipMemset(void *d, int v, size_t n) { memset(d, v, n); return hipSuccess; }
-hipError_t hipMemsetAsync(void *d, int v, size_t n, hipStream_t st) { (void) st; return hipMemset(d, v, n); }
+hipError_t hipMemset(void *d, int v, size_t n) { fake_fill(0, 0, d, (unsigned char) v, n, 1); return hipSuccess; }
+hipError_t hipMemsetAsync(void *d, int v, size_t n, hipStream_t st) { fake_fill(1, st, d, (unsigned char) v, n, 1); return hipSuccess; }
 hipError_t hipMemsetD8(void *d, unsigned char v, size_t n) { return hipMemset(d, v, n); }
-hipError_t hipMemsetD8Async(void *d, unsigned char v, size_t n, hipStream_t st) { (void) st; return hipMemsetD8(d, v, n); }
-hipError_t hipMemsetD16(void *d, unsigned short v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		((unsigned short *) d)[i] = v;
-	return hipSuccess;
-}
-hipError_t hipMemsetD16Async(void *d, unsigned short v, size_t n, hipStream_t st) { (void) st; return hipMemsetD16(d, v, n); }
-hipError_t hipMemsetD32(void *d, int v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		((int *) d)[i] = v;
-	return hipSuccess;
-}
-hipError_t hipMemsetD32Async(void *d, int v, size_t n, hipStream_t st) { (void) st; return hipMemsetD32(d, v, n); }
+hipError_t hipMemsetD8Async(void *d, unsigned char v, size_t n, hipStream_t st) { return hipMemsetAsync(d, v, n, st); }
+hipError_t hipMemsetD16(void *d, unsigned short v, size_t n) { fake_fill(0, 0, d, v, n, 2); return hipSuccess; }
+hipError_t hipMemsetD16Async(void *d, unsigned short v, size_t n, hipStream_t st) { fake_fill(1, st, d, v, n, 2); return hipSuccess; }
+hipError_t hipMemsetD32(void *d, int v, size_t n) { fake_fill(0, 0, d, (unsigned) v, n, 4); return hipSuccess; }
+hipError_t hipMemsetD32Async(void *d, int v, size_t n, hipStream_t st) { fake_fill(1, st, d, (unsigned) v, n, 4); return hipSuccess; }
 
 hipError_t hipMemPrefetchAsync(const void *p, size_t n, int dev, hipStream_t st)
 {
@@ -170,14 +160,62 @@ hipError_t hipMemAdvise(const void *p, size_t n, int advice, int dev)
 }
 /* errno in, errno out: 5 on entry becomes 6, so a caller can tell that a
  * wrapper kept both the errno it was called with and the one left here. */
-hipError_t hipStreamSynchronize(hipStream_t s) { (void) s; errno = errno == 5 ? 6 : 99; return hipSuccess; }
-hipError_t hipDeviceSynchronize(void) { return hipSuccess; }
+hipError_t hipStreamSynchronize(hipStream_t s)
+{
+	fake_drain((uintptr_t) s, ULONG_MAX);
+	errno = errno == 5 ? 6 : 99;
+	return hipSuccess;
+}
+hipError_t hipDeviceSynchronize(void) { fake_drain(FAKE_ALL_STREAMS, ULONG_MAX); return hipSuccess; }
+
+/* Events and stream capture (fake_mem.h). */
+FAKE_EVENT_API(hip, hipSuccess, hipErrorInvalidValue, hipErrorNotReady)
 
 /* 3D copies (hipMemcpy3DParms) and virtual memory management (fake_mem.h). */
-hipError_t hipMemcpy3D(const struct fake_copy3d_parms *p) { return fake_copy3d(p) ? hipErrorInvalidValue : hipSuccess; }
-hipError_t hipMemcpy3DAsync(const struct fake_copy3d_parms *p, hipStream_t st) { (void) st; return hipMemcpy3D(p); }
+hipError_t hipMemcpy3D(const struct fake_copy3d_parms *p) { return fake_copy3d(0, 0, p) ? hipErrorInvalidValue : hipSuccess; }
+hipError_t hipMemcpy3DAsync(const struct fake_copy3d_parms *p, hipStream_t st) { return fake_copy3d(1, st, p) ? hipErrorInvalidValue : hipSuccess; }
 
+/* Per-thread default stream entry points (code built with -fgpu-default-stream=per-thread):
+ * stream 0 there is the thread's default stream, hipStreamPerThread (0x2) to the fake device. */
+static hipStream_t per_thread(hipStream_t st) { return st ? st : (hipStream_t) 2; }
+hipError_t hipMemcpy_spt(void *d, const void *s, size_t n, int kind) { return hipMemcpy(d, s, n, kind); }
+hipError_t hipMemcpyAsync_spt(void *d, const void *s, size_t n, int kind, hipStream_t st)
+{
+	return copy(1, per_thread(st), d, s, n, kind);
+}
+hipError_t hipMemset_spt(void *d, int v, size_t n) { return hipMemset(d, v, n); }
+hipError_t hipMemsetAsync_spt(void *d, int v, size_t n, hipStream_t st) { return hipMemsetAsync(d, v, n, per_thread(st)); }
+hipError_t hipMemcpy2D_spt(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind)
+{
+	return copy2d(0, 0, d, dp, s, sp, w, h, kind);
+}
+hipError_t hipMemcpy2DAsync_spt(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, int kind, hipStream_t st)
+{
+	return copy2d(1, per_thread(st), d, dp, s, sp, w, h, kind);
+}
+hipError_t hipMemcpy3D_spt(const struct fake_copy3d_parms *p) { return hipMemcpy3D(p); }
+hipError_t hipMemcpy3DAsync_spt(const struct fake_copy3d_parms *p, hipStream_t st) { return hipMemcpy3DAsync(p, per_thread(st)); }
+hipError_t hipStreamSynchronize_spt(hipStream_t s) { fake_drain((uintptr_t) per_thread(s), ULONG_MAX); return hipSuccess; }
+
+/* ROCm 7.1: prefetch and advise to a hipMemLocation {type, id} (1 = device, 2 = host). */
 struct hip_location { int type, id; };
+static hipError_t check_location(struct hip_location loc)
+{
+	if (loc.type == 1)
+		return loc.id >= 0 && loc.id < fake_device_count() ? hipSuccess : hipErrorInvalidDevice;
+	return loc.type >= 2 && loc.type <= 4 ? hipSuccess : hipErrorInvalidValue;
+}
+hipError_t hipMemPrefetchAsync_v2(const void *p, size_t n, struct hip_location loc, unsigned flags, hipStream_t st)
+{
+	(void) n; (void) st;
+	return !p || flags ? hipErrorInvalidValue : check_location(loc);
+}
+hipError_t hipMemAdvise_v2(const void *p, size_t n, int advice, struct hip_location loc)
+{
+	(void) n;
+	return !p || advice < 1 || advice > 6 ? hipErrorInvalidValue : check_location(loc);
+}
+
 struct hip_alloc_prop { int type, handle_types; struct hip_location location; };
 #define VMM_RESULT(x) ((x) ? hipErrorInvalidValue : hipSuccess)
 hipError_t hipMemAddressReserve(void **p, size_t n, size_t align, void *addr, unsigned long long f)

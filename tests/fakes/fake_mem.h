@@ -7,6 +7,7 @@
 #ifndef FAKE_MEM_H
 #define FAKE_MEM_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,9 +48,14 @@ static void *fake_mem_alloc(size_t n, int kind)
 	return NULL;
 }
 
-/* 0 on success, -1 when `p` is not a live allocation of one of `kinds`. */
+static void fake_drain(uintptr_t stream, unsigned long upto);
+#define FAKE_ALL_STREAMS UINTPTR_MAX
+
+/* 0 on success, -1 when `p` is not a live allocation of one of `kinds`. A free waits for all
+ * work first, as cudaFree/hipFree do. */
 static int fake_mem_free(void *p, unsigned kinds)
 {
+	fake_drain(FAKE_ALL_STREAMS, ULONG_MAX);
 	pthread_mutex_lock(&fake_lock);
 	for (int i = 0; i < FAKE_MAX_ALLOCS; i++) {
 		if (fake_allocs[i].ptr == p && (kinds & (1u << fake_allocs[i].kind))) {
@@ -62,6 +68,250 @@ static int fake_mem_free(void *p, unsigned kinds)
 	pthread_mutex_unlock(&fake_lock);
 	return -1;
 }
+
+/*
+ * The fake "device" really moves bytes. By default it finishes an
+ * asynchronous call before the call returns. With FAKE_GPU_DEFER=1 the work
+ * waits in a queue until a completion point covers it, as on a GPU: a stream
+ * or device synchronisation, an event synchronisation, a stream or event
+ * query (a query that finds work pending answers "not ready" and lets the
+ * device finish that work, so the next one answers "done"), a synchronous
+ * copy or set (it waits for all work, like the legacy default stream) or a
+ * free. Work issued on a stream being captured is dropped: nothing executes
+ * during capture, and the fakes never launch graphs.
+ */
+struct fake_op {
+	uintptr_t stream;
+	unsigned long ticket;
+	char *dst;
+	const char *src;              /* NULL: fill with `value`, `elem` bytes per element */
+	size_t dpitch, spitch, width, height, depth, dslice, sslice, elem;
+	unsigned value;
+};
+
+#define FAKE_OPS 4096
+#define FAKE_CAPTURES 16
+static struct fake_op fake_ops[FAKE_OPS];
+static int fake_nops;
+static unsigned long fake_tickets;
+static uintptr_t fake_captured[FAKE_CAPTURES];
+static pthread_mutex_t fake_ops_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int fake_defer(void)
+{
+	const char *s = getenv("FAKE_GPU_DEFER");
+
+	return s && strcmp(s, "1") == 0;
+}
+
+static void fake_run(const struct fake_op *op)
+{
+	for (size_t z = 0; z < op->depth; z++) {
+		for (size_t y = 0; y < op->height; y++) {
+			char *d = op->dst + z * op->dslice + y * op->dpitch;
+
+			if (op->src)
+				memmove(d, op->src + z * op->sslice + y * op->spitch, op->width);
+			else
+				for (size_t i = 0; i + op->elem <= op->width; i += op->elem)
+					memcpy(d + i, &op->value, op->elem);
+		}
+	}
+}
+
+static int fake_capturing_locked(uintptr_t stream)
+{
+	for (int i = 0; i < FAKE_CAPTURES; i++)
+		if (fake_captured[i] && fake_captured[i] == stream)
+			return 1;
+	return 0;
+}
+
+/* Runs (in issue order) and removes the queued work of `stream` (or all) issued up to ticket `upto`;
+ * returns how many it ran. */
+static int fake_drain_locked(uintptr_t stream, unsigned long upto)
+{
+	int kept = 0, ran = 0;
+
+	for (int i = 0; i < fake_nops; i++) {
+		struct fake_op *op = &fake_ops[i];
+
+		if ((stream == FAKE_ALL_STREAMS || op->stream == stream) && op->ticket <= upto) {
+			fake_run(op);
+			ran++;
+		} else {
+			fake_ops[kept++] = *op;
+		}
+	}
+	fake_nops = kept;
+	return ran;
+}
+
+static void fake_drain(uintptr_t stream, unsigned long upto)
+{
+	pthread_mutex_lock(&fake_ops_lock);
+	fake_drain_locked(stream, upto);
+	pthread_mutex_unlock(&fake_ops_lock);
+}
+
+/* Issues work: asynchronous on `stream`, or synchronous (async = 0: after all earlier work). */
+static void fake_issue(int async, struct fake_op op)
+{
+	if (!op.depth)
+		op.depth = 1;
+	pthread_mutex_lock(&fake_ops_lock);
+	if (async && fake_capturing_locked(op.stream)) {
+		/* recorded into a graph that never runs */
+	} else if (!async || !fake_defer()) {
+		fake_drain_locked(FAKE_ALL_STREAMS, ULONG_MAX);
+		fake_run(&op);
+	} else {
+		if (fake_nops == FAKE_OPS)
+			fake_drain_locked(FAKE_ALL_STREAMS, ULONG_MAX);
+		op.ticket = ++fake_tickets;
+		fake_ops[fake_nops++] = op;
+	}
+	pthread_mutex_unlock(&fake_ops_lock);
+}
+
+static void fake_copy_rows(int async, void *stream, void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h)
+{
+	fake_issue(async, (struct fake_op) { .stream = (uintptr_t) stream, .dst = d, .src = s, .dpitch = dp,
+		.spitch = sp, .width = w, .height = h });
+}
+
+static void fake_copy(int async, void *stream, void *d, const void *s, size_t n)
+{
+	fake_copy_rows(async, stream, d, n, s, n, n, 1);
+}
+
+static void fake_fill(int async, void *stream, void *d, unsigned value, size_t count, size_t elem)
+{
+	fake_issue(async, (struct fake_op) { .stream = (uintptr_t) stream, .dst = d, .width = count * elem,
+		.height = 1, .elem = elem, .value = value });
+}
+
+/* A stream query: 1 (not ready) when work was pending on it (now done), else 0. */
+static int fake_stream_busy(void *stream)
+{
+	int ran;
+
+	pthread_mutex_lock(&fake_ops_lock);
+	ran = fake_drain_locked((uintptr_t) stream, ULONG_MAX);
+	pthread_mutex_unlock(&fake_ops_lock);
+	return ran > 0;
+}
+
+/* Events: a pool of handles (never the heap); an event covers its stream's work up to its record. */
+struct fake_event { uintptr_t stream; unsigned long ticket; int used; };
+#define FAKE_EVENTS 256
+static struct fake_event fake_events[FAKE_EVENTS];
+
+static void *fake_event_create(void)
+{
+	pthread_mutex_lock(&fake_ops_lock);
+	for (int i = 0; i < FAKE_EVENTS; i++) {
+		if (!fake_events[i].used) {
+			fake_events[i] = (struct fake_event) { .used = 1 };
+			pthread_mutex_unlock(&fake_ops_lock);
+			return &fake_events[i];
+		}
+	}
+	pthread_mutex_unlock(&fake_ops_lock);
+	return NULL;
+}
+
+static int fake_event_destroy(void *e)
+{
+	struct fake_event *ev = e;
+
+	if (!ev || ev < fake_events || ev >= fake_events + FAKE_EVENTS || !ev->used)
+		return -1;
+	ev->used = 0;
+	return 0;
+}
+
+static int fake_event_record(void *e, void *stream)
+{
+	struct fake_event *ev = e;
+
+	if (!ev || ev < fake_events || ev >= fake_events + FAKE_EVENTS || !ev->used)
+		return -1;
+	pthread_mutex_lock(&fake_ops_lock);
+	ev->stream = (uintptr_t) stream;
+	ev->ticket = fake_tickets;
+	pthread_mutex_unlock(&fake_ops_lock);
+	return 0;
+}
+
+/* Waits for (sync) or asks about (query) what an event covers: -1 invalid, 1 not ready (now done), 0 done. */
+static int fake_event_wait(void *e, int query)
+{
+	struct fake_event *ev = e;
+	int ran;
+
+	if (!ev || ev < fake_events || ev >= fake_events + FAKE_EVENTS || !ev->used)
+		return -1;
+	pthread_mutex_lock(&fake_ops_lock);
+	ran = fake_drain_locked(ev->stream, ev->ticket);
+	pthread_mutex_unlock(&fake_ops_lock);
+	return query && ran > 0;
+}
+
+/* Stream capture: 0, or -1 when the stream is already (begin) / not (end) being captured. */
+static int fake_capture(void *stream, int begin)
+{
+	int done = -1;
+
+	pthread_mutex_lock(&fake_ops_lock);
+	if (begin && !fake_capturing_locked((uintptr_t) stream)) {
+		for (int i = 0; i < FAKE_CAPTURES && done; i++)
+			if (!fake_captured[i])
+				fake_captured[i] = (uintptr_t) stream, done = 0;
+	} else if (!begin) {
+		for (int i = 0; i < FAKE_CAPTURES; i++)
+			if (fake_captured[i] == (uintptr_t) stream && stream)
+				fake_captured[i] = 0, done = 0;
+	}
+	pthread_mutex_unlock(&fake_ops_lock);
+	return done;
+}
+
+static int fake_is_capturing(void *stream)
+{
+	int yes;
+
+	pthread_mutex_lock(&fake_ops_lock);
+	yes = fake_capturing_locked((uintptr_t) stream);
+	pthread_mutex_unlock(&fake_ops_lock);
+	return yes;
+}
+
+/*
+ * The event and capture calls of a runtime whose names start with `pfx`
+ * (hip, cuda) and whose error codes are ok / bad (invalid value) /
+ * not_ready; extra names (per-thread, with flags) forward to these.
+ */
+#define FAKE_EVENT_API(pfx, ok, bad, not_ready)                               \
+	int pfx##EventCreate(void **e) { return e && (*e = fake_event_create()) ? ok : bad; } \
+	int pfx##EventDestroy(void *e) { return fake_event_destroy(e) ? bad : ok; } \
+	int pfx##EventRecord(void *e, void *s) { return fake_event_record(e, s) ? bad : ok; } \
+	int pfx##EventSynchronize(void *e) { return fake_event_wait(e, 0) < 0 ? bad : ok; } \
+	int pfx##EventQuery(void *e)                                          \
+	{                                                                     \
+		int busy = fake_event_wait(e, 1);                             \
+		return busy < 0 ? bad : busy ? not_ready : ok;                \
+	}                                                                     \
+	int pfx##StreamQuery(void *s) { return fake_stream_busy(s) ? not_ready : ok; } \
+	int pfx##StreamBeginCapture(void *s, int mode) { (void) mode; return fake_capture(s, 1) ? bad : ok; } \
+	int pfx##StreamEndCapture(void *s, void **graph)                      \
+	{                                                                     \
+		if (graph)                                                    \
+			*graph = NULL;                                        \
+		return fake_capture(s, 0) ? bad : ok;                         \
+	}                                                                     \
+	/* status: 0 none, 1 active (cudaStreamCaptureStatus / hipStreamCaptureStatus) */ \
+	int pfx##StreamIsCapturing(void *s, int *status) { *status = fake_is_capturing(s); return ok; }
 
 static int fake_device_count(void)
 {
@@ -106,15 +356,17 @@ static inline char *fake_pitched_at(const struct fake_pitched *p, const struct f
 }
 
 /* 0, or -1 for what a runtime refuses (arrays, rows wider than the pitch, a bad kind). */
-static inline int fake_copy3d(const struct fake_copy3d_parms *p)
+static inline int fake_copy3d(int async, void *stream, const struct fake_copy3d_parms *p)
 {
 	if (p->src_array || p->dst_array || !fake_copy_kind_ok(p->kind)
 	    || p->extent.width > p->src_ptr.pitch || p->extent.width > p->dst_ptr.pitch)
 		return -1;
-	for (size_t z = 0; z < p->extent.depth; z++)
-		for (size_t y = 0; y < p->extent.height; y++)
-			memmove(fake_pitched_at(&p->dst_ptr, &p->dst_pos, y, z),
-				fake_pitched_at(&p->src_ptr, &p->src_pos, y, z), p->extent.width);
+	fake_issue(async, (struct fake_op) {
+		.stream = (uintptr_t) stream, .dst = fake_pitched_at(&p->dst_ptr, &p->dst_pos, 0, 0),
+		.src = fake_pitched_at(&p->src_ptr, &p->src_pos, 0, 0), .dpitch = p->dst_ptr.pitch,
+		.spitch = p->src_ptr.pitch, .width = p->extent.width, .height = p->extent.height,
+		.depth = p->extent.depth, .dslice = p->dst_ptr.pitch * p->dst_ptr.ysize,
+		.sslice = p->src_ptr.pitch * p->src_ptr.ysize });
 	return 0;
 }
 

@@ -57,6 +57,18 @@ static inline void log_copy(const char *api, void *dst, const void *src, unsigne
 	log_tail(device, result);
 }
 
+/* 3D copies: depth slices of height rows of width bytes. */
+static inline void log_copy3d(const char *api, uint64_t dst, uint64_t src, size_t w, size_t h, size_t d, int kind,
+	void *stream, size_t dp, size_t sp, size_t dslice, size_t sslice, int device, int r)
+{
+	log_head("copy", api);
+	fprintf(worklog, ", \"dst\": %llu, \"src\": %llu, \"bytes\": %llu, \"kind\": %d, \"stream\": %llu, "
+		"\"width\": %zu, \"height\": %zu, \"depth\": %zu, \"dpitch\": %zu, \"spitch\": %zu, "
+		"\"dslice\": %zu, \"sslice\": %zu", (unsigned long long) dst, (unsigned long long) src,
+		(unsigned long long) w * h * d, kind, P(stream), w, h, d, dp, sp, dslice, sslice);
+	log_tail(device, r);
+}
+
 static inline void log_set(const char *api, void *dst, int value, unsigned long long bytes, void *stream,
 	int device, int result)
 {

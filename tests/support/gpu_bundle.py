@@ -4,7 +4,8 @@
 scripts/gpu-check.sh use, without the system's lttng / lttng-sessiond; `isolated(argv)`
 runs a command in its own mount namespace with fresh /var/run/lttng, ~/.lttng and
 /dev/shm (like /work/isolated.sh), so the session daemon `memq record` finds or
-starts there is the bundle's, never one another test left running.
+starts there is the bundle's, never one another test left running
+(`system_lttng=True`: the system's own, alone).
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ sys mount -t tmpfs none /var/run/lttng && sys mount -t tmpfs none "$HOME/.lttng"
   sys mount -t tmpfs none /dev/shm || exit 97
 # The GPU machines have no /usr/share/xml/lttng: the bundle's session daemon must find its schema itself
 # (without it, it exits at start-up: "Session load failed", seen on an H100 machine).
-[ -d /usr/share/xml/lttng ] && { sys mount -t tmpfs none /usr/share/xml/lttng || exit 97; }
+[ -z "$MEMQ_ISOLATED_SYSTEM_LTTNG" ] && [ -d /usr/share/xml/lttng ] &&
+  { sys mount -t tmpfs none /usr/share/xml/lttng || exit 97; }
 "$@"
 rc=$?
 myns=$(sys readlink /proc/$$/ns/mnt)
@@ -78,8 +80,12 @@ def hidden_path(dest: Path) -> Path:
     return dest
 
 
-def isolated(argv: list[str], *, env: dict[str, str], cwd: Path | None = None,
-             timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run argv in a private mount namespace with its own LTTng run directories (needs root, as CI has)."""
+def isolated(argv: list[str], *, env: dict[str, str], cwd: Path | None = None, timeout: float = 600,
+             system_lttng: bool = False) -> subprocess.CompletedProcess:
+    """Run argv in a private mount namespace with its own LTTng run directories (needs root, as CI has).
+
+    As on a GPU machine, the system's LTTng session schema is hidden, unless `system_lttng` (a session daemon of
+    the system's LTTng of its own: a test or bench that other sessions of this user must not disturb)."""
+    env = {**env, "MEMQ_ISOLATED_SYSTEM_LTTNG": "1"} if system_lttng else env
     return subprocess.run(["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/bash", "-c", ISOLATE, "isolated",
                            *argv], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)

@@ -67,7 +67,8 @@ def _value(field):
     return int(field)  # integers and enumerations (by value)
 
 
-_FIELD = re.compile(r'(\w+) = ("(?:[^"\\]|\\.)*"|[^,}]+)')
+_FIELD = re.compile(r'(\w+) = (\( "[^"]*" : container = \d+ \)|"(?:[^"\\]|\\.)*"|[^,}]+)')
+_ENUM = re.compile(r'\( "([^"]*)" : container = (\d+) \)')
 
 
 def _text_value(text: str):
@@ -81,8 +82,8 @@ def scan_events(trace_dir: Path, names: tuple[str, ...], *, pids: set[int] | Non
     """Like read_events, for traces of millions of events, restricted to the event `names`.
 
     Reads babeltrace2's text output (C, ~10x faster than bt2 Python objects)
-    and parses only the lines of those events. Integer and string fields only
-    (the libc wrapper, statedump and lib events).
+    and parses only the lines of those events. Integer, enumeration and string
+    fields only (the libc wrappers', statedump and lib events).
     """
     proc = subprocess.Popen(["babeltrace2", "--clock-cycles", "--no-delta", str(trace_dir)], stdout=subprocess.PIPE,
                             text=True)
@@ -93,7 +94,12 @@ def scan_events(trace_dir: Path, names: tuple[str, ...], *, pids: set[int] | Non
             continue
         stamp, _host, name, rest = line.split(" ", 3)
         row = {"event": name.rstrip(":"), "ts": int(stamp.strip("[]"))}
-        row.update((k, _text_value(v)) for k, v in _FIELD.findall(rest))
+        for key, text in _FIELD.findall(rest):
+            enum = _ENUM.match(text)
+            if enum:  # as read_events gives enumerations: the value, and the label beside it
+                row[key], row[f"{key}_label"] = int(enum.group(2)), enum.group(1)
+            else:
+                row[key] = _text_value(text)
         if pids is None or row.get("vpid") in pids:
             out.append(row)
     assert proc.wait() == 0, f"babeltrace2 failed on {trace_dir}"
@@ -163,11 +169,15 @@ def record_workload(fake, out_dir: Path, runtime: str, *, api: str = "hip,cuda,l
 # --- comparing a recording with what a workload logged (tests/fakes/worklog.h) ---
 
 PROCESS_EVENTS = ("memq:clock", "memq:device")
+HOST_EVENTS = ("memq:host_alloc", "memq:host_free", "memq:host_small")  # the host heap (test_heap.py's business)
+# Events that are not calls: these two, the host heap's and copies' after-fingerprints (tests/test_content.py).
+NOT_CALLS = PROCESS_EVENTS + HOST_EVENTS + ("memq:copy_done",)
 NOT_PAYLOAD = ("pid", "tid", "event", "api")
 
 
 def call_events(trace_dir: Path, pid: int) -> list[dict]:
-    return [e for e in read_events(trace_dir, pids={pid}, prefix="memq:") if e["event"] not in PROCESS_EVENTS]
+    """The memq GPU call events of `pid` (not the per-process, host heap or copy_done events)."""
+    return [e for e in read_events(trace_dir, pids={pid}, prefix="memq:") if e["event"] not in NOT_CALLS]
 
 
 def assert_events_match(events: list[dict], calls: list[dict]) -> None:

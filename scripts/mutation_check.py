@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Mutation check of the analyses tests: plant known bugs in sql/memq, one at a time, and see a test fail.
+
+    python3 scripts/mutation_check.py            # every mutation, deterministic tests only
+    python3 scripts/mutation_check.py --random   # also the randomised property test
+    python3 scripts/mutation_check.py --every    # name every test that fails, not only the first
+    python3 scripts/mutation_check.py --list
+
+Each mutation is a text replacement in one sql/memq file that breaks one documented rule (DESIGN.md, the
+modules' doc comments). The repository is copied to a temporary directory (the checkout is never modified),
+the tests run there once unmutated (they must pass), then once per mutation with the file changed and put
+back after. A mutation is caught when a test fails. The tests are the deterministic ones by default (the
+hand-worked cases and the pinned logs), so a catch never depends on a random draw. Exit status 1 when a
+mutation survives or no longer applies (its text is gone from the file: update the list here).
+Not run by pytest; takes about 15 s per mutation on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DETERMINISTIC = ["tests/test_analyses_property.py::test_pinned_logs_match_oracle", "tests/test_analyses_cases.py"]
+RANDOM = ["tests/test_analyses_property.py::test_sql_matches_oracle"]
+COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".hypothesis", "node_modules", "out",
+                                     "test-artifacts", ".gpu-bundle", "build", "dist", "*.egg-info")
+INF = "9223372036854775807"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str  # under sql/memq
+    edits: tuple[tuple[str, str], ...]  # (text that must occur exactly once, replacement)
+    breaks: str  # the rule it breaks
+
+
+MUTATIONS = [
+    Mutation("freed_at_copy_start_still_holds", "mirrors.sql",
+             (("(a.end_ts IS NULL OR a.end_ts > r.begin_ts)", "(a.end_ts IS NULL OR a.end_ts >= r.begin_ts)"),),
+             "an allocation freed exactly at a copy's start no longer holds its bytes"),
+    Mutation("made_at_copy_start_does_not_hold", "mirrors.sql",
+             (("WHERE a.ts <= r.begin_ts AND", "WHERE a.ts < r.begin_ts AND"),),
+             "an allocation made exactly at a copy's start holds its bytes"),
+    Mutation("grouped_by_source_allocation", "duplicated.sql",
+             (("CAST(dst_alloc_id AS TEXT) AS alloc_key", "CAST(src_alloc_id AS TEXT) AS alloc_key"),),
+             "duplicated bytes by allocation are grouped by the destination allocation"),
+    Mutation("repeat_ignores_source_offset", "mirrors.sql",
+             (("JOIN _memq_piece q ON q.ord = p.dst_prev_ord AND q.lo = p.lo AND q.k = p.k",
+               "JOIN _memq_piece q ON q.ord = p.dst_prev_ord AND q.lo = p.lo"),),
+             "a repeat copies from the same source bytes"),
+    Mutation("gpu_frees_never_end_mirrors", "mirrors.sql",
+             ((f"MIN(IFNULL(a_end, {INF})) AS alloc_end",
+               f"MIN(IIF(kind IN ('host', 'registered'), IFNULL(a_end, {INF}), {INF})) AS alloc_end"),),
+             "freeing device, managed or pinned memory ends its mirrors"),
+    Mutation("registered_after_host", "mirrors.sql",
+             (("WHEN 'registered' THEN 3", "WHEN 'registered' THEN 5"),),
+             "the primary allocation is the first of device/managed, pinned, registered, host"),
+    Mutation("earliest_started_is_primary", "mirrors.sql",
+             (("ORDER BY rank, a_start DESC, alloc_id DESC", "ORDER BY rank, a_start, alloc_id"),),
+             "within a kind the latest started allocation is the primary"),
+    Mutation("writes_by_slice_id_reversed", "mirrors.sql",
+             (("OVER (ORDER BY end_ts, id, r) AS ord", "OVER (ORDER BY end_ts, id DESC, r) AS ord"),
+              ("OVER (ORDER BY end_ts, id) AS seq", "OVER (ORDER BY end_ts, id DESC) AS seq")),
+             "writes ending together take effect in slice id order"),
+    Mutation("writes_before_frees", "mirrors.sql",
+             (("WHERE q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq AND q.content_end > p.t\n",
+               "WHERE q.alloc_end >= p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq AND q.content_end > p.t\n"),),
+             "at equal times frees come before writes (a mirror whose memory is freed as a copy ends is gone)"),
+    Mutation("dead_mirrors_listed", "mirrors.sql",
+             (("WHERE p.end_raw > p.t", "WHERE p.end_raw >= p.t"),),
+             "a mirror that ends as it is made is no mirror"),
+    Mutation("memset_spares_sources", "mirrors.sql",
+             (("  FROM _memq_cover c JOIN _memq_write w USING (ord) WHERE c.side = 'dst'\n),",
+               "  FROM _memq_cover c JOIN _memq_write w USING (ord) WHERE c.side = 'dst' AND w.is_copy\n),"),),
+             "a memset over a mirror's source bytes ends the mirror"),
+    Mutation("source_writes_spare_mirrors", "mirrors.sql",
+             (("MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end, content_end) AS end_raw",
+               "MIN(dst_write_end, dst_alloc_end, src_alloc_end, content_end) AS end_raw"),),
+             "a later write over either byte ends the mirror"),
+    Mutation("round_trip_ignores_offset", "mirrors.sql",
+             (("JOIN _memq_piece q ON q.ord = p.src_prev_ord AND q.lo = p.lo + p.k AND q.k = -p.k",
+               "JOIN _memq_piece q ON q.ord = p.src_prev_ord AND q.lo = p.lo + p.k"),),
+             "a round trip copies back onto the bytes it came from"),
+    Mutation("untracked_flag_from_destination", "mirrors.sql",
+             (("p.src_alloc_id IS NULL AS untracked_source", "p.dst_alloc_id IS NULL AS untracked_source"),),
+             "untracked-source means the source bytes lie in no traced allocation"),
+    Mutation("two_d_source_at_dst_pitch", "mirrors.sql",
+             (("src + (r / height) * sslice + (r % height) * spitch AS src",
+               "src + (r / height) * sslice + (r % height) * dpitch AS src"),),
+             "a 2D copy reads its rows `spitch` apart"),
+    Mutation("two_d_rows_by_address", "mirrors.sql",
+             (("OVER (ORDER BY end_ts, id, r) AS ord", "OVER (ORDER BY end_ts, id, -r) AS ord"),),
+             "overlapping rows of a 2D copy are written in row order (the last row's bytes stay)"),
+    Mutation("class_ties_to_later_class", "redundant.sql",
+             (("WHEN IFNULL(repeat_bytes, 0) >= MAX(", "WHEN IFNULL(repeat_bytes, 0) > MAX("),),
+             "a copy's class is the class with most bytes, ties in the order repeat, round trip, managed, unified"),
+    Mutation("unified_any_device", "redundant.sql",
+             (("WHERE p.upid = mc.upid AND d.device = mc.device", "WHERE p.upid = mc.upid"),),
+             "unified memory is a property of the copy's device"),
+    Mutation("managed_destination_only", "mirrors.sql",
+             (("MAX(kind = 'managed') AS managed", "MAX(kind = 'managed' AND side = 'dst') AS managed"),),
+             "a copy with a managed endpoint (either side) is avoidable"),
+    Mutation("prorated_rounded", "redundant.sql",
+             (("CAST(CAST(dur AS DOUBLE) * redundant_bytes / bytes AS INT), 0) AS redundant_dur",
+               "CAST(ROUND(CAST(dur AS DOUBLE) * redundant_bytes / bytes) AS INT), 0) AS redundant_dur"),),
+             "prorated time is floor(dur * redundant bytes / bytes)"),
+    Mutation("wall_clock_is_the_sum", "redundant.sql",
+             (("SUM(MAX(0, ts + d - MAX(ts, IFNULL(prev_end, ts)))) AS wall_dur", "SUM(d) AS wall_dur"),),
+             "wall-clock time is the union of the prorated intervals"),
+    Mutation("free_at_end_of_call", "allocations.sql",
+             (("    EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') AS alloc_id,\n    s.id AS slice_id,\n    s.ts\n",
+               "    EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') AS alloc_id,\n    s.id AS slice_id,\n"
+               "    s.ts + s.dur AS ts\n"),),
+             "an allocation ends at the start of its freeing call"),
+    Mutation("fingerprints_never_end_mirrors", "mirrors.sql",
+             (("MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end, content_end) AS end_raw",
+               "MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end) AS end_raw"),),
+             "a mirror ends when a fingerprint shows a side no longer holding what was copied"),
+    Mutation("repeat_despite_changed_content", "mirrors.sql",
+             (("IFNULL(q.src_next_seq, p.seq) >= p.seq AND q.content_end > p.t\n  UNION ALL",
+               "IFNULL(q.src_next_seq, p.seq) >= p.seq\n  UNION ALL"),),
+             "a repeat counts only where no fingerprint contradicted the mirror by the copy's end"),
+    Mutation("fingerprint_at_start_ends_mirror", "mirrors.sql",
+             (("IIF(kind = 'after', 2, 0) AS rank", "2 AS rank"),),
+             "at the nanosecond a mirror starts only after-fingerprints can end it"),
+    Mutation("checked_at_mirror_start", "mirrors.sql",
+             (("WHERE (o.ts > pr.q_t OR (o.ts = pr.q_t AND o.kind = 'after')) AND o.ts <= pr.t",
+               "WHERE o.ts >= pr.q_t AND o.ts <= pr.t"),),
+             "a repeat is checked by what the copy observed after the mirror began (the same tie rule)"),
+    Mutation("no_op_without_equal_fingerprints", "redundant.sql",
+             (("IFNULL(mc.dst_hash_before = mc.dst_hash_after, 0)",
+               "IFNULL(mc.dst_hash_before IS NOT NULL AND mc.dst_hash_after IS NOT NULL, 0)"),),
+             "a no-op copy is one whose destination fingerprint is the same before and after"),
+    Mutation("peak_at_last_time", "duplicated.sql",
+             (("MIN(IIF(value = peak, ts, NULL)) AS peak_ts", "MAX(IIF(value = peak, ts, NULL)) AS peak_ts"),),
+             "the peak's time is the first time it is reached"),
+]
+
+
+def _copy_repo(dest: Path) -> Path:
+    """The checkout as it is (uncommitted changes and built libraries included), next to a link to ../shared."""
+    repo = dest / "repo"
+    shutil.copytree(REPO, repo, ignore=COPY_IGNORE, symlinks=True)
+    shared = REPO.parent / "shared"
+    if shared.exists():
+        (dest / "shared").symlink_to(shared.resolve())
+    return repo
+
+
+def _run_tests(repo: Path, tests: list[str], every: bool = False) -> tuple[bool, str]:
+    """(passed, the failing test ids (the first one unless `every`) or the last output line)."""
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    stop = [] if every else ["-x"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", *stop, "-p", "no:cacheprovider", "-rfE", *tests],
+                          cwd=repo, env=env, capture_output=True, text=True)
+    if done.returncode == 0:
+        return True, ""
+    failed = [line.split()[1].split("/")[-1] for line in done.stdout.splitlines()
+              if line.startswith(("FAILED ", "ERROR "))]
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return False, ", ".join(failed) if failed else (lines[-1] if lines else f"exit {done.returncode}")
+
+
+def _apply(text: str, m: Mutation) -> str | None:
+    for old, new in m.edits:
+        if text.count(old) != 1:
+            return None
+        text = text.replace(old, new)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--random", action="store_true", help="also run the randomised property test")
+    parser.add_argument("--only", action="append", metavar="NAME", help="run only this mutation (repeatable)")
+    parser.add_argument("--every", action="store_true", help="run every test for each mutation (not stopping at the "
+                        "first failure) and name all that fail")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    args = parser.parse_args()
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    if args.list or not chosen:
+        for m in MUTATIONS:
+            print(f"{m.name:34} {m.file:16} {m.breaks}")
+        return 0 if chosen or not args.only else 2
+    tests = DETERMINISTIC + (RANDOM if args.random else [])
+    with tempfile.TemporaryDirectory(prefix="memq-mutation-") as tmp:
+        repo = _copy_repo(Path(tmp))
+        print(f"tests: {' '.join(tests)}", flush=True)
+        start = time.monotonic()
+        ok, why = _run_tests(repo, tests)
+        if not ok:
+            print(f"the tests fail with no mutation ({why}): fix them first", file=sys.stderr)
+            return 1
+        print(f"unmutated: pass ({time.monotonic() - start:.0f} s)", flush=True)
+        survived = 0
+        for m in chosen:
+            path = repo / "sql" / "memq" / m.file
+            original = path.read_text()
+            mutated = _apply(original, m)
+            if mutated is None:
+                print(f"{m.name:34} DOES NOT APPLY: its text is no longer in sql/memq/{m.file}", flush=True)
+                survived += 1
+                continue
+            start = time.monotonic()
+            path.write_text(mutated)
+            try:
+                ok, why = _run_tests(repo, tests, args.every)
+            finally:
+                path.write_text(original)
+            verdict = "SURVIVED" if ok else f"caught by {why}"
+            survived += ok
+            print(f"{m.name:34} {verdict} ({time.monotonic() - start:.0f} s)", flush=True)
+    print(f"{len(chosen) - survived} of {len(chosen)} mutations caught")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
