@@ -18,9 +18,9 @@ import pytest
 
 from ctf2perfetto import analyses
 from ctf2perfetto.engine import open_trace
-from support.lttng import MEMQ, assert_events_match, read_events, read_worklog, record
+from support.lttng import MEMQ, NOT_CALLS, assert_events_match, read_events, read_worklog, record
 
-PROCESS_EVENTS = ("memq:clock", "memq:device", "memq:window", "memq:live")
+PROCESS_EVENTS = (*NOT_CALLS, "memq:window", "memq:live")  # not calls: the heap and copy_done included
 PROFILER_APIS = {"hip": [("hipProfilerStart", "hipProfilerStop")] * 2,
                  "cuda": [("cudaProfilerStart", "cudaProfilerStop"), ("cuProfilerStart", "cuProfilerStop")]}
 ALLOC_API = {"hip": "hipMalloc", "cuda": "cudaMalloc"}
