@@ -776,13 +776,12 @@ class _TraceWriter:
     def _emit_copy_done(self, batch, rows, thread_uuid) -> None:
         """memq.copy_done instants on the completing thread: a copy's destination fingerprint after completion."""
         g = len(rows)
-        names, _ = self._api_strings(batch["api"][rows])
         ones = np.ones(g, bool)
         a = self._arg
         args = [
             (a("seq"), ARG_UINT, batch["seq"][rows]),
             (a("dst_hash_after"), ARG_POINTER, batch["dst_hash_after"][rows]),
-            (a("api"), ARG_STRING, np.array([self._str(nm) for nm in names], np.uint64)),
+            (a("api"), ARG_STRING, self._api_is(batch["api"][rows], self._str, np.uint64)),
             (a("stream"), ARG_UINT, batch["stream"][rows]),
             (a("device"), ARG_INT, arg_values(batch["device"][rows])),
         ]

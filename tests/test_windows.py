@@ -189,7 +189,7 @@ def test_delay_duration_window(fake_gpu, tmp_path):
     (["--duration", "0"], "--duration 0: a window must last more than 0 seconds"),
     (["--capture-range", "cudaProfilerApi"], "--capture-range 'cudaProfilerApi': choose none or profiler-api"),
     (["--capture-range", "profiler-api", "--duration", "5"], "cannot be combined with --delay/--duration"),
-    (["--delay", "1", "--api", "hip,cuda,libc"], "LTTng's libc wrapper (--api libc)"),
+    (["--delay", "1", "--api", "hip,cuda,libc", "--host-source", "lttng"], "LTTng's libc wrapper (--host-source lttng)"),
 ])
 def test_bad_window_options_are_one_line(tmp_path, options, message):
     out = tmp_path / "trace"
@@ -213,7 +213,7 @@ def test_forked_child_writes_its_own_window(fake_gpu, tmp_path):
     a = log[0]["ptr"]
     mine = {pid: read_events(rec.dir, pids={pid}, prefix="memq:") for pid in (parent, child)}
     summary = {pid: [(e["event"], e.get("open"), e.get("cause_label"), e.get("ptr", e.get("src")))
-                     for e in events if e["event"] not in ("memq:clock", "memq:device")]
+                     for e in events if e["event"] not in ("memq:clock", "memq:device", "memq:copy_done")]
                for pid, events in mine.items()}
     assert summary[child] == [("memq:window", 1, "profiler_api", None), ("memq:live", None, None, a),
                               ("memq:copy", None, None, a), ("memq:free", None, None, a),
