@@ -16,6 +16,13 @@
  *       inserts and takes race with the windows' snapshots. (Registered ranges, not allocations: a
  *       runtime hands a freed address to another thread at once, which would race with the free's
  *       event, a different matter.) Logs one line per thread with its call count.
+ *   window_work heap hip|cuda LOG
+ *       The host heap around a profiler window, in a worker thread that touches nothing but the
+ *       allocator (the main thread opens and closes the window; both log only at the end). Before
+ *       the window: H (64 KiB, a tracked block) and 40 small blocks allocated, 10 of them freed.
+ *       In it: H freed, 10 more of the small ones freed, 5 small ones and K (32 KiB) allocated.
+ *       After it: 10 more small ones freed; the rest, the 5 and K stay live to the exit. Each block
+ *       is logged as {"tid", "op", "phase": "before"|"in"|"after", "ptr", "usable"}.
  *   window_work fork hip|cuda LOG
  *       A allocated, a window opened (profiler start), then fork(): the child copies from
  *       A, frees it and exits inside the window it inherited; the parent waits, copies to
@@ -25,6 +32,7 @@
  * calls as {"profiler": NAME}; each step as {"step": i, "t0": ns, "t1": ns}, the
  * CLOCK_MONOTONIC span of its calls, so a test knows which steps a window holds.
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +157,75 @@ static int forked_window(void)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+/* heap: the worker's blocks, logged by the main thread once the worker is done */
+#define HEAP_SMALL 40
+static struct heap_row {
+	const char *op, *phase;
+	void *ptr;
+	size_t usable;
+} heap_rows[2 * HEAP_SMALL + 16];
+static int heap_nrows, heap_tid;
+static pthread_barrier_t heap_step;
+
+static void heap_note(const char *op, const char *phase, void *p)
+{
+	heap_rows[heap_nrows++] = (struct heap_row) { op, phase, p, malloc_usable_size(p) };
+}
+
+static void heap_free(const char *phase, void *p)
+{
+	heap_note("free", phase, p);
+	free(p);
+}
+
+static void *heap_thread(void *arg)
+{
+	void *small[HEAP_SMALL], *fresh[5], *h = malloc(65536), *k;
+
+	(void) arg;
+	heap_tid = gettid();
+	heap_note("alloc", "before", h);
+	for (int i = 0; i < HEAP_SMALL; i++)
+		heap_note("alloc", "before", small[i] = malloc(24 + 97 * (size_t) i));  /* usable < 4 KiB */
+	for (int i = 0; i < 10; i++)
+		heap_free("before", small[i]);
+	pthread_barrier_wait(&heap_step);           /* main: window open */
+	pthread_barrier_wait(&heap_step);
+	heap_free("in", h);
+	for (int i = 10; i < 20; i++)
+		heap_free("in", small[i]);
+	for (int i = 0; i < 5; i++)
+		heap_note("alloc", "in", fresh[i] = malloc(100));
+	heap_note("alloc", "in", k = malloc(32768));
+	pthread_barrier_wait(&heap_step);           /* main: window closed */
+	pthread_barrier_wait(&heap_step);
+	for (int i = 20; i < 30; i++)
+		heap_free("after", small[i]);
+	return k;                                   /* the rest stays live */
+}
+
+static int heap_window(void)
+{
+	pthread_t worker;
+
+	pthread_barrier_init(&heap_step, NULL, 2);
+	if (pthread_create(&worker, NULL, heap_thread, NULL))
+		return 1;
+	pthread_barrier_wait(&heap_step);
+	rt->start();
+	pthread_barrier_wait(&heap_step);
+	pthread_barrier_wait(&heap_step);
+	rt->stop();
+	pthread_barrier_wait(&heap_step);
+	pthread_join(worker, NULL);
+	for (int i = 0; i < heap_nrows; i++)
+		fprintf(worklog, "{\"pid\": %d, \"tid\": %d, \"op\": \"%s\", \"phase\": \"%s\", \"ptr\": %llu, "
+			"\"usable\": %zu}\n", (int) getpid(), heap_tid, heap_rows[i].op, heap_rows[i].phase,
+			P(heap_rows[i].ptr), heap_rows[i].usable);
+	fflush(worklog);
+	return 0;
+}
+
 static long race_iters;
 static int race_done;        /* atomic: the windows are over */
 
@@ -236,17 +313,19 @@ int main(int argc, char **argv)
 	if (argc >= 4)
 		rt = !strcmp(argv[2], "hip") ? &hip : !strcmp(argv[2], "cuda") ? &cuda : NULL;
 	if (!rt || !(worklog = fopen(log, "a"))) {
-		fprintf(stderr, "usage: window_work profiler|fork hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
+		fprintf(stderr, "usage: window_work profiler|fork|heap hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
 		return 2;
 	}
 	if (argc == 4 && !strcmp(argv[1], "profiler"))
 		return profiler_windows();
 	if (argc == 4 && !strcmp(argv[1], "fork"))
 		return forked_window();
+	if (argc == 4 && !strcmp(argv[1], "heap"))
+		return heap_window();
 	if (argc == 7 && !strcmp(argv[1], "race"))
 		return race(atoi(argv[3]), atol(argv[4]), atoi(argv[5]));
 	if (argc == 6 && !strcmp(argv[1], "steps"))
 		return steps(atol(argv[3]), atol(argv[4]));
-	fprintf(stderr, "usage: window_work profiler|fork hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
+	fprintf(stderr, "usage: window_work profiler|fork|heap hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
 	return 2;
 }

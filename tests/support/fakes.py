@@ -6,7 +6,7 @@
   libhipwork.so, libcudawork.so     workload libraries (every wrapped call, logged as JSON lines)
   workload                          C driver: hip|cuda|fork|crash|wait LOG, stress THREADS ITERS
   driver_work                       direct|procaddr|vmm|runtime LOG: the paths around a linked runtime
-  window_work                       profiler hip|cuda LOG, steps hip|cuda N STEP_MS LOG: capture windows
+  window_work                       profiler|fork|heap hip|cuda LOG, steps .., race ..: capture windows
   libcudart.so.13, libmod12.so,     a second CUDA runtime copy (CUDA 13) and one module linked with each
   libmod13.so, two_runtimes         copy; two_runtimes DIR LOG runs both in one process
   stream_work                       hip|cuda LOG: per-thread default stream entry points and stream ids
