@@ -48,7 +48,8 @@ EVIDENCE = ("content", "address")  # what proves a redundant byte: a fingerprint
 FIGURES = ("count", "bytes", "dur_sum", "wall_dur")
 DUP_GROUPINGS = ("total", "direction", "allocation", "untracked_source")
 OUTLIVED = ("Allocations still live when their capture window closed before the process exited are not leaks: "
-            "what happened to them outside the window was not recorded (table `outlived`).")
+            "what happened to them outside the window was not recorded (table `outlived`); host blocks below the "
+            "heap threshold are counted to the process's exit (the `host` leak row).")
 
 
 @contextlib.contextmanager

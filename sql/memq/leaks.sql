@@ -40,7 +40,8 @@ FROM memq_allocation WHERE leaked;
 
 -- Leaks grouped by kind and size. Host blocks below the recording's threshold, which the
 -- trace holds only as totals (memq_host_small), are one `host` row with no size: those
--- still live at the end, all processes.
+-- still live at the end, all processes. Never `outlived`: their totals are written at thread
+-- and process exit even outside capture windows, so they count what was live at the exit.
 CREATE PERFETTO TABLE memq_leak_by_kind_size(
   -- Kind.
   kind STRING,
