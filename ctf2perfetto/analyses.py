@@ -177,7 +177,8 @@ def duplicated(trace: Any) -> pd.DataFrame:
     """Peak (and when), time-weighted mean and byte*ns of duplicated bytes per grouping.
 
     Rows: grouping (total, direction, allocation, untracked_source), pid (None =
-    whole trace), key, peak_bytes, peak_ts, mean_bytes, byte_ns, window_start, window_end.
+    whole trace), key, peak_bytes, peak_ts, mean_bytes, byte_ns, window_start, window_end, recorded_dur (what
+    the mean is over: the trace window, or the union of its capture windows).
     """
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
