@@ -15,6 +15,9 @@ result. Each frame carries in `df.attrs`:
   figure cannot be computed; the frame is then empty.
 * `note`: why not, or the upper-bound caveat (CPU and kernel writes are not traced).
 * `source`: the trace's sources (`lttng`, `kineto`, or `none`).
+* `windows`: the capture windows the figures cover (one dict per window, as `windows()`
+  gives them; empty for a trace recorded without windows, whose figures cover it all),
+  and `windows_note`: the same in one sentence ("" without windows).
 """
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ ADDRESS_CLASSES = ("no_op", "repeat", "round_trip", "managed")
 EVIDENCE = ("content", "address")  # what proves a redundant byte: a fingerprint, or the address rules alone
 FIGURES = ("count", "bytes", "dur_sum", "wall_dur")
 DUP_GROUPINGS = ("total", "direction", "allocation", "untracked_source")
+OUTLIVED = ("Allocations still live when their capture window closed before the process exited are not leaks: "
+            "what happened to them outside the window was not recorded (table `outlived`); host blocks below the "
+            "heap threshold are counted to the process's exit (the `host` leak row).")
 
 
 @contextlib.contextmanager
@@ -75,9 +81,40 @@ def module_query(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFram
     return engine.query(includes + sql)
 
 
-def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str]) -> pd.DataFrame:
+def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str], engine: Any = None
+                ) -> pd.DataFrame:
     df.attrs.update(applies=applies, note=note, source=",".join(sources) or "none")
+    if engine is not None:
+        found = windows(engine)
+        df.attrs.update(windows=found.to_dict("records"), windows_note=found.attrs["windows_note"])
     return df
+
+
+# -- capture windows ---------------------------------------------------------------------
+def _seconds(ns: Any) -> str:
+    """A duration for people: s, ms or us, whichever reads best."""
+    ns = int(ns)
+    return f"{ns / 1e9:.1f} s" if ns >= 1e9 else f"{ns / 1e6:.1f} ms" if ns >= 1e6 else f"{ns / 1e3:.0f} us"
+
+
+def windows(trace: Any) -> pd.DataFrame:
+    """The capture windows the trace recorded: pid, window (index in its process), ts, dur, end_ts,
+    open_cause, close_cause, open_api, close_api, live_allocations, live_bytes. Empty for a trace
+    recorded without windows (its figures cover the whole run). `attrs["windows_note"]` says in one
+    sentence what the figures cover."""
+    with load(trace) as engine:
+        df = module_query(engine, ("windows",), "SELECT * FROM memq_window_report")
+        note = ""
+        if len(df):
+            span = module_query(engine, ("trace",), "SELECT recorded_dur, end_ts - start_ts AS span FROM memq_trace"
+                                ).iloc[0]
+            pids = sorted(set(df["pid"].astype(int).tolist()))
+            note = (f"Figures cover the {len(df)} capture window(s) of {len(pids)} process(es) listed (table "
+                    f"`windows`): {_seconds(span['recorded_dur'])} recorded of a {_seconds(span['span'])} trace; "
+                    "nothing outside them was recorded. Allocations live when a window opened start at its "
+                    "start (live_at_start); means and shares are over the recorded time.")
+        df.attrs.update(windows_note=note)
+        return df
 
 
 def trace_warnings(trace: Any) -> list[str]:
@@ -140,7 +177,8 @@ def duplicated(trace: Any) -> pd.DataFrame:
     """Peak (and when), time-weighted mean and byte*ns of duplicated bytes per grouping.
 
     Rows: grouping (total, direction, allocation, untracked_source), pid (None =
-    whole trace), key, peak_bytes, peak_ts, mean_bytes, byte_ns, window_start, window_end.
+    whole trace), key, peak_bytes, peak_ts, mean_bytes, byte_ns, window_start, window_end, recorded_dur (what
+    the mean is over: the trace window, or the union of its capture windows).
     """
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
@@ -149,12 +187,12 @@ def duplicated(trace: Any) -> pd.DataFrame:
         if not applies:
             df = df.iloc[0:0]
         elif not ((df["grouping"] == "total") & df["pid"].isna()).any():
-            window = module_query(engine, ("trace",), "SELECT start_ts, end_ts FROM memq_trace").iloc[0]
+            window = module_query(engine, ("trace",), "SELECT start_ts, end_ts, recorded_dur FROM memq_trace").iloc[0]
             zero = pd.DataFrame([{"grouping": "total", "pid": None, "key": None, "peak_bytes": 0, "peak_ts": None,
-                                  "mean_bytes": 0.0, "byte_ns": 0, "window_start": window["start_ts"],
-                                  "window_end": window["end_ts"]}])
+                                  "mean_bytes": 0.0, "byte_ns": 0.0, "window_start": window["start_ts"],
+                                  "window_end": window["end_ts"], "recorded_dur": window["recorded_dur"]}])
             df = zero if df.empty else pd.concat([zero, df], ignore_index=True)
-        return _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names)
+        return _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names, engine=engine)
 
 
 def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
@@ -164,7 +202,7 @@ def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         df = module_query(engine, ("duplicated",), f"SELECT * FROM memq_duplicated_over_time('{grouping}')")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
 
 
 def duplicated_over_time(trace: Any) -> pd.DataFrame:
@@ -172,7 +210,7 @@ def duplicated_over_time(trace: Any) -> pd.DataFrame:
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         df = module_query(engine, ("duplicated",), "SELECT ts, direction, value FROM memq_duplicated_trace_counter")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
 
 
 def mirrors(trace: Any) -> pd.DataFrame:
@@ -180,7 +218,7 @@ def mirrors(trace: Any) -> pd.DataFrame:
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         df = module_query(engine, ("mirrors",), "SELECT * FROM memq_mirror_report")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
 
 
 # -- redundant ---------------------------------------------------------------------------
@@ -199,7 +237,7 @@ def redundant_copies(trace: Any, unified: str = "auto") -> pd.DataFrame:
         names, addressed, has_events = _source_info(engine)
         df = module_query(engine, ("redundant",), f"SELECT * FROM memq_redundant_copy_report!('{unified}')")
         return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
-                           sources=names)
+                           sources=names, engine=engine)
 
 
 def _redundant_note(addressed: bool) -> str:
@@ -235,7 +273,7 @@ def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:
                          **wide.get(key, dict.fromkeys(columns, 0))})
         df = pd.DataFrame(rows, columns=["pid", "class", "applies", *columns])
         return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
-                           sources=names)
+                           sources=names, engine=engine)
 
 
 # -- summary -----------------------------------------------------------------------------
@@ -256,7 +294,8 @@ def summary(trace: Any) -> dict[str, pd.DataFrame]:
         for key, sql in SUMMARY_TABLES.items():
             df = module_query(engine, ("summary",), sql)
             applies = addressed or key != "allocations"
-            out[key] = _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names)
+            out[key] = _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names,
+                                   engine=engine)
         return out
 
 
@@ -272,8 +311,11 @@ def leaks(trace: Any) -> pd.DataFrame:
             caveat += (" The host row with no size is the blocks below the recording's threshold"
                        + (f" ({threshold:,} bytes)" if threshold is not None else "")
                        + " still live at the end, which the trace holds as totals only.")
-        return _with_attrs(df, applies=addressed or not has_events,
-                           note=_note(has_events, addressed or not has_events, caveat), sources=names)
+        df = _with_attrs(df, applies=addressed or not has_events,
+                         note=_note(has_events, addressed or not has_events, caveat), sources=names, engine=engine)
+        if df.attrs["windows"]:
+            df.attrs["note"] = " ".join([df.attrs["note"], OUTLIVED])
+        return df
 
 
 def _host_min_size(engine: Any) -> int | None:
@@ -282,9 +324,19 @@ def _host_min_size(engine: Any) -> int | None:
     return int(df["n"].iloc[0]) if len(df) else None
 
 
+def outlived(trace: Any) -> pd.DataFrame:
+    """Allocations still live when their capture window closed before the process exited, by kind and
+    size (count, bytes, live_at_start): not leaks, their fate outside the window is unknown. Empty for a
+    trace without windows."""
+    with load(trace) as engine:
+        names, addressed, has_events = _source_info(engine)
+        df = module_query(engine, ("leaks",), "SELECT * FROM memq_outlived_by_kind_size")
+        return _with_attrs(df, applies=addressed or not has_events, note=OUTLIVED, sources=names, engine=engine)
+
+
 def leaked_allocations(trace: Any) -> pd.DataFrame:
     """Every allocation never freed (keeps `alloc_id` for attribution)."""
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
         df = module_query(engine, ("leaks",), "SELECT * FROM memq_leak_report")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names)
+        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)

@@ -8,9 +8,14 @@ already written (padded) allocation packets.
 from __future__ import annotations
 
 import ctypes
+import heapq
+import itertools
 import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -155,19 +160,82 @@ def _copy_range(src, dst, start: int, stop: int) -> None:
         remaining -= done
 
 
-def copy_patched(path: Path, start: int, patches: list[tuple[int, int]], out) -> None:
+class Patches:
+    """Copy flow ids to append to allocation packets already written: (body offset, flow id) pairs.
+
+    A steady copy loop makes millions, so memory stays bounded: pairs wait in numpy chunks (16 bytes
+    each) until RUN_PAIRS of them, which are then sorted by offset and spilled to an unnamed temporary
+    file; the final pass merges the sorted runs, reading each a block at a time.
+    """
+
+    RUN_PAIRS = 1 << 20  # 16 MiB of pairs in memory at most
+    BLOCK_PAIRS = 1 << 16  # read back per run at a time
+
+    _PAIR = np.dtype([("offset", "<i8"), ("flow", "<u8")])
+
+    def __init__(self, spill_dir: Path | None = None) -> None:
+        self.spill_dir = spill_dir
+        self.offsets: list[np.ndarray] = []
+        self.flows: list[np.ndarray] = []
+        self.pending = 0
+        self.count = 0
+        self.runs: list[tuple[Any, int]] = []  # (file, pairs in it)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, offsets: np.ndarray, flows: np.ndarray) -> None:
+        if len(offsets):
+            self.offsets.append(np.asarray(offsets, np.int64))
+            self.flows.append(np.asarray(flows, np.uint64))
+            self.pending += len(offsets)
+            self.count += len(offsets)
+            if self.pending >= self.RUN_PAIRS:
+                self._spill()
+
+    def _sorted_pending(self) -> np.ndarray:
+        pairs = np.empty(self.pending, self._PAIR)
+        pairs["offset"] = np.concatenate(self.offsets) if self.offsets else []
+        pairs["flow"] = np.concatenate(self.flows) if self.flows else []
+        self.offsets, self.flows, self.pending = [], [], 0
+        return pairs[np.argsort(pairs["offset"], kind="stable")]
+
+    def _spill(self) -> None:
+        run = self._sorted_pending()
+        f = tempfile.TemporaryFile(dir=self.spill_dir, prefix=".memq-flows-")
+        run.tofile(f)
+        self.runs.append((f, len(run)))
+
+    def _blocks(self, f, n: int) -> Iterator[np.ndarray]:
+        f.seek(0)
+        for _ in range(0, n, self.BLOCK_PAIRS):
+            yield np.fromfile(f, self._PAIR, count=self.BLOCK_PAIRS)
+        f.close()
+
+    def by_offset(self) -> Iterator[tuple[int, list[int]]]:
+        """(offset, flow ids in the order they were added) in increasing offset order."""
+        sources: list[Iterator[np.ndarray]] = [self._blocks(f, n) for f, n in self.runs]
+        self.runs = []
+        if self.pending:
+            sources.append(iter([self._sorted_pending()]))
+        # Runs are in the order the pairs came, so (offset, run, position) keeps equal offsets in order.
+        merged = heapq.merge(*[((int(o), r, int(fl)) for block in blocks for o, fl in zip(block["offset"].tolist(),
+                                                                                          block["flow"].tolist()))
+                               for r, blocks in enumerate(sources)])
+        for offset, group in itertools.groupby(merged, key=lambda item: item[0]):
+            yield offset, [flow for _, _, flow in group]
+
+
+def copy_patched(path: Path, start: int, patches: Patches, out) -> None:
     """Copy `path` from `start` to `out`, appending the copy flow ids to the allocation packets they belong to."""
-    by_offset: dict[int, list[int]] = {}
-    for offset, flow in patches:
-        by_offset.setdefault(offset, []).append(flow)
     with open(path, "rb") as src:
         pos = start
-        for offset in sorted(by_offset):
+        for offset, flows in patches.by_offset():
             _copy_range(src, out, pos, offset)
             src.seek(offset)
             head = src.read(5)
             length = sum((head[1 + i] & 0x7F) << (7 * i) for i in range(4))
             packet = head + src.read(length)
-            out.write(_patch_packet(packet, by_offset[offset]))
+            out.write(_patch_packet(packet, flows))
             pos = offset + 5 + length
         _copy_range(src, out, pos, os.fstat(src.fileno()).st_size)

@@ -34,6 +34,14 @@ Row semantics per `kind` (unused columns are 0):
 | GPU_SET_DEVICE  |                      |                |                   | new device          |        |
 | GPU_COPY_DONE   |                      |                |                   |                     |        |
 | LOST            |                      |                | range length (ns) | count               | 0 events / 1 packets |
+| LIVE            | allocation's start   |                | bytes             |                     |        |
+| WINDOW          |                      |                |                   | 1 opens / 0 closes  | WindowCause |
+
+LIVE and WINDOW rows come from capture windows (`memq record --delay/--duration/
+--capture-range`): a WINDOW row opens or closes one process's window (`flags` = its
+index in the process, `api` = the profiler call, "" for a timer or the exit); a LIVE
+row is an allocation live when the window opened (`mem`, `device`, `api` = the
+function that allocated it, `begin` = `ts` = the window's start).
 
 MALLOC ... FREE are LTTng's libc wrapper events (`memq record --host-source lttng`,
 older traces): every call, sizes as requested. HOST_ALLOC / HOST_FREE / HOST_SMALL are
@@ -93,6 +101,18 @@ class EventKind(IntEnum):
     GPU_SET_DEVICE = 19
     GPU_COPY_DONE = 20
     LOST = 30
+    LIVE = 40  # an allocation live when a capture window opened (memq:live)
+    WINDOW = 41  # a capture window opens or closes (memq:window)
+
+
+class WindowCause(IntEnum):
+    """Why a capture window opened or closed (memq:window `cause`)."""
+
+    UNKNOWN = 0
+    DELAY = 1  # --delay elapsed (or the process started inside the window)
+    DURATION = 2  # --duration elapsed
+    PROFILER_API = 3  # cuda/cu/hipProfilerStart or Stop
+    EXIT = 4  # the process exited with its window open
 
 
 class MemKind(IntEnum):

@@ -86,6 +86,16 @@ class LiveSet:
         merged = Allocs.concat([self.delta, allocs])
         self.delta = take(merged, sort_by_space_addr(merged.pid, merged.cls, merged.addr))
 
+    def take_process(self, pid: int) -> Allocs:
+        """Remove and return every live allocation of process `pid` (a capture window closed: rare)."""
+        everything = self.all()
+        mine = everything.pid == pid
+        self.__init__()
+        if (~mine).any():
+            rest = take(everything, np.flatnonzero(~mine))
+            self.add(take(rest, sort_by_space_addr(rest.pid, rest.cls, rest.addr)))
+        return take(everything, np.flatnonzero(mine))
+
     def all(self) -> Allocs:
         """Every live allocation (for the rare batches with copies)."""
         return Allocs.concat([take(self.base, np.flatnonzero(~self.dead)), self.delta])

@@ -19,6 +19,10 @@ Rules (DESIGN.md, "What the numbers mean"):
 * An allocation starting where a live one of the same space starts (the trace
   lost its free) ends the old one, so the counters never hold unreachable bytes;
   these are counted as `replaced`.
+* Capture windows: a LIVE row starts an allocation that was live when its window
+  opened (counted as `live_at_start`, not as an allocation made in the trace); when
+  a process's window closes before it exits (`end_process`), all its live
+  allocations end there: what happens to them outside the window is not recorded.
 * Host heap blocks below the recording's threshold are no allocations: a
   HOST_SMALL row (one thread's totals since its previous one) moves the host
   live-bytes counter by bytes allocated minus bytes freed, at its time, and its
@@ -106,7 +110,9 @@ class ModelBatch:
 class ModelTotals:
     """Counts over the whole trace so far."""
 
-    allocations: int = 0
+    allocations: int = 0  # allocations made in the trace (LIVE rows not counted)
+    live_at_start: int = 0  # allocations live when a capture window opened (LIVE rows)
+    window_ended: int = 0  # live allocations ended by their window's close
     frees: int = 0  # calls that ended an allocation
     unmatched_frees: int = 0
     replaced: int = 0
@@ -155,6 +161,7 @@ class MemoryModel:
 
         # -- which rows start / end an allocation, and in which space ----------------------
         is_realloc = kind == EventKind.REALLOC
+        is_live = kind == EventKind.LIVE
         plain_alloc = kind_in(kind, (EventKind.MALLOC, EventKind.CALLOC, EventKind.MEMALIGN, EventKind.HOST_ALLOC))
         starts = (ptr != 0) & (plain_alloc | is_realloc | ((kind == EventKind.POSIX_MEMALIGN) & ok))
         ends = (kind_in(kind, HEAP_FREE_KINDS) & (ptr != 0)) | (is_realloc & (src != 0) & ((ptr != 0) | (size == 0)))
@@ -162,7 +169,7 @@ class MemoryModel:
         if heap_only:
             start_mem = np.full(n, MemKind.HOST, np.int64)
         else:
-            starts |= (ptr != 0) & kind_in(kind, (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER)) & ok
+            starts |= (ptr != 0) & kind_in(kind, (EventKind.GPU_ALLOC, EventKind.GPU_REGISTER, EventKind.LIVE)) & ok
             ends |= kind_in(kind, (EventKind.GPU_FREE, EventKind.GPU_UNREGISTER)) & ok & (ptr != 0)
             start_mem = np.where(kind == EventKind.GPU_REGISTER, MemKind.REGISTERED, batch["mem"].astype(np.int64))
             start_mem = np.where(kind_in(kind, HEAP_KINDS), MemKind.HOST, start_mem)
@@ -245,11 +252,34 @@ class MemoryModel:
         self._recent_tags = None
 
         t = self.totals
-        t.allocations += len(srows)
+        n_live = int(np.count_nonzero(is_live[srows])) if not heap_only else 0
+        t.allocations += len(srows) - n_live
+        t.live_at_start += n_live
         t.frees += int(matched.sum())
         t.unmatched_frees += int((~matched).sum())
         t.replaced += len(replaced)
         return ModelBatch(alloc_id, freed_alloc_id, replaced_alloc_id, unmatched, *samples, endpoints=endpoints)
+
+    def end_process(self, pid: int, ts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A capture window of `pid` closed at `ts` before the process exited: its live allocations end there.
+
+        Returns the counter samples this makes (ts, counter key, value), one per counter.
+        """
+        ended = self.live.take_process(pid)
+        self.totals.window_ended += len(ended)
+        z = np.zeros(0, np.int64)
+        if len(ended) == 0:
+            return z, z, z
+        kind = _MEM_CNT[ended.mem]
+        owner = np.where(kind == CNT_DEVICE, ended.device, ended.pid)
+        keys = (kind << _CNT_SHIFT) | (owner & ((1 << _CNT_SHIFT) - 1))
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        drop = np.bincount(inverse.ravel(), weights=ended.size.astype(np.float64))
+        values = []
+        for key, d in zip(uniq.tolist(), np.rint(drop).astype(np.int64).tolist()):
+            self.totals.counters[key] = self.totals.counters.get(key, 0) - d
+            values.append(self.totals.counters[key])
+        return np.full(len(uniq), ts, np.int64), uniq.astype(np.int64), np.array(values, np.int64)
 
     @property
     def recent(self) -> Allocs:
@@ -406,8 +436,14 @@ class _Entries:
 
 
 def _find_containing(pool: Allocs, pid: np.ndarray, addr: np.ndarray, when: np.ndarray) -> dict[str, np.ndarray]:
-    """Per query: the allocation of `pool` live at `when` in process `pid` holding byte `addr`
-    (CLS_PRIORITY's rule when several do)."""
+    """Per query: the allocation of `pool` live at `when` in process `pid` holding byte `addr`.
+
+    The first class of CLS_PRIORITY with one wins; within a class, the latest started (the later
+    id on a tie), as memq.mirrors picks a primary allocation. Queries are answered per distinct
+    address: the allocations holding it are found once, then each query's one by its time (a
+    buffer reused at one address over a long batch is thousands of allocations there, so a
+    per-query scan would be quadratic).
+    """
     q = len(pid)
     res = {
         "alloc_id": np.zeros(q, np.uint64),
@@ -417,29 +453,44 @@ def _find_containing(pool: Allocs, pid: np.ndarray, addr: np.ndarray, when: np.n
     }
     if q == 0 or len(pool) == 0:
         return res
-    found = np.zeros(q, bool)
+    found = np.full(q, -1, np.int64)  # pool index per query
     for cls in CLS_PRIORITY:
-        for p in np.unique(pid[~found]).tolist():
+        for p in np.unique(pid[found < 0]).tolist():
             sel = np.flatnonzero((pool.pid == p) & (pool.cls == cls))
             if len(sel) == 0:
                 continue
             sel = sel[np.argsort(pool.addr[sel], kind="stable")]
             a0 = pool.addr[sel]
             reach = np.maximum.accumulate(a0 + pool.size[sel])  # furthest byte reached so far
-            for qi in np.flatnonzero((pid == p) & ~found).tolist():
-                a = np.uint64(addr[qi])
+            queries = np.flatnonzero((pid == p) & (found < 0))
+            addresses, group = np.unique(addr[queries], return_inverse=True)
+            for g, a in enumerate(addresses.tolist()):
+                a = np.uint64(a)
                 hi = int(np.searchsorted(a0, a, side="right"))
                 lo = int(np.searchsorted(reach, a, side="right"))
                 if lo >= hi:
                     continue
                 win = sel[lo:hi]
-                hit = (pool.addr[win] + pool.size[win] > a) & (pool.start[win] <= when[qi]) & (pool.end[win] > when[qi])
-                if hit.any():
-                    held = win[np.flatnonzero(hit)]  # latest started wins; the later id on a tie
-                    j = held[np.lexsort((pool.alloc_id[held], pool.start[held]))[-1]]
-                    found[qi] = True
-                    res["alloc_id"][qi] = pool.alloc_id[j]
-                    res["mem"][qi] = pool.mem[j]
-                    res["alloc_row"][qi] = pool.row[j]
-                    res["alloc_tag"][qi] = pool.tag[j]
+                win = win[pool.addr[win] + pool.size[win] > a]  # every allocation ever holding byte a
+                if len(win) == 0:
+                    continue
+                win = win[np.lexsort((pool.alloc_id[win], pool.start[win]))]  # by start, then id
+                starts, ends = pool.start[win], pool.end[win]
+                mine = queries[group.ravel() == g]
+                t = when[mine]
+                last = np.searchsorted(starts, t, side="right") - 1  # latest started by then
+                ok = last >= 0
+                live = np.zeros(len(mine), bool)
+                live[ok] = ends[last[ok]] > t[ok]
+                found[mine[live]] = win[last[live]]
+                for i in np.flatnonzero(ok & ~live).tolist():  # ended: an earlier one may still be live
+                    alive = np.flatnonzero(ends[:last[i]] > t[i])
+                    if len(alive):
+                        found[mine[i]] = win[alive[-1]]
+    hit = found >= 0
+    j = found[hit]
+    res["alloc_id"][hit] = pool.alloc_id[j]
+    res["mem"][hit] = pool.mem[j]
+    res["alloc_row"][hit] = pool.row[j]
+    res["alloc_tag"][hit] = pool.tag[j]
     return res

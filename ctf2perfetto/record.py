@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .capture import CAPTURE_ENV, Capture
 from .errors import MemqError, UsageError
 from .paths import native_library
 from .record_guard import start_guardian
@@ -85,6 +86,8 @@ MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "p
                     "set_device", "copy_done")
 # memq's host heap events (docs/EVENTS.md, "Capture layout"); they carry no runtime.
 MEMQ_HOST_EVENTS = ("host_alloc", "host_free", "host_small")
+# memq:live lists a window's live allocations: the GPU runtime's (its `api`) and the heap's (malloc ... free).
+HOST_API_FILTER = "api > 500 && api < 520"
 API_FILTER = {"hip": "api < 100 || (api > 400 && api < 450)",
               "cuda": "(api > 100 && api < 200) || (api > 300 && api < 400)"}
 RUNTIME_FILTER = {"hip": "runtime == 1", "cuda": "runtime == 2"}
@@ -109,6 +112,7 @@ class RecordOptions:
     subbuf_size: str | None = None  # lttng enable-channel --subbuf-size (power of two, >= page size); None: as
     # the heap needs (subbuf_size())
     num_subbuf: int = NUM_SUBBUF
+    capture: Capture = Capture()  # capture windows (default: the whole run)
     host_source: str = "memq"  # HOST_SOURCES
     host_min_size: int = HOST_MIN_SIZE  # bytes (usable size); 0 = every block an event
     content: str = "sampled"  # content fingerprints of copies: sampled, full or off
@@ -308,7 +312,8 @@ def event_rules(apis: tuple[str, ...], host_source: str = "memq") -> list[tuple[
     if memq_heap:
         rules.append((",".join(f"memq:{e}" for e in MEMQ_HOST_EVENTS), None))
     if gpu or memq_heap:
-        rules.append(("memq:clock", None))
+        live = [f"({API_FILTER[g]})" for g in gpu] + ([f"({HOST_API_FILTER})"] if memq_heap else [])
+        rules += [("memq:clock", None), ("memq:window", None), ("memq:live", " || ".join(live))]
     return rules
 
 
@@ -640,6 +645,23 @@ def reach_warnings(reports: list[dict], apis: tuple[str, ...]) -> list[str]:
     return warnings
 
 
+def check_capture(options: RecordOptions) -> None:
+    """Capture windows gate memq's own events (its heap wrappers' included); LTTng's libc wrapper writes
+    its events regardless."""
+    if options.capture.windowed and "libc" in options.apis and options.host_source == "lttng":
+        raise UsageError("--delay/--duration/--capture-range gate memq's own events, and LTTng's libc wrapper "
+                         "(--host-source lttng) would still record the whole run: use --host-source memq")
+
+
+def capture_env(env: dict[str, str], capture: Capture, command_start_ns: int) -> None:
+    """MEMQ_CAPTURE for the command (removed when no window was asked for, so a stale one cannot apply)."""
+    value = capture.env_value(command_start_ns)
+    if value is None:
+        env.pop(CAPTURE_ENV, None)
+    else:
+        env[CAPTURE_ENV] = value
+
+
 def record(options: RecordOptions, announce: Callable[[str], None] | None = None) -> RecordResult:
     """Record `options.command` into `options.output`; see the module docstring.
 
@@ -653,6 +675,7 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
         raise UsageError(f"--subbuf-size {options.subbuf_size!r}: a size such as 4096, 64k or 2M")
     if options.num_subbuf < 2:
         raise UsageError(f"--num-subbuf {options.num_subbuf}: at least 2")
+    check_capture(options)
     if options.host_source not in HOST_SOURCES:
         raise UsageError(f"--host-source {options.host_source!r}: choose memq or lttng")
     if not 0 <= options.host_min_size <= HOST_MIN_SIZE_MAX:
@@ -708,7 +731,12 @@ def _record(options: RecordOptions, announce: Callable[[str], None] | None, env:
             raise MemqError(f"interrupted ({', '.join(signals.names())}) before {options.command[0]} started",
                             exit_code=128 + signals.received[0])
         if announce:
-            announce(f"memq record: recording {' '.join(options.command)} (session {session}) ...")
+            window = f", capture window {options.capture.describe()}" if options.capture.windowed else ""
+            announce(f"memq record: recording {' '.join(options.command)} (session {session}{window}) ...")
+        command_start = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        capture_env(child_env, options.capture, command_start)
+        enabled["capture"] = options.capture.record(command_start)
+        guardian.update(readings)  # its record says which windows were asked for too
         exit_code = run_command([executable, *options.command[1:]], child_env, signals)
         readings.append(clock_reading("end"))
     finally:

@@ -13,6 +13,7 @@ the same C API given by --hip-lib (the demo uses the test suite's fake runtime):
 import argparse
 import ctypes
 import sys
+import time
 
 H2D, D2H = 1, 2
 MiB = 1 << 20
@@ -27,6 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hip-lib", default="libamdhip64.so", help="HIP runtime to load (default libamdhip64.so)")
     parser.add_argument("--steps", type=int, default=8, help="offload steps (default 8)")
+    parser.add_argument("--seconds", type=float, help="run steps for this long instead (a steady loop)")
     parser.add_argument("--weights-mib", type=int, default=16, help="size of the weights (default 16 MiB)")
     args = parser.parse_args()
     # Load the runtime, then look its functions up in the global scope, the way a
@@ -51,7 +53,10 @@ def main() -> None:
     check(hip.hipMalloc(ctypes.byref(d_batch), batch_size), "hipMalloc")
     check(hip.hipMalloc(ctypes.byref(d_out), batch_size), "hipMalloc")
     check(hip.hipMallocManaged(ctypes.byref(managed), batch_size, 1), "hipMallocManaged")
-    for _ in range(args.steps):
+    deadline = None if args.seconds is None else time.monotonic() + args.seconds
+    steps = 0
+    while (steps < args.steps) if deadline is None else (time.monotonic() < deadline):
+        steps += 1
         check(hip.hipMemcpy(d_weights, weights, weights_size, H2D), "weights upload")  # same bytes every step
         check(hip.hipMemcpy(d_batch, batch, batch_size, H2D), "batch upload")  # from pageable memory
         check(hip.hipMemcpy(pinned, d_out, batch_size, D2H), "result download")
@@ -60,7 +65,7 @@ def main() -> None:
     for ptr in (d_weights, d_batch, d_out, managed):
         check(hip.hipFree(ptr), "hipFree")
     check(hip.hipHostFree(pinned), "hipHostFree")
-    print(f"offloaded {args.steps} steps of {args.weights_mib} MiB weights")
+    print(f"offloaded {steps} steps of {args.weights_mib} MiB weights")
 
 
 if __name__ == "__main__":

@@ -553,7 +553,8 @@ void memq_content_before(struct memq_call *c, struct memq_copy_rec *r, int runti
 
 	r->seq = __atomic_add_fetch(&copy_seq, 1, __ATOMIC_RELAXED);
 	r->content_mode = (uint8_t) memq_content_mode;
-	if (memq_content_mode == MEMQ_CONTENT_OFF || !r->bytes || (r->height && !r->width))
+	/* outside capture windows no copy event is written: nothing to fingerprint */
+	if (memq_content_mode == MEMQ_CONTENT_OFF || !c->traced || !r->bytes || (r->height && !r->width))
 		return;
 	copy_spans(r, &src, &dst);
 	classify(r, &src, &dst, ok, device_side);
@@ -623,6 +624,14 @@ void memq_content_emitted(struct memq_call *c, const struct memq_copy_rec *r)
 /* ---------------------------------------------------------------------- */
 /* Process life                                                            */
 /* ---------------------------------------------------------------------- */
+
+void memq_content_window_closed(void)
+{
+	mu_lock(&pending_lock);
+	memset(pending, 0, sizeof(pending));
+	__atomic_store_n(&npending, 0, __ATOMIC_RELEASE);
+	mu_unlock(&pending_lock);
+}
 
 static void fork_prepare(void)
 {

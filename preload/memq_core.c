@@ -73,6 +73,11 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
+uint64_t memq_now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
 static void emit_clock(const char *where)
 {
 	uint64_t realtime, monotonic, boottime;
@@ -174,41 +179,72 @@ void memq_begin_slow(struct memq_call *c, int runtime, int route, void *ip)
 	c->saved_errno = errno;
 	c->ip = ip;
 	c->route = route < 0 ? memq_route_of(ip, runtime) : route;
+	c->raced = 0;
+	c->inflight = 0;
 	/* A session started after the library initialised, or a forked
-	 * child: the process events go first, once. */
+	 * child: the process events go first, once (inside or outside
+	 * capture windows: they describe the process). */
 	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED))
 		emit_clock_start_once();
 	memq_count_traced(runtime);
 	if (__atomic_load_n(&devices_pending[DEVICES_SLOT(runtime)], __ATOMIC_RELAXED))
 		describe_devices_once(runtime, c->route);
+	/* Outside every window no event is written, but an allocation's device
+	 * goes into the table for the next window's snapshot. */
+	/* Every call is counted, traced or not (an untraced one may still
+	 * write an event: a free racing with a window's snapshot), and
+	 * before the gate is read (a closing window stores the gate, then
+	 * reads the count): it sees this call, or this call sees it closed. */
+	c->inflight = memq_window_enter();
+	c->traced = memq_recording();
 	c->device = memq_current_device(runtime, c->route);
 	errno = c->saved_errno;  /* the real call sees the caller's errno */
-	c->begin_ns = clock_ns(CLOCK_MONOTONIC);
+	c->begin_ns = c->traced ? memq_now_ns() : 0;
 }
 
 void memq_emit_alloc(struct memq_call *c, struct memq_alloc_rec *r, int registered)
 {
+	int late = 0;
+
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
 	if (r->result == 0 && r->ptr) {
-		memq_table_put(r->ptr, registered, r->size, r->mem_kind);
+		struct memq_table_entry e = { .ptr = r->ptr, .size = r->size, .api = r->api,
+			.device = (int16_t) c->device, .kind = r->mem_kind, .registered = (uint8_t) !!registered };
+
+		late = memq_table_insert(&e);
 		memq_content_alloc(r, registered);
 	}
-	if (registered)
-		lttng_ust_do_tracepoint(memq, register, r, c->ip);
-	else
-		lttng_ust_do_tracepoint(memq, alloc, r, c->ip);
+	if (c->traced) {
+		if (registered)
+			lttng_ust_do_tracepoint(memq, register, r, c->ip);
+		else
+			lttng_ust_do_tracepoint(memq, alloc, r, c->ip);
+	} else if (late) {
+		/* Made before the window opened, inserted after its snapshot
+		 * passed: it is live at the window's start, say so. */
+		r->begin_ns = memq_now_ns();
+		lttng_ust_do_tracepoint(memq, live, r, c->ip);
+	}
 	memq_end(c);
 }
 
 void memq_emit_free(struct memq_call *c, struct memq_free_rec *r, int registered)
 {
+	if (!c->traced && c->raced) {
+		/* Listed live by the opening window's snapshot, freed by a call
+		 * that began before it: the window must see the free. */
+		c->traced = 1;
+		c->begin_ns = memq_now_ns();
+	}
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (registered)
-		lttng_ust_do_tracepoint(memq, unregister, r, c->ip);
-	else
-		lttng_ust_do_tracepoint(memq, free, r, c->ip);
+	if (c->traced) {
+		if (registered)
+			lttng_ust_do_tracepoint(memq, unregister, r, c->ip);
+		else
+			lttng_ust_do_tracepoint(memq, free, r, c->ip);
+	}
 	memq_end(c);
 }
 
@@ -219,10 +255,12 @@ void memq_emit_copy(struct memq_call *c, struct memq_copy_rec *r)
 	if (r->src_device < 0)  /* peer copies name their devices */
 		r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	hash_after = memq_content_recorded(r);
-	lttng_ust_do_tracepoint(memq, copy, r, c->ip);
-	if (hash_after)         /* outside the call's [begin, end] */
-		memq_content_emitted(c, r);
+	if (c->traced) {
+		hash_after = memq_content_recorded(r);
+		lttng_ust_do_tracepoint(memq, copy, r, c->ip);
+		if (hash_after)         /* outside the call's [begin, end] */
+			memq_content_emitted(c, r);
+	}
 	memq_end(c);
 }
 
@@ -231,7 +269,8 @@ void memq_emit_set(struct memq_call *c, struct memq_set_rec *r)
 	memq_content_written(r->dst, r->bytes);   /* what a pending copy wrote there is gone */
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	lttng_ust_do_tracepoint(memq, set, r, c->ip);
+	if (c->traced)
+		lttng_ust_do_tracepoint(memq, set, r, c->ip);
 	memq_end(c);
 }
 
@@ -239,7 +278,8 @@ void memq_emit_prefetch(struct memq_call *c, struct memq_prefetch_rec *r)
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	lttng_ust_do_tracepoint(memq, prefetch, r, c->ip);
+	if (c->traced)
+		lttng_ust_do_tracepoint(memq, prefetch, r, c->ip);
 	memq_end(c);
 }
 
@@ -247,7 +287,8 @@ void memq_emit_advise(struct memq_call *c, struct memq_advise_rec *r)
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	lttng_ust_do_tracepoint(memq, advise, r, c->ip);
+	if (c->traced)
+		lttng_ust_do_tracepoint(memq, advise, r, c->ip);
 	memq_end(c);
 }
 
@@ -255,8 +296,10 @@ void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r, uint64_t scope
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	lttng_ust_do_tracepoint(memq, sync, r, c->ip);
-	memq_content_synced(c, r, scope);   /* completed copies: after the event */
+	if (c->traced) {
+		lttng_ust_do_tracepoint(memq, sync, r, c->ip);
+		memq_content_synced(c, r, scope);   /* completed copies: after the event */
+	}
 	memq_end(c);
 }
 
@@ -264,7 +307,8 @@ void memq_emit_set_device(struct memq_call *c, struct memq_set_device_rec *r)
 {
 	r->device = c->device;   /* the device before the call */
 	r->begin_ns = c->begin_ns;
-	lttng_ust_do_tracepoint(memq, set_device, r, c->ip);
+	if (c->traced)
+		lttng_ust_do_tracepoint(memq, set_device, r, c->ip);
 	memq_end(c);
 }
 
@@ -300,11 +344,13 @@ static void __attribute__((constructor)) memq_init(void)
 {
 	pthread_atfork(memq_table_fork_prepare, memq_table_fork_parent, fork_child);
 	emit_clock_start_once();
+	memq_window_init();      /* after the table's fork handlers: see memq_window.c */
 }
 
 static void __attribute__((destructor)) memq_fini(void)
 {
 	emit_clock_start_once();  /* a process that made no traced call */
+	memq_window_exit();
 	emit_clock("end");
 	memq_reach_report();
 }

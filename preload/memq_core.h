@@ -17,6 +17,7 @@
 
 #include "memq_api.h"
 #include "memq_tp.h"
+#include "memq_window.h"
 
 /* hipErrorNotInitialized == cudaErrorInitializationError == 3: what a
  * wrapper returns when the real function cannot be found at all. */
@@ -170,6 +171,14 @@ struct memq_call {
 	void *ip;                /* the application's call site */
 	int device;              /* current device at the call */
 	int saved_errno;
+	/* 1: the call's event is written; 0: outside every capture window, only
+	 * the allocation table is kept (memq_window.h) */
+	int traced;
+	/* an untraced release took an entry that the opening window's snapshot
+	 * listed: its event is written anyway (memq_alloc_info.raced) */
+	int raced;
+	/* counted in memq_window_inflight (a closing window waits for it) */
+	int inflight;
 	int route;               /* the runtime object answering it */
 };
 
@@ -197,7 +206,9 @@ static inline int memq_runtime_on(int runtime)
  * the runtime is not gated off and the thread is not already inside a
  * wrapper; `ip` is the application's call site, `route` the runtime object
  * answering the call (< 0: find it from `ip`). Returns 0 when the call is
- * not to be traced.
+ * not to be traced. Outside capture windows it returns 1 with c->traced = 0:
+ * the emitters then keep the allocation table and write nothing (no clock is
+ * read).
  */
 static inline int memq_begin_at(struct memq_call *c, int enabled, int runtime, int route, void *ip)
 {
@@ -222,9 +233,13 @@ static inline void memq_after(struct memq_call *c)
 /* After the event: leave the guard, give the caller the real call's errno. */
 static inline void memq_end(struct memq_call *c)
 {
+	memq_window_leave(c->inflight);
 	memq_nesting--;
 	errno = c->saved_errno;
 }
+
+/* CLOCK_MONOTONIC now, in ns (LTTng's clock). */
+uint64_t memq_now_ns(void);
 
 /* The current device (-1 when the runtime cannot tell), via the real API of
  * the runtime object `route`. */
@@ -234,6 +249,19 @@ int memq_current_device(int runtime, int route);
 struct memq_alloc_info {
 	uint64_t size;
 	uint8_t kind;            /* enum memq_mem_kind */
+	/* set by memq_table_take: the snapshot of the capture window opening
+	 * (or open) now listed this entry, so a caller outside the window must
+	 * write its free anyway (memq_window.h) */
+	uint8_t raced;
+};
+
+/* One tracked allocation, as a window's snapshot (memq:live) reports it. */
+struct memq_table_entry {
+	uint64_t ptr, size;
+	uint16_t api;            /* allocating function (enum memq_api); 0 if not known */
+	int16_t device;          /* -1 if not known */
+	uint8_t kind;            /* enum memq_mem_kind */
+	uint8_t registered;
 };
 
 /*
@@ -243,7 +271,14 @@ struct memq_alloc_info {
  * drops its put / finds nothing (counted in memq_table_dropped).
  */
 void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind);
+/* memq_table_put with the allocating function and device. Returns 1 when the
+ * snapshot of the capture window opening now has passed this entry's shard
+ * already: a caller outside the window then writes it as memq:live itself. */
+int memq_table_insert(const struct memq_table_entry *e);
 int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out);
+/* Every entry to `fn`, each shard under its lock (memq_window.c). */
+void memq_table_snapshot(uint32_t gen, void (*fn)(const struct memq_table_entry *, void *), void *arg);
+void memq_table_snapshot_end(void);
 extern unsigned long memq_table_live;     /* non-zero while the table holds entries */
 extern unsigned long memq_table_dropped;  /* puts/takes the table could not make */
 
@@ -253,6 +288,8 @@ void memq_content_release(uint64_t ptr, int registered);
 void memq_content_written(uint64_t dst, uint64_t bytes);
 void memq_content_device(int runtime, int device, int unified);
 void memq_content_synced(struct memq_call *c, const struct memq_sync_rec *r, uint64_t scope);
+/* A capture window closed: copies still waiting for their after-fingerprint get none. */
+void memq_content_window_closed(void);
 
 /*
  * Release bracket for frees/unregisters, traced or not: the entry leaves the
@@ -265,6 +302,7 @@ static inline int memq_release_take(uint64_t ptr, int registered, struct memq_al
 
 	info->size = 0;
 	info->kind = MEMQ_MEM_UNKNOWN;
+	info->raced = 0;
 	if (!__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED) || !ptr)
 		return 0;
 	taken = memq_table_take(ptr, registered, info);

@@ -381,11 +381,15 @@ static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n,
 				.begin_ns = c->begin_ns };
 
 			memq_release_take(ended[i].addr, 0, &info);
-			lttng_ust_do_tracepoint(memq, free, &rec, c->ip);
+			if (c->traced || info.raced) {  /* raced: see memq_emit_free */
+				if (!c->traced)
+					rec.begin_ns = memq_now_ns();
+				lttng_ust_do_tracepoint(memq, free, &rec, c->ip);
+			}
 		}
 		total += k;
 	} while (k == VMM_ENDED_MAX);
-	if (!total) {
+	if (!total && c->traced) {
 		struct memq_free_rec rec = {
 			.api = api, .mem_kind = MEMQ_MEM_DEVICE, .result = r, .ptr = p, .size = n,
 			.device = c->device, .begin_ns = c->begin_ns };

@@ -439,6 +439,22 @@ static void link_thread(struct heap_thread *t)
 	guard--;
 }
 
+/*
+ * A thread's periodic flush, inside capture windows only (counted, so a
+ * closing window waits for it). Outside them the counts wait: the next
+ * window's opening sweep (memq_heap_flush_all) writes them, so its host
+ * live bytes start right. Thread and process exit flush ungated: nothing is
+ * lost, at the cost of a host_small outside a window.
+ */
+static void flush_gated(struct heap_thread *t)
+{
+	int counted = memq_window_enter();
+
+	if (memq_recording_from(memq_nesting))
+		flush_thread(t, 0);
+	memq_window_leave(counted);
+}
+
 /* slot: N_ALLOC_COUNT or N_FREE_COUNT. */
 static inline void count_small(int slot, size_t usable)
 {
@@ -455,7 +471,7 @@ static inline void count_small(int slot, size_t usable)
 		if (LIKELY(now < t->next_flush_ns))
 			return;
 		t->next_flush_ns = now + flush_every_ns;
-		flush_thread(t, 0);
+		flush_gated(t);
 	} else if (t->link == UNLINKED) {
 		link_thread(t);
 	} else {
@@ -493,17 +509,28 @@ void memq_heap_flush_all(void)
 static void big_alloc(int api, void *p, size_t usable, uint64_t requested, void *ip)
 {
 	struct memq_host_rec rec;
-	int saved_errno, cancel;
+	int saved_errno, cancel, counted, late;
 
 	if (!lttng_ust_tracepoint_enabled(memq, host_alloc))
 		return;
 	saved_errno = errno;
 	cancel = cancel_off();
 	guard++;
+	counted = memq_window_enter();
 	rec = (struct memq_host_rec) { .api = (uint16_t) api, .ptr = U64(p), .size = usable,
 		.requested = requested };
-	memq_table_put(rec.ptr, 0, usable, MEMQ_MEM_HOST);
-	lttng_ust_do_tracepoint(memq, host_alloc, &rec, ip);
+	late = memq_table_insert(&(struct memq_table_entry) { .ptr = rec.ptr, .size = usable, .api = (uint16_t) api,
+		.device = -1, .kind = MEMQ_MEM_HOST });
+	if (memq_recording_from(memq_nesting)) {
+		lttng_ust_do_tracepoint(memq, host_alloc, &rec, ip);
+	} else if (late) {
+		/* outside the window, inserted after its opening snapshot passed: live at its start */
+		struct memq_alloc_rec live = { .api = (uint16_t) api, .mem_kind = MEMQ_MEM_HOST, .device = -1,
+			.ptr = rec.ptr, .size = usable, .begin_ns = memq_now_ns() };
+
+		lttng_ust_do_tracepoint(memq, live, &live, ip);
+	}
+	memq_window_leave(counted);
 	guard--;
 	cancel_restore(cancel);
 	errno = saved_errno;
@@ -518,18 +545,21 @@ static int big_free(int api, void *p, size_t usable, void *ip)
 {
 	struct memq_alloc_info info;
 	struct memq_host_rec rec;
-	int enabled = lttng_ust_tracepoint_enabled(memq, host_free), saved_errno, taken, cancel;
+	int enabled = lttng_ust_tracepoint_enabled(memq, host_free), saved_errno, taken, cancel, counted;
 
 	if (!enabled && !__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED))
 		return 0;
 	saved_errno = errno;
 	cancel = cancel_off();
 	guard++;
+	counted = memq_window_enter();
 	taken = memq_release_take(U64(p), 0, &info);
-	if (enabled) {
+	/* outside windows only a free the opening snapshot listed (info.raced) */
+	if (enabled && (info.raced || memq_recording_from(memq_nesting))) {
 		rec = (struct memq_host_rec) { .api = (uint16_t) api, .ptr = U64(p), .size = usable };
 		lttng_ust_do_tracepoint(memq, host_free, &rec, ip);
 	}
+	memq_window_leave(counted);
 	guard--;
 	cancel_restore(cancel);
 	errno = saved_errno;

@@ -6,8 +6,9 @@
  * allocate concurrently rarely contend. Storage comes from mmap, never from
  * malloc: memq's own allocator wrappers would record our bookkeeping as the
  * application's heap traffic. Entries exist only for allocations made while
- * a session recorded them, so without a session the table stays empty and
- * frees skip it after one atomic load (memq_table_live).
+ * a session was enabled (inside capture windows or not: a window's snapshot
+ * lists what was allocated before it), so without a session the table stays
+ * empty and frees skip it after one atomic load (memq_table_live).
  *
  * Hashing: Fibonacci hashing, the slot taken from the HIGH bits of the
  * product. Allocations are aligned (device blocks to 2 MiB, large host blocks
@@ -38,6 +39,8 @@ enum { SLOT_EMPTY = 0, SLOT_FULL = 1, SLOT_TOMB = 2 };
 struct slot {
 	uint64_t ptr;
 	uint64_t size;
+	uint16_t api;            /* allocating function, for memq:live (0: not known) */
+	int16_t device;
 	uint8_t kind;
 	uint8_t registered;      /* the key space: compared exactly */
 	uint8_t state;
@@ -49,6 +52,7 @@ struct shard {
 	size_t cap;              /* power of two, 0 before the first insert */
 	unsigned shift;          /* 64 - log2(cap): the index is the hash's next bits */
 	size_t full, tombs;
+	uint32_t snap;           /* generation of the last window snapshot that listed this shard */
 } __attribute__((aligned(64)));
 
 static struct shard shards[SHARDS] = {
@@ -60,6 +64,16 @@ static struct shard shards[SHARDS] = {
  * between threads on every insert). */
 unsigned long memq_table_live;
 unsigned long memq_table_dropped;
+
+/* Generation of the window whose snapshot is being written or is open; 0 when none. */
+static uint32_t snap_gen;
+
+/* Whether the snapshot of the window opening (or open) now has listed shard `s` already:
+ * an untraced insert or take there is not in it, so its caller writes the event itself. */
+static inline int raced(const struct shard *s)
+{
+	return s->snap && s->snap == __atomic_load_n(&snap_gen, __ATOMIC_ACQUIRE);
+}
 
 /* The shard this thread is inside (index + 1), -1 during fork, 0 outside. */
 static __thread int inside __attribute__((tls_model("initial-exec")));
@@ -159,33 +173,43 @@ static void dropped(void)
 	__atomic_add_fetch(&memq_table_dropped, 1, __ATOMIC_RELAXED);
 }
 
-void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind)
+int memq_table_insert(const struct memq_table_entry *e)
 {
-	uint8_t space = (uint8_t) registered;
-	uint64_t h = hash_key(ptr, space);
+	uint8_t space = e->registered;
+	uint64_t h = hash_key(e->ptr, space);
 	struct shard *s = shard_of(h);
-	struct slot *sl;
+	struct slot *sl, entry = { .ptr = e->ptr, .size = e->size, .api = e->api, .device = e->device,
+		.kind = e->kind, .registered = space, .state = SLOT_FULL };
+	int late;
 
 	if (!enter(s)) {
 		dropped();
-		return;
+		return 0;
 	}
-	sl = find(s, h, ptr, space);
+	late = raced(s);
+	sl = find(s, h, e->ptr, space);
 	if (sl) {                        /* a free we never saw: replace */
-		sl->size = size;
-		sl->kind = kind;
+		*sl = entry;
 	} else if (reserve(s) == 0) {
 		sl = free_slot(s, h);
 		if (sl->state == SLOT_TOMB)
 			s->tombs--;
-		*sl = (struct slot) { .ptr = ptr, .size = size, .kind = kind, .registered = space,
-			.state = SLOT_FULL };
+		*sl = entry;
 		if (s->full++ == 0)
 			__atomic_or_fetch(&memq_table_live, 1ul << (s - shards), __ATOMIC_RELAXED);
 	} else {
 		dropped();                   /* out of memory */
 	}
 	leave(s);
+	return late;
+}
+
+void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind)
+{
+	struct memq_table_entry e = { .ptr = ptr, .size = size, .device = -1, .kind = kind,
+		.registered = (uint8_t) registered };
+
+	memq_table_insert(&e);
 }
 
 int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
@@ -196,6 +220,7 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
 	struct slot *sl;
 	int found = 0;
 
+	out->raced = 0;
 	if (!enter(s)) {
 		dropped();
 		return 0;
@@ -204,6 +229,7 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
 	if (sl) {
 		out->size = sl->size;
 		out->kind = sl->kind;
+		out->raced = (uint8_t) raced(s);
 		sl->state = SLOT_TOMB;
 		s->tombs++;
 		if (--s->full == 0)
@@ -212,6 +238,45 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
 	}
 	leave(s);
 	return found;
+}
+
+/*
+ * A capture window opens (memq_window.c): every entry goes to `fn`, shard by
+ * shard, under the shard's lock, so that an insert or take racing with the
+ * snapshot is ordered against it: before (the snapshot sees its effect) or
+ * after (raced() tells its untraced caller to write the event itself, which
+ * then follows the snapshot's events in the trace). `fn` writes an event:
+ * the thread is marked inside the table meanwhile, so a wrapper it reaches
+ * (a heap block LTTng allocates) drops its put instead of waiting for the
+ * lock this thread holds.
+ */
+void memq_table_snapshot(uint32_t gen, void (*fn)(const struct memq_table_entry *, void *), void *arg)
+{
+	__atomic_store_n(&snap_gen, gen, __ATOMIC_RELEASE);
+	for (int i = 0; i < SHARDS; i++) {
+		struct shard *s = &shards[i];
+
+		if (!enter(s))             /* marked: a heap block LTTng allocates meanwhile is dropped, not a deadlock */
+			continue;          /* (never: a snapshot is not taken from inside the table) */
+		s->snap = gen;
+		for (size_t k = 0; k < s->cap; k++) {
+			const struct slot *sl = &s->slots[k];
+			struct memq_table_entry e;
+
+			if (sl->state != SLOT_FULL)
+				continue;
+			e = (struct memq_table_entry) { .ptr = sl->ptr, .size = sl->size, .api = sl->api,
+				.device = sl->device, .kind = sl->kind, .registered = sl->registered };
+			fn(&e, arg);
+		}
+		leave(s);
+	}
+}
+
+/* The window closed: later inserts and takes race with no snapshot. */
+void memq_table_snapshot_end(void)
+{
+	__atomic_store_n(&snap_gen, 0, __ATOMIC_RELEASE);
 }
 
 /*

@@ -199,6 +199,8 @@ static inline int memq_location_device(struct memq_location loc)
 		/* the table's locks must not show through errno */          \
 		saved_errno = errno;                                         \
 		taken = memq_release_take(U64(p), registered, &info);        \
+		if (traced)                                                  \
+			c.raced = info.raced;                                \
 		errno = saved_errno;                                         \
 		r = real args;                                               \
 		saved_errno = errno;                                         \

@@ -37,11 +37,17 @@ It follows the same written decisions as the SQL modules (sql/memq/*.sql doc com
   wall-clock time = length of the union of [start, start + prorated);
 * live bytes at a time are the value after every call at that time (a block allocated
   and freed at the same ns is never live).
+* capture windows (sql/memq/windows.sql): a LIVE row starts an allocation live when its
+  window opened (not counted among allocations made); when a process's window closes,
+  its active mirrors end there, and unless the process exited (cause 4) its live
+  allocations end there too (outlived: not leaks); time-weighted means are over the
+  union of the windows.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ctf2perfetto.events import EventKind, MemKind
 
@@ -68,6 +74,8 @@ class Alloc:
     start: int
     end: int | None = None
     device: int = 0
+    live_at_start: bool = False  # a LIVE row: live when its capture window opened
+    outlived: bool = False  # still live when its window closed before the process exited
 
     def holds(self, pid: int, byte: int, when: int) -> bool:
         return (self.pid == pid and self.addr <= byte < self.addr + self.size and self.start <= when
@@ -163,6 +171,8 @@ class Oracle:
     allocs: list[Alloc] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
     mirrors: list[Mirror] = field(default_factory=list)
+    windows: list[tuple[int, int | None, int | None]] = field(default_factory=list)  # (pid, open, close)
+    closes: list[tuple[int, int]] = field(default_factory=list)  # (time, pid) of each window close
     observations: list[Observation] = field(default_factory=list)
 
     # -- allocations ---------------------------------------------------------------------
@@ -204,14 +214,16 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
         if alloc is not None:
             alloc.end = when
 
-    def start_alloc(pid: int, mem: str, addr: int, size: int, when: int, device: int = 0) -> None:
+    def start_alloc(pid: int, mem: str, addr: int, size: int, when: int, device: int = 0, at_start=False) -> None:
         cls = MEM_CLASS[mem]
         end_alloc(pid, cls, addr, when)  # a lost free: the new start replaces it
-        alloc = Alloc(len(o.allocs), pid, cls, mem, addr, size, when, device=device)
+        alloc = Alloc(len(o.allocs), pid, cls, mem, addr, size, when, device=device, live_at_start=at_start)
         o.allocs.append(alloc)
         live[(pid, cls, addr)] = alloc
 
     done: dict[tuple[int, int], tuple[int, int]] = {}  # (pid, seq) -> (ts, dst hash) of the first copy-done
+    open_window: dict[int, int] = {}
+
     for i, r in enumerate(rows):
         kind, pid, ptr = r["kind"], r["pid"], r.get("ptr", 0)
         ok = r.get("result", 0) == 0
@@ -237,6 +249,17 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
             start_alloc(pid, mem, ptr, r["size"], end, r.get("device", 0))
         elif kind in (K.GPU_FREE, K.GPU_UNREGISTER) and ok and ptr:
             end_alloc(pid, _free_class(kind, r.get("api", "")), ptr, begin)
+        elif kind == K.LIVE and ptr:
+            start_alloc(pid, MEM_NAME[MemKind(r["mem"])], ptr, r["size"], end, r.get("device", 0), at_start=True)
+        elif kind == K.WINDOW and r["aux"]:
+            open_window[pid] = end
+        elif kind == K.WINDOW:
+            o.windows.append((pid, open_window.pop(pid, None), end))
+            o.closes.append((end, pid))
+            if r["aux2"] != 4:  # not the process's exit: what stays live is not known after
+                for key in [k for k in live if k[0] == pid]:
+                    live[key].outlived = True
+                    end_alloc(*key, end)
         elif kind in (K.GPU_COPY, K.GPU_SET) and ok:
             src = r.get("src", 0) if kind == K.GPU_COPY else None
             w = Write(i, pid, r.get("tid", pid), begin, end, ptr, r["size"], src, r.get("copy_kind", -1),
@@ -253,6 +276,7 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
             o.writes.append(w)
         elif kind == K.GPU_COPY_DONE:
             done.setdefault((pid, r["seq"]), (r["ts"], r["dst_hash_after"]))
+    o.windows += [(pid, t, None) for pid, t in open_window.items()]
     for w in o.writes:
         if w.src is not None:
             if w.after is None and (w.pid, w.seq) in done:
@@ -261,6 +285,14 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
     _observations(o)
     _mirrors(o)
     return o
+
+
+def recorded_time(o: Oracle, window: tuple[int, int]) -> int:
+    """Length of the union of the capture windows (the trace `window` when there are none)."""
+    if not o.windows:
+        return window[1] - window[0]
+    lo, hi = window
+    return union_length([(window[0] if t0 is None else t0, hi if t1 is None else t1) for _, t0, t1 in o.windows])
 
 
 def _fingerprints(w: Write, r: dict) -> None:
@@ -371,9 +403,16 @@ def _classify(o: Oracle, w: Write, active: dict[tuple[int, int], "Mirror"], ends
             w.unified += 1
 
 
+class _Close(NamedTuple):
+    """A capture window's close, as a mirror effect (before frees and writes at its time)."""
+    when: int
+    pid: int
+
+
 def _mirrors(o: Oracle) -> None:
-    effects: list[Alloc | Write] = [a for a in o.allocs if a.end is not None] + o.writes
-    effects.sort(key=effect_key)
+    effects: list[Alloc | Write | _Close] = [a for a in o.allocs if a.end is not None] + o.writes
+    effects += [_Close(when, pid) for when, pid in o.closes]  # a window's close ends its process's mirrors
+    effects.sort(key=lambda ev: (ev.when, 0, 0, -1) if isinstance(ev, _Close) else effect_key(ev))
     active: dict[tuple[int, int], Mirror] = {}  # (pid, dst byte) -> mirror
     by_src: dict[tuple[int, int], set[int]] = defaultdict(set)  # (pid, src byte) -> dst bytes
     ends = {w.index: content_end(o, w) for w in o.writes if w.src is not None}
@@ -385,6 +424,10 @@ def _mirrors(o: Oracle) -> None:
         by_src[(m.pid, m.src)].discard(m.dst)
 
     for ev in effects:
+        if isinstance(ev, _Close):
+            for m in [m for m in active.values() if m.pid == ev.pid]:
+                close(m, ev.when)
+            continue
         if isinstance(ev, Alloc):
             for m in [m for m in active.values() if ev.index in m.allocs]:
                 close(m, ev.end)
@@ -548,9 +591,12 @@ def allocations_per_kind(o: Oracle) -> dict[str, dict]:
     (per process; device memory per device) with its first time."""
     out: dict[str, dict] = {}
     for a in o.allocs:
-        k = out.setdefault(a.mem, {"count": 0, "bytes": 0, "max_size": 0, "leaked": 0, "leaked_bytes": 0})
-        k["count"] += 1
-        k["bytes"] += a.size
+        k = out.setdefault(a.mem, {"count": 0, "bytes": 0, "max_size": 0, "leaked": 0, "leaked_bytes": 0,
+                                   "live_at_start": 0, "live_at_start_bytes": 0})
+        k["count"] += not a.live_at_start
+        k["bytes"] += 0 if a.live_at_start else a.size
+        k["live_at_start"] += a.live_at_start
+        k["live_at_start_bytes"] += a.size if a.live_at_start else 0
         k["max_size"] = max(k["max_size"], a.size)
         k["leaked"] += a.end is None
         k["leaked_bytes"] += a.size if a.end is None else 0
@@ -577,4 +623,14 @@ def leaks_by_kind_size(o: Oracle) -> dict[tuple[str, int], tuple[int, int]]:
         if a.end is None:
             n, b = out.get((a.mem, a.size), (0, 0))
             out[(a.mem, a.size)] = (n + 1, b + a.size)
+    return out
+
+
+def outlived_by_kind_size(o: Oracle) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """(kind, size) -> (count, bytes, live_at_start) of allocations still live when their window closed early."""
+    out: dict[tuple[str, int], tuple[int, int, int]] = {}
+    for a in o.allocs:
+        if a.outlived:
+            n, b, s = out.get((a.mem, a.size), (0, 0, 0))
+            out[(a.mem, a.size)] = (n + 1, b + a.size, s + a.live_at_start)
     return out

@@ -396,9 +396,9 @@ def _check_summary(engine, ref: oracle.Oracle, window: tuple[int, int]) -> None:
                    for r in summary["devices"].to_dict("records")}
     assert got_devices == oracle.devices(ref)
     for r in summary["devices"].to_dict("records"):
-        assert r["busy_share"] == r["busy_dur"] / (window[1] - window[0])
+        assert r["busy_share"] == r["busy_dur"] / oracle.recorded_time(ref, window)
     kinds = {r["kind"]: {k: r[k] for k in ("count", "bytes", "max_size", "leaked", "leaked_bytes",
-                                            "peak_live_bytes", "peak_ts")}
+                                            "peak_live_bytes", "peak_ts", "live_at_start", "live_at_start_bytes")}
              for r in summary["allocations"].to_dict("records")}
     assert kinds == oracle.allocations_per_kind(ref)
     leaks = {(r["kind"], r["size"]): (r["count"], r["bytes"]) for r in analyses.leaks(engine).to_dict("records")}
@@ -435,7 +435,9 @@ def _check_duplicated(engine, ref: oracle.Oracle, window: tuple[int, int], alloc
     for key, fig in expect.items():
         r = got[key]
         assert (r["peak_bytes"], r["peak_ts"], r["byte_ns"]) == (fig["peak"], fig["peak_ts"], fig["integral"]), key
-        assert abs(r["mean_bytes"] - fig["integral"] / (window[1] - window[0])) <= 1e-9 * max(1.0, r["mean_bytes"])
+        recorded = oracle.recorded_time(ref, window)
+        assert r["recorded_dur"] == recorded
+        assert abs(r["mean_bytes"] - fig["integral"] / recorded) <= 1e-9 * max(1.0, r["mean_bytes"])
 
 
 def _check_by_allocation(engine, ref: oracle.Oracle, window: tuple[int, int], alloc_key: dict[int, tuple]) -> None:

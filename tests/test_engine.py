@@ -21,7 +21,7 @@ from google.protobuf.internal.decoder import _DecodeVarint
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
 from ctf2perfetto.engine import Engine, open_trace
-from ctf2perfetto.engine import embedded, wasm
+from ctf2perfetto.engine import capacity, embedded, wasm
 from ctf2perfetto.engine.framing import ProtoFraming
 from ctf2perfetto.engine.embedded import MEMORY64_THRESHOLD_BYTES, EmbeddedEngine, needs_memory64
 from ctf2perfetto.engine.source import TraceSource, trace_source
@@ -254,16 +254,54 @@ def test_memory64_build(trace_file: Path) -> None:
                             )["n"].tolist() == [len(SLICES)]
 
 
+KINETO_GZ = "kineto/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+
+
 def test_out_of_wasm_memory(monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
     # The real trace_processor running out of heap: the 68k-event Kineto trace needs ~80 MiB.
     monkeypatch.setattr(wasm, "_heap_max", lambda memory_type, memory64: 40 << 20)
-    path = shared_data / "kineto" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    monkeypatch.setattr(capacity, "INGEST_FACTOR", 0.0)  # past the up-front check
+    path = shared_data / KINETO_GZ
     with pytest.raises(MemqError) as info:
         open_trace(path)
     assert str(info.value).startswith(f"{path}: trace_processor ran out of its 40 MiB WebAssembly heap (")
-    assert str(info.value).endswith("; set MEMQ_WASM_MEMORY64=1 to use the memory64 build, or pass a native "
-                                    "trace_processor_shell (--trace-processor)")
+    assert str(info.value).endswith("; set MEMQ_WASM_MEMORY64=1 (the 16 GiB memory64 build), or "
+                                    + capacity.WHAT_TO_DO)
     assert info.value.exit_code == 1
+
+
+def _half_of_what_it_needs(path: Path) -> int:
+    """Half the memory the up-front check says the trace at `path` needs (what trace_processor loads: a JSON
+    trace as memq's importer converts it)."""
+    return int(trace_source(path).expanded_size() * capacity.INGEST_FACTOR) // 2
+
+
+def test_too_big_for_the_heap_is_refused_before_loading(monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
+    path = shared_data / KINETO_GZ
+    heap = _half_of_what_it_needs(path)
+    monkeypatch.setattr(wasm, "_heap_max", lambda memory_type, memory64: heap)
+    with pytest.raises(MemqError) as info:
+        open_trace(path)
+    line = str(info.value)
+    assert line.startswith(f"{path}: ") and "is too big for the embedded trace_processor" in line
+    assert f"its heap stops at {capacity.gib(heap)}" in line and line.endswith(capacity.WHAT_TO_DO)
+    assert "\n" not in line
+
+
+def test_machine_short_of_memory(monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
+    # A machine with less free memory than the trace needs: refused up front, and a heap that
+    # cannot grow any further (the machine filled up while loading) fails cleanly, never the OOM killer.
+    path = shared_data / KINETO_GZ
+    free = _half_of_what_it_needs(path)
+    monkeypatch.setattr(capacity, "available_memory", lambda: free)
+    with pytest.raises(MemqError) as info:
+        open_trace(path)
+    assert "too big for the embedded trace_processor on this machine" in str(info.value)
+    monkeypatch.setattr(capacity, "INGEST_FACTOR", 0.0)
+    with pytest.raises(MemqError) as info:
+        open_trace(path)
+    assert "trace_processor ran out of this machine's free memory" in str(info.value)
+    assert str(info.value).endswith(capacity.WHAT_TO_DO)
 
 
 def test_memory64_override(monkeypatch: pytest.MonkeyPatch, trace_bytes: bytes) -> None:

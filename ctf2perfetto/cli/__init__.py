@@ -7,8 +7,12 @@ with a hint to rerun with MEMQ_DEBUG=1 for the traceback.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from typing import Callable
 
 from ..errors import MemqError, error_text, set_program
@@ -56,3 +60,31 @@ def run_command(prog: str, func: Callable[[], int | None]) -> int:
 def stderr_is_terminal() -> bool:
     """Whether progress bars should be drawn."""
     return sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def ticking(text: str) -> Iterator[None]:
+    """`memq: TEXT ... 12 s` on stderr, redrawn every second while the block runs, when stderr is a
+    terminal (loading a big trace or one analysis can take minutes with nothing else to show). The
+    engine's calls release the GIL, so the clock keeps moving while trace_processor works."""
+    if not stderr_is_terminal():
+        yield
+        return
+    start, stop = time.monotonic(), threading.Event()
+
+    def draw() -> None:
+        while not stop.wait(1.0):
+            sys.stderr.write(f"\rmemq: {text} ... {time.monotonic() - start:.0f} s")
+            sys.stderr.flush()
+
+    sys.stderr.write(f"memq: {text} ...")
+    sys.stderr.flush()
+    thread = threading.Thread(target=draw, name="memq-ticker", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sys.stderr.write(f"\rmemq: {text} ... {time.monotonic() - start:.1f} s\n")
+        sys.stderr.flush()

@@ -9,13 +9,14 @@ source without addresses.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import sys
 from typing import Any
 
-from . import stderr_is_terminal
+from . import ticking
 from .output import add_engine_args, add_format_arg, add_unified_arg, print_frame
 
 COMMANDS = {
@@ -31,7 +32,10 @@ COMMANDS = {
 EPILOG = ("Output: tables with bytes in MiB, times in ms and timestamps in seconds from the trace start; "
           "--format json prints one object {analysis, source, upper_bound, notes, tables: {name: {applies, rows}}} "
           "with raw bytes and ns; --format csv prints '# ' note lines, then each table (with a '# table:' line "
-          "when there are several). Whole-trace rows have pid null ('all' in tables).")
+          "when there are several). Whole-trace rows have pid null ('all' in tables). A trace recorded with "
+          "capture windows (memq record --delay/--duration/--capture-range) adds the table `windows`: the "
+          "figures cover those windows only, means and shares are over the recorded time, and `leaks` lists "
+          "allocations still live when a window closed early apart (`outlived`: not leaks).")
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
               "(converted on the fly)")
 
@@ -62,32 +66,33 @@ def add_parser(subparsers: Any) -> None:
 TOP_ROWS = 20  # per-allocation / leak-group rows a human table shows (json/csv: all)
 
 
-def _progress(text: str) -> None:
-    """A phase line on stderr, only on a terminal (loading and the analyses can take minutes)."""
-    if stderr_is_terminal():
-        print(f"memq: {text}", file=sys.stderr, flush=True)
-
-
 def run(name: str, args: argparse.Namespace) -> int:
     from .. import analyses
 
-    _progress(f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else ""))
-    with analyses.load(args.trace, trace_processor=args.trace_processor) as engine:
-        _progress(f"running {name}")
-        if name == "summary":
-            tables = analyses.summary(engine)
-        elif name == "duplicated":
-            tables = {"duplicated": analyses.duplicated(engine)}
-        elif name == "redundant":
-            tables = {"redundant": analyses.redundant(engine, args.unified)}
-        else:
-            tables = {"leaks": analyses.leaks(engine)}
-        by = getattr(args, "by", None)
-        if by:
-            tables[f"by {by}"] = _attributed(engine, name, by, args)
-        first = next(iter(tables.values()))
-        first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
-        start = int(analyses.module_query(engine, ("trace",), "SELECT start_ts FROM memq_trace")["start_ts"].iloc[0])
+    loading = f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else "")
+    with contextlib.ExitStack() as stack:
+        with ticking(loading):
+            engine = stack.enter_context(analyses.load(args.trace, trace_processor=args.trace_processor))
+        with ticking(f"running {name}"):
+            if name == "summary":
+                tables = analyses.summary(engine)
+            elif name == "duplicated":
+                tables = {"duplicated": analyses.duplicated(engine)}
+            elif name == "redundant":
+                tables = {"redundant": analyses.redundant(engine, args.unified)}
+            else:
+                tables = {"leaks": analyses.leaks(engine)}
+                if tables["leaks"].attrs.get("windows"):
+                    tables["outlived"] = analyses.outlived(engine)
+            if next(iter(tables.values())).attrs.get("windows"):
+                tables["windows"] = analyses.windows(engine)
+            by = getattr(args, "by", None)
+            if by:
+                tables[f"by {by}"] = _attributed(engine, name, by, args)
+            first = next(iter(tables.values()))
+            first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
+            start = analyses.module_query(engine, ("trace",), "SELECT start_ts FROM memq_trace")["start_ts"].iloc[0]
+            start = int(start)
     _print(name, tables, args.format, start)
     return 0
 
@@ -126,7 +131,7 @@ def _human(df: Any, start: int) -> Any:
         elif col == "bytes" or col.endswith("_bytes") or col == "size" or col == "max_size":
             out[col] = (out[col].astype("float64") / 1048576.0).round(3)
             out = out.rename(columns={col: f"{col} MiB"})
-        elif col.endswith("_dur") or col.endswith("dur_sum") or col == "byte_ns":
+        elif col.endswith("_dur") or col.endswith("dur_sum") or col in ("dur", "byte_ns"):
             scale, unit = (1e6, "ms") if col != "byte_ns" else (1048576.0 * 1e9, "MiB*s")
             out[col] = (out[col].astype("float64") / scale).round(3)
             out = out.rename(columns={col: f"{col} {unit}"})
@@ -155,7 +160,9 @@ def _print(name: str, tables: dict, fmt: str, start: int) -> None:
     first = next(iter(tables.values()))
     notes = [UPPER_BOUND]
     for df in tables.values():
-        notes += [n for n in [df.attrs.get("note", "")] + list(df.attrs.get("warnings", [])) if n and n not in notes]
+        for n in [df.attrs.get("note", ""), df.attrs.get("windows_note", "")] + list(df.attrs.get("warnings", [])):
+            if n and not any(n in m for m in notes):  # a note may repeat inside a longer one
+                notes.append(n)
     source = first.attrs.get("source", "none")
     if fmt == "json":
         payload = {

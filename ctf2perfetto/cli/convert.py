@@ -90,7 +90,10 @@ def _print_summary(summary, prog: str) -> None:
         f"{prog}: wrote {summary.output} ({mib:.1f} MiB) in {summary.elapsed_s:.1f} s",
         f"  events: {summary.total_events:,} ({kinds})",
         f"  processes: {summary.processes}, threads: {summary.threads}",
-        f"  allocations: {summary.allocations:,}, unmatched frees: {summary.unmatched_frees:,}"
+        f"  allocations: {summary.allocations:,}"
+        + (f" (and {summary.live_at_start:,} live when one of the {summary.windows:,} capture windows opened)"
+           if summary.windows else "")
+        + f", unmatched frees: {summary.unmatched_frees:,}"
         + (f", allocations over a live one (free not traced): {summary.replaced_allocations:,}"
            if summary.replaced_allocations else "")
         + (f"; host blocks below the threshold (totals only): {summary.small_allocations:,} allocated, "

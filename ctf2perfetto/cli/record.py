@@ -1,4 +1,5 @@
-"""`memq record -o DIR [--api hip,cuda,libc] [--host-min-size BYTES] [--mode blocking|discard] [--content sampled|full|off] [--force] -- CMD ...`
+"""`memq record -o DIR [--api hip,cuda,libc] [--host-min-size BYTES] [--mode blocking|discard]
+[--content sampled|full|off] [--delay S] [--duration S] [--capture-range profiler-api] [--force] -- CMD ...`
 
 `python3 -m ctf2perfetto.cli.record record -o DIR -- CMD` is the same command
 without the other subcommands, whose modules import pandas: recording needs only
@@ -43,9 +44,23 @@ notes:
   records LTTng's raw lttng_ust_libc:* events instead (every call, no
   threshold, sizes as requested).
 
-example:
+capture windows (record part of a long run):
+  --delay/--duration record one window of every process's run, timed from
+  COMMAND's start; --capture-range profiler-api records between the program's
+  cudaProfilerStart/Stop, cuProfilerStart/Stop or hipProfilerStart/Stop calls
+  (torch.cuda.profiler.start()/stop()), as many windows as it opens. Nothing
+  outside a window is recorded; when a window opens, every live GPU
+  allocation and host block of at least --host-min-size is written (and the
+  small blocks' totals so far), so copies and frees in the window resolve to
+  allocations made before it. The analyses then say which windows their
+  figures cover. Windows gate memq's own events, not LTTng's libc wrapper
+  (--host-source lttng is refused with them).
+
+examples:
   memq record -o trace/ -- python train.py --epochs 1
   ctf2perfetto trace/ -o trace.pftrace
+  memq record -o trace/ --delay 600 --duration 60 -- python train.py
+  memq record -o trace/ --capture-range profiler-api -- python train.py
 """
 
 
@@ -69,6 +84,13 @@ def add_parser(subparsers) -> None:
                              "512k, 2M when every heap call is an event: --host-min-size 0 or --host-source lttng)")
     parser.add_argument("--num-subbuf", type=int, default=8, metavar="N",
                         help="sub-buffers per CPU (default 8): more buffer absorbs longer bursts")
+    parser.add_argument("--delay", metavar="SEC",
+                        help="open the capture window SEC seconds after COMMAND starts (default: at once)")
+    parser.add_argument("--duration", metavar="SEC",
+                        help="close the capture window SEC seconds after it opens (default: at exit)")
+    parser.add_argument("--capture-range", metavar="RANGE",
+                        help="none (default) or profiler-api: windows between the program's "
+                             "cuda/cu/hipProfilerStart and Stop calls")
     parser.add_argument("--content", choices=("sampled", "full", "off"), default="sampled",
                         help="fingerprint what copies move, where the CPU can read it (host memory; device memory "
                              "only on unified-memory devices): sampled (default: the length and 16 blocks of 64 "
@@ -85,6 +107,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from . import stderr_is_terminal
+    from ..capture import Capture
     from ..errors import UsageError
     from ..record import RecordOptions, parse_apis, parse_host_min_size, record, summary
 
@@ -93,12 +116,13 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("no command given: memq record -o DIR -- COMMAND ...")
+    capture = Capture.from_options(args.delay, args.duration, args.capture_range)
     announce = (lambda line: print(line, file=sys.stderr, flush=True)) if stderr_is_terminal() else None
     result = record(RecordOptions(output=args.output, command=command, apis=parse_apis(args.api),
                                   mode=args.mode, force=args.force, subbuf_size=args.subbuf_size,
                                   num_subbuf=args.num_subbuf, host_source=args.host_source,
                                   host_min_size=parse_host_min_size(args.host_min_size),
-                                  content=args.content), announce)
+                                  content=args.content, capture=capture), announce)
     try:
         print(summary(result), file=sys.stderr)
     except OSError:

@@ -18,6 +18,7 @@ from perfetto.trace_processor.protos import ProtoFactory
 
 from ..errors import MemqError
 from .base import Engine, sql_error
+from .capacity import check_fits
 from .frames import typed_frame
 from .source import TraceSource
 from .sql_package import PACKAGE, sql_modules
@@ -57,6 +58,7 @@ class EmbeddedEngine(Engine):
         self._seq = 0
         self._tp: WasmTraceProcessor | None = WasmTraceProcessor(self.memory64)
         try:
+            check_fits(self.label, source.expanded_size(), self._tp.heap_max)
             self._register_sql_package()
             self._load(source)
         except BaseException:

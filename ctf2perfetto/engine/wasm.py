@@ -37,6 +37,7 @@ from typing import Any, Callable
 import wasmtime
 
 from ..errors import MemqError
+from .capacity import WHAT_TO_DO, may_grow
 
 WASM_32 = "trace_processor.wasm"
 WASM_64 = "trace_processor_memory64.wasm"
@@ -183,6 +184,7 @@ class _Host:
         self.sink: Callable[[bytes], None] | None = None
         self.log: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.debug = bool(os.environ.get("MEMQ_DEBUG"))
+        self.starved = False  # a heap growth was refused because the machine is short of memory
 
     # -- memory access through the caller (valid while wasm runs) --------------
     def view(self, caller: wasmtime.Caller, ptr: int, size: int) -> ctypes.Array:
@@ -238,6 +240,11 @@ class _Host:
             return 0
         # Grow by 20% at least (as Emscripten's JS does) so a growing trace does not grow page by page.
         target = min(self.heap_max, max(requested, current + current // 5))
+        if not may_grow(current, target):
+            target = requested  # the machine is short: only what was asked for, or nothing
+            if not may_grow(current, target):
+                self.starved = True
+                return 0  # trace_processor fails cleanly (failure()); the OOM killer would not
         pages = -(-(target - current) // WASM_PAGE)
         try:
             self.memory.grow(caller, pages)
@@ -304,11 +311,11 @@ class _Host:
         """One line describing a crash: trace_processor's last meaningful log line, and what to do about memory."""
         reason = next((_LOG_PREFIX.sub("", line) for line in reversed(self.log) if not _LOG_NOISE.match(line)),
                       "no message")
-        if "Out of memory" in reason or "Cannot enlarge memory" in reason:
+        if "Out of memory" in reason or "Cannot enlarge memory" in reason or self.starved:
             limit = f"{self.heap_max / 2**30:.0f} GiB" if self.heap_max >= 2**30 else f"{self.heap_max >> 20} MiB"
-            hint = ("set MEMQ_WASM_MEMORY64=1 to use the memory64 build, or pass a native trace_processor_shell"
-                    if not self.memory64 else "pass a native trace_processor_shell")
-            return f"trace_processor ran out of its {limit} WebAssembly heap ({reason}); {hint} (--trace-processor)"
+            where = "this machine's free memory" if self.starved else f"its {limit} WebAssembly heap"
+            hint = "" if self.memory64 else "set MEMQ_WASM_MEMORY64=1 (the 16 GiB memory64 build), or "
+            return f"trace_processor ran out of {where} ({reason}); {hint}{WHAT_TO_DO}"
         return f"trace_processor crashed: {reason}"
 
     def imports(self) -> dict[str, Callable[..., Any]]:
@@ -446,6 +453,11 @@ class WasmTraceProcessor:
             message = self._host.failure()
             self.close()
             raise WasmTrap(message) from exc
+
+    @property
+    def heap_max(self) -> int:
+        """Largest heap this instance may grow to."""
+        return self._host.heap_max
 
     def heap_bytes(self) -> int:
         """Size of the linear memory (trace_processor's heap high-water mark: it never shrinks)."""

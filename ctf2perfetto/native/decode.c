@@ -28,6 +28,7 @@ enum {
 	K_GPU_ALLOC = 10, K_GPU_FREE = 11, K_GPU_REGISTER = 12, K_GPU_UNREGISTER = 13, K_GPU_COPY = 14,
 	K_GPU_SET = 15, K_GPU_PREFETCH = 16, K_GPU_ADVISE = 17, K_GPU_SYNC = 18, K_GPU_SET_DEVICE = 19,
 	K_GPU_COPY_DONE = 20, K_LOST = 30,
+	K_LIVE = 40, K_WINDOW = 41,  /* capture windows (issue 10) */
 };
 
 /* Column buffers, in ctf2perfetto.events.COLUMNS order (mirrored by a ctypes Structure). */
@@ -52,6 +53,7 @@ enum action {
 	A_UNKNOWN, A_IGNORE, A_LIBC, A_ALLOC, A_FREE, A_COPY, A_SET, A_PREFETCH, A_ADVISE, A_SYNC,
 	A_SET_DEVICE, A_CLOCK, A_DEVICE, A_PROCNAME, A_BIN_INFO, A_BUILD_ID, A_COPY_DONE,
 	A_HOST, A_HOST_SMALL,  /* memq's heap wrappers (issue 10) */
+	A_WINDOW,              /* capture windows (issue 10) */
 };
 
 /* Payload roles: which member feeds what (index into handler.idx). */
@@ -61,7 +63,8 @@ enum role {
 	R_WHERE, R_REALTIME, R_MONOTONIC, R_BOOTTIME, R_RUNTIME, R_NAME, R_INTEGRATED, R_UNIFIED,
 	R_BADDR, R_MEMSZ, R_PATH, R_BUILD_ID, R_DEPTH, R_DSLICE, R_SSLICE,
 	R_REQUESTED, R_ALLOC_COUNT, R_ALLOC_BYTES, R_FREE_COUNT, R_FREE_BYTES,
-	R_SEQ, R_CONTENT, R_CONTENT_MODE, R_SRC_HASH, R_DST_HASH_BEFORE, R_DST_HASH_AFTER, NROLES,
+	R_SEQ, R_CONTENT, R_CONTENT_MODE, R_SRC_HASH, R_DST_HASH_BEFORE, R_DST_HASH_AFTER,
+	R_OPEN, R_CAUSE, R_INDEX, NROLES,
 };
 
 /* An enumeration's labels: value ranges -> code (API name index, MemKind, ...). */
@@ -77,7 +80,7 @@ struct handler {
 	int mem_fixed;         /* MemKind when the class implies it (libc heap) */
 	int idx[NROLES];       /* payload member index per role, -1 if absent */
 	uint8_t is_signed[NROLES];
-	struct enum_map api_map, mem_map, runtime_map;
+	struct enum_map api_map, mem_map, runtime_map, cause_map;
 	int cc_vpid, cc_vtid, cc_ip, cc_procname; /* common context member indexes */
 	uint8_t cc_vpid_signed, cc_vtid_signed;
 	int64_t env_vpid;      /* trace environment vpid (per-pid buffers), else 0 */
@@ -333,6 +336,17 @@ static int runtime_code(memq_decoder *d, const char *label)
 	return 0;
 }
 
+/* memq:window_cause labels -> the cause code of a WINDOW row (ctf2perfetto.events.WindowCause). */
+static int cause_code(memq_decoder *d, const char *label)
+{
+	static const char *const names[] = {"unknown", "delay", "duration", "profiler_api", "exit"};
+	(void)d;
+	for (int i = 1; i < 5; i++)
+		if (strcmp(label, names[i]) == 0)
+			return i;
+	return 0;
+}
+
 struct class_spec {
 	const char *name;
 	enum action action;
@@ -392,6 +406,11 @@ static const struct class_spec specs[] = {
 	 {GPU_COMMON, {R_PTR, "ptr"}, {R_SIZE, "bytes"}, {R_VALUE, "advice"}, {R_TARGET, "target_device"}, {-1, 0}}},
 	{"memq:sync", A_SYNC, K_GPU_SYNC, 0, {GPU_COMMON, {R_STREAM, "stream"}, {-1, 0}}},
 	{"memq:set_device", A_SET_DEVICE, K_GPU_SET_DEVICE, 0, {GPU_COMMON, {R_TARGET, "new_device"}, {-1, 0}}},
+	{"memq:live", A_ALLOC, K_LIVE, 0,
+	 {GPU_COMMON, {R_PTR, "ptr"}, {R_SIZE, "size"}, {R_MEM, "mem_kind"}, {R_STREAM, "stream"},
+	  {R_FLAGS, "flags"}, {R_WIDTH, "width"}, {R_HEIGHT, "height"}, {-1, 0}}},
+	{"memq:window", A_WINDOW, K_WINDOW, 0,
+	 {{R_API, "api"}, {R_OPEN, "open"}, {R_CAUSE, "cause"}, {R_INDEX, "index"}, {-1, 0}}},
 	{"memq:clock", A_CLOCK, 0, 0,
 	 {{R_WHERE, "where"}, {R_REALTIME, "realtime_ns"}, {R_MONOTONIC, "monotonic_ns"},
 	  {R_BOOTTIME, "boottime_ns"}, {-1, 0}}},
@@ -479,6 +498,8 @@ static struct handler *resolve(memq_decoder *d, const bt_event *ev, const bt_eve
 			build_enum_map(d, member_class(pl, h->idx[R_MEM]), mem_code, &h->mem_map);
 		if (h->idx[R_RUNTIME] >= 0)
 			build_enum_map(d, member_class(pl, h->idx[R_RUNTIME]), runtime_code, &h->runtime_map);
+		if (h->idx[R_CAUSE] >= 0)
+			build_enum_map(d, member_class(pl, h->idx[R_CAUSE]), cause_code, &h->cause_map);
 		break;
 	}
 
@@ -876,6 +897,19 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 		c->size[i] = get_u(pl, h->idx[R_ALLOC_BYTES]);
 		c->aux2[i] = get_u(pl, h->idx[R_FREE_COUNT]);
 		c->flags[i] = get_u(pl, h->idx[R_FREE_BYTES]);
+		return 1;
+	}
+
+	if (h->action == A_WINDOW) {
+		/* aux = 1 opens / 0 closes, aux2 = cause, flags = index; api: the profiler
+		 * call, "" for a timer or the process exit. */
+		int64_t api = get_i(h, pl, R_API);
+		int cause = enum_lookup(&h->cause_map, get_i(h, pl, R_CAUSE));
+		c->begin[i] = ts;
+		c->api[i] = (uint16_t)(api ? api_index(d, &h->api_map, api) : intern_api(d, ""));
+		c->aux[i] = get_u(pl, h->idx[R_OPEN]);
+		c->aux2[i] = (uint64_t)(cause < 0 ? 0 : cause);
+		c->flags[i] = get_u(pl, h->idx[R_INDEX]);
 		return 1;
 	}
 
@@ -1277,6 +1311,7 @@ void memq_close(memq_decoder *d)
 			free(h->api_map.e);
 			free(h->mem_map.e);
 			free(h->runtime_map.e);
+			free(h->cause_map.e);
 			free(h->name);
 			free(h);
 			h = next;

@@ -34,6 +34,8 @@ CAT_DEVICE = "memq.device"
 CAT_BINARY = "memq.binary"
 CAT_LOST = "memq.lost"
 CAT_COPY_DONE = "memq.copy_done"  # a copy's destination fingerprint at its completion point
+CAT_WINDOW = "memq.window"  # a capture window, on its process's `Capture windows` track
+CAT_LIVE = "memq.live"  # an allocation live when a capture window opened
 CAT_ANALYSIS = "memq.analysis"
 # Categories of the PyTorch profiler (Kineto) that memq reads.
 KINETO_CPU_OP = "cpu_op"
@@ -55,6 +57,12 @@ LOSS_EVENTS, LOSS_PACKETS, LOSS_MISSING, LOSS_DROPPED = 0, 1, 2, 3
 LOSS_NAMES = {LOSS_EVENTS: "lost events", LOSS_PACKETS: "lost packets", LOSS_MISSING: "missing packets",
               LOSS_DROPPED: "dropped packets"}
 EVENT_MEMSET = "memset"
+EVENT_LIVE = "live"  # a memq.live instant whose allocating function is unknown (else it is named after it)
+# A capture window's open and close causes (events.WindowCause, lower case); a window the trace never
+# opened or never closed gets WINDOW_UNKNOWN / WINDOW_TRACE_END.
+WINDOW_UNKNOWN = "unknown"
+WINDOW_EXIT = "exit"
+WINDOW_TRACE_END = "trace_end"
 EVENT_HOST_SMALL = "host_small"  # memq.heap: one thread's totals of blocks below the recording's threshold
 # memq.heap instant names: LTTng's libc events are named by their kind; memq's host_alloc / host_free by the
 # function that made the call (`api`, one of HEAP_FUNCTIONS; another api gets the kind's generic name).
@@ -87,6 +95,7 @@ SOURCE_KINETO = "kineto"  # a JSON trace converted alone (memq's importer)
 TRACK_MEMQ = "memq"  # global: trace info, devices, losses
 TRACK_LIBRARIES = "Libraries"  # child of `memq`: one instant per loaded binary
 TRACK_HEAP = "heap"  # child of a thread track: that thread's heap calls
+TRACK_WINDOWS = "Capture windows"  # child of a process track: that process's capture windows
 KINETO_RUNTIME_TRACK = "kineto runtime"  # child of a thread track: Kineto's runtime calls
 # Per-process live-bytes counters, by memory kind.
 COUNTER_HOST = "Host heap live bytes"
@@ -110,6 +119,11 @@ def gpu_track_name(device: int) -> str:
     """The `GPU <device>` track (parent of the stream tracks and the device counter); also the name of
     the device's memq.device instant."""
     return f"GPU {device}"
+
+
+def window_name(index: int) -> str:
+    """The memq.window slice of a process's window `index` (0, 1, ... in that process)."""
+    return f"window {index}"
 
 
 def device_counter_name(device: int) -> str:
@@ -161,12 +175,15 @@ ARGS: dict[str, str | None] = {
     # content fingerprints (copies, memq.copy_done)
     "seq": None, "content": None, "content_mode": None, "src_hash": None, "dst_hash_before": None,
     "dst_hash_after": None,
+    # capture windows: memq.live instants, memq.window slices
+    "window": None, "index": None, "open_cause": None, "close_cause": None, "open_api": None, "close_api": None,
+    "live_allocations": None, "live_bytes": BYTES,
     # memq track: trace info, devices, binaries, losses
     "source": None, "converter_version": None, "hostname": None, "lost_events": None, "lost_packets": None,
     "unmatched_frees": None, "skipped_events": None, "events": None, "events_read": None,
     "recorded_events": None, "missing_events": None, "missing_packets": None, "missing_streams": None,
     "dropped_packets": None, "dropped_bytes": BYTES, "host_source": None,
-    "host_min_size": BYTES, "name": None, "integrated": None,
+    "host_min_size": BYTES, "windows": None, "live_at_start": None, "name": None, "integrated": None,
     "unified_memory": None, "baddr": None, "memsz": BYTES, "path": None, "build_id": None, "count": None,
     # memq annotate
     "class": None, "reason": None, "evidence": None, "redundant_bytes": BYTES, "content_bytes": BYTES,

@@ -55,6 +55,15 @@ def heap_track(pid: int, tid: int) -> bytes:
     return P.descriptor(heap_uuid(pid, tid), N.TRACK_HEAP, parent=thread_uuid(pid, tid))
 
 
+def windows_uuid(pid: int) -> int:
+    return uuid("windows", pid)
+
+
+def windows_track(pid: int) -> bytes:
+    """`Capture windows` under a process: one memq.window slice per window of that process."""
+    return P.descriptor(windows_uuid(pid), N.TRACK_WINDOWS, parent=process_uuid(pid))
+
+
 # -- GPUs ----------------------------------------------------------------------------------------------------
 def gpu_uuid(device: int) -> int:
     return uuid("gpu", device)

@@ -1,12 +1,15 @@
 """EventBatches -> a Perfetto protobuf trace laid out as docs/TRACE_FORMAT.md says (ctf2perfetto.traceformat).
 
 `write_trace` runs the memory model (model.py) over each batch and writes its events
-as they come: heap instants (heap.py), API and copy slices (gpu.py), counter samples,
-then the `memq` track (meta.py) and the track descriptors (registry.py). Bulk events
+as they come: heap instants (heap.py), API and copy slices (gpu.py), allocations live
+when a capture window opened (windows.py), counter samples; then the capture windows
+(windows.py), the `memq` track (meta.py) and the track descriptors (registry.py). Batches
+are cut after each early window close, where the process's allocations end. Bulk events
 are encoded from columns in C (stream.py, encode.py). Packet 0, the clock snapshot,
 needs the complete TraceInfo: room is reserved for it and it is written last. Copy ->
 allocation flows must be appended to allocation packets already written: when a trace
-has any, the file is rewritten once at the end with them. Everything happens in a
+has any, the file is rewritten once at the end with them (encode.Patches keeps them,
+spilled beside `out` on copy-heavy traces). Everything happens in a
 temporary file renamed over `out` only on success.
 """
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..encode import copy_patched
 from ..errors import MemqError
 from ..events import EventBatch, EventKind, TraceInfo
 from ..model import MemoryModel, kind_in
+from ..windows import Windows
 from ..outfiles import AtomicOutput
 from ..traceformat import names as N
 from ..traceformat import packets as P
@@ -32,6 +36,7 @@ from .heap import HEAP_EVENTS, HeapWriter
 from .meta import MetaWriter, placed_losses
 from .registry import TrackRegistry
 from .stream import PacketStream, counter_table
+from .windows import WindowWriter
 
 
 @dataclass
@@ -43,6 +48,8 @@ class ConvertSummary:
     threads: int = 0
     lttng_threads: set[tuple[int, int]] = field(default_factory=set)  # (pid, tid) pairs with memq events
     allocations: int = 0
+    live_at_start: int = 0  # allocations live when a capture window opened (memq:live)
+    windows: int = 0  # capture windows (per process)
     unmatched_frees: int = 0
     replaced_allocations: int = 0  # allocations started over a live one (their free was not traced)
     small_allocations: int = 0  # host blocks below the recording's threshold (memq:host_small totals)
@@ -71,7 +78,7 @@ class ConvertSummary:
 class _TraceWriter:
     """Batches in, packets out (see the module docstring)."""
 
-    def __init__(self, body) -> None:
+    def __init__(self, body, spill_dir: Path | None = None) -> None:
         self.out = PacketStream(body)
         self.model = MemoryModel()
         self.tracks = TrackRegistry(self.out)
@@ -85,12 +92,24 @@ class _TraceWriter:
         self.out.write(bytes(clocks.SNAPSHOT_RECORD_SIZE))
         self.out.write(P.record(P.sequence_start(N.SEQ_MEMQ, N.CLOCK_MONOTONIC)))
         self.heap = HeapWriter(self.out, self.tracks)
-        self.gpu = GpuWriter(self.out, self.tracks)
+        self.gpu = GpuWriter(self.out, self.tracks, spill_dir)
+        self.windows = Windows()
+        self.window_writer = WindowWriter(self.out, self.tracks)
         self.meta = MetaWriter(self.out, self.tracks)
         self._pairs: list[tuple[int, int]] = []  # the current batch's threads, and each row's index in it
         self._pair_of_row = np.zeros(0, np.int64)
 
     def add(self, batch: EventBatch) -> None:
+        """One batch; cut after each capture-window close, where the process's allocations end."""
+        if len(batch) == 0:
+            return
+        for part, closed in self.windows.split(batch):
+            self._add(part)
+            if closed is not None:
+                ts, keys, values = self.model.end_process(*closed)
+                self.out.emit(counter_table(ts, self.tracks.counter_uuids(keys), values))
+
+    def _add(self, batch: EventBatch) -> None:
         n = len(batch)
         if n == 0:
             return
@@ -113,6 +132,10 @@ class _TraceWriter:
             rows = slice(None) if len(heap) == n else heap
             row_offsets[rows] = self.heap.emit(batch, mb, rows, self._pairs, self._pair_of_row, sample_done)
         kind = batch["kind"]
+        live = np.flatnonzero(kind == EventKind.LIVE) if int(kind.max()) >= EventKind.LIVE else np.zeros(0, np.int64)
+        window_of_live = self.windows.note(batch, live)
+        if len(live):
+            row_offsets[live] = self.window_writer.emit_live(batch, mb, live, thread_uuid, window_of_live)
         gpu = np.flatnonzero((kind >= EventKind.GPU_ALLOC) & (kind < EventKind.LOST) & (kind != EventKind.GPU_COPY_DONE))
         done = np.flatnonzero(kind == EventKind.GPU_COPY_DONE)
         if len(done):
@@ -161,7 +184,8 @@ class _TraceWriter:
         if self.lost:
             self.meta.emit_lost({c: np.concatenate([part[c] for part in self.lost]) for c in self.lost[0]},
                                 list(info.stream_files) + files)
-        self.meta.emit_info(info, t0, summary.unmatched_frees, summary.total_events)
+        self.window_writer.emit_windows(self.windows.all(), t0, self.last_ts)
+        self.meta.emit_info(info, t0, summary)
         self.out.write(self.tracks.descriptors(info, t0, extra_processes, extra_threads))
         for packet in extra_packets:
             self.out.write(P.record(bytes(packet)))
@@ -186,7 +210,7 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
         with AtomicOutput(out, inputs=inputs) as target:
             name = target.path
             with open(name, "wb", buffering=1 << 20) as body:
-                writer = _TraceWriter(body)
+                writer = _TraceWriter(body, out.parent)
                 done = 0
                 for batch in batches:
                     writer.add(batch)
@@ -197,6 +221,8 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
                 totals = writer.model.totals
                 summary.events = dict(sorted(writer.events.items()))
                 summary.allocations = totals.allocations
+                summary.live_at_start = totals.live_at_start
+                summary.windows = len(writer.windows)
                 summary.unmatched_frees = totals.unmatched_frees
                 summary.replaced_allocations = totals.replaced
                 summary.small_allocations = totals.small_allocations

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..encode import ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, arg_values
+from typing import Callable
+
+from ..encode import ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, Patches, arg_values
 from ..events import EventBatch, EventKind, MemKind
 from ..model import ModelBatch
 from ..traceformat import names as N
 from .registry import TrackRegistry
-from .stream import PacketStream, instant_table, slice_table
+from .stream import PacketStream, each_distinct, instant_table, slice_table
 
 A = N.A
 
@@ -25,26 +27,40 @@ def direction(copy_kind: int, src_mem: int, dst_mem: int) -> str:
     return f"{side(src_mem)}to{side(dst_mem)}"
 
 
+def api_is(batch: EventBatch, api: np.ndarray, test: Callable[[str], object], dtype=bool) -> np.ndarray:
+    """test(function name) per row of `api` (a column of batch["api"]), evaluated once per distinct function."""
+    names = batch.api_names
+    return each_distinct(api, lambda i: test(names[i]), dtype)
+
+
+def mem_names(out: PacketStream, mem: np.ndarray) -> np.ndarray:
+    """Interned memory-kind names (`device`, `host`, ...) of a `mem` column, as an ARG_STRING column."""
+    return each_distinct(mem, lambda m: out.interner.string(N.MEM_NAMES.get(MemKind(m), N.MEM_NAMES[MemKind.UNKNOWN])),
+                         np.uint64)
+
+
 class GpuWriter:
-    def __init__(self, out: PacketStream, tracks: TrackRegistry) -> None:
+    def __init__(self, out: PacketStream, tracks: TrackRegistry, spill_dir=None) -> None:
         self.out = out
         self.tracks = tracks
-        self.patches: list[tuple[int, int]] = []  # (body offset of an allocation packet, copy flow id)
+        # (body offset of an allocation packet, copy flow id): spilled to `spill_dir` on copy-heavy traces
+        self.patches = Patches(spill_dir)
         self.next_copy_flow = 1
 
-    def _strings(self, texts) -> np.ndarray:
-        return self.out.interner.strings(texts)
+    def _api_strings(self, batch: EventBatch, api: np.ndarray) -> np.ndarray:
+        """The function names of an `api` column as interned string values."""
+        return api_is(batch, api, self.out.interner.string, np.uint64)
 
-    def _mem_names(self, mem: np.ndarray) -> np.ndarray:
-        return self._strings(N.MEM_NAMES.get(MemKind(m), N.MEM_NAMES[MemKind.UNKNOWN]) for m in mem.tolist())
-
-    def _readable(self, args: list, names: list[str], copy_kind: np.ndarray, copy: np.ndarray) -> list:
+    def _readable(self, args: list, batch: EventBatch, api: np.ndarray, copy_kind: np.ndarray,
+                  copy: np.ndarray) -> list:
         """Formatted twins of the size arguments among `args`, and copy kinds by name."""
         interner = self.out.interner
         twins = [interner.twin(key, values, present) for key in (A.size, A.bytes, A.width, A.dpitch, A.spitch,
                                                                  A.dslice, A.sslice)
                  for iid, _, values, present in args if iid == interner.arg(key) and present.any()]
-        kinds = interner.strings(N.copy_kind_name(runtime_of(nm), k) for nm, k in zip(names, copy_kind.tolist()))
+        names = batch.api_names
+        kinds = each_distinct(np.stack([api.astype(np.int64), copy_kind.astype(np.int64)], axis=1),
+                              lambda k: interner.string(N.copy_kind_name(runtime_of(names[k[0]]), k[1])), np.uint64)
         return twins + [(interner.arg(A.copy_kind_name), ARG_STRING, kinds, copy)]
 
     def _content_args(self, batch: EventBatch, rows: np.ndarray, copy: np.ndarray) -> list:
@@ -56,7 +72,8 @@ class GpuWriter:
         return [
             (a(A.seq), ARG_UINT, batch["seq"][rows], copy & (batch["seq"][rows] > 0)),
             (a(A.content), ARG_UINT, content.astype(np.uint64), recorded),
-            (a(A.content_mode), ARG_STRING, self._strings(N.CONTENT_MODES.get(m, str(m)) for m in mode.tolist()),
+            (a(A.content_mode), ARG_STRING, each_distinct(mode, lambda m: self.out.interner.string(N.CONTENT_MODES.get(m, str(m))),
+                                                     np.uint64),
              recorded),
             (a(A.src_hash), ARG_POINTER, batch["src_hash"][rows], copy & ((content & N.CONTENT_SRC) != 0)),
             (a(A.dst_hash_before), ARG_POINTER, batch["dst_hash_before"][rows],
@@ -69,13 +86,12 @@ class GpuWriter:
         """memq.copy_done instants on the completing thread: a copy's destination fingerprint after completion."""
         g = len(rows)
         interner = self.out.interner
-        names = [batch.api_names[i] for i in batch["api"][rows].tolist()]
         ones = np.ones(g, bool)
         a = interner.arg
         args = [
             (a(A.seq), ARG_UINT, batch["seq"][rows], ones),
             (a(A.dst_hash_after), ARG_POINTER, batch["dst_hash_after"][rows], ones),
-            (a(A.api), ARG_STRING, self._strings(names), ones),
+            (a(A.api), ARG_STRING, self._api_strings(batch, batch["api"][rows]), ones),
             (a(A.stream), ARG_UINT, batch["stream"][rows], ones),
             (a(A.device), ARG_INT, arg_values(batch["device"][rows]), ones),
         ]
@@ -92,8 +108,8 @@ class GpuWriter:
                                           "sslice")}
         kind = col["kind"]
         interner = self.out.interner
-        names = [batch.api_names[i] for i in col["api"].tolist()]
-        name_iid = np.array([interner.name(nm) for nm in names], np.uint32)
+        api = col["api"]
+        name_iid = api_is(batch, api, interner.name, np.uint32)
         is_ = {k: kind == k for k in N.GPU_OPS}
         allocish = is_[EventKind.GPU_ALLOC] | is_[EventKind.GPU_REGISTER]
         freeish = is_[EventKind.GPU_FREE] | is_[EventKind.GPU_UNREGISTER]
@@ -101,14 +117,16 @@ class GpuWriter:
         prefetch, advise = is_[EventKind.GPU_PREFETCH], is_[EventKind.GPU_ADVISE]
         two_d = copy & ((col["dpitch"] != 0) | (col["spitch"] != 0))
         pitched = is_[EventKind.GPU_ALLOC] & (col["aux"] != 0)
-        peer = copy & np.array(["Peer" in nm for nm in names], bool)
-        has_stream = copy | gset | prefetch | np.array([("Async" in nm or "Stream" in nm) for nm in names], bool)
+        peer = copy & api_is(batch, api, lambda nm: "Peer" in nm)
+        has_stream = copy | gset | prefetch | api_is(batch, api, lambda nm: "Async" in nm or "Stream" in nm)
         alloc_id, freed, unmatched = mb.alloc_id[rows], mb.freed_alloc_id[rows], mb.unmatched[rows]
         ones = np.ones(g, bool)
         a = interner.arg
         args = [
-            (a(A.runtime), ARG_STRING, self._strings(runtime_of(nm) for nm in names), ones),
-            (a(A.op), ARG_STRING, self._strings(N.GPU_OPS[EventKind(k)] for k in kind.tolist()), ones),
+            (a(A.runtime), ARG_STRING, api_is(batch, api, lambda nm: interner.string(runtime_of(nm)), np.uint64),
+             ones),
+            (a(A.op), ARG_STRING, each_distinct(kind, lambda k: interner.string(N.GPU_OPS[EventKind(k)]), np.uint64),
+             ones),
             (a(A.result), ARG_INT, arg_values(batch["result"][rows]), ones),
             (a(A.device), ARG_INT, arg_values(batch["device"][rows]), ones),
             (a(A.stream), ARG_UINT, col["stream"], has_stream),
@@ -116,7 +134,7 @@ class GpuWriter:
             (a(A.ip), ARG_POINTER, col["ip"], col["ip"] != 0),
             (a(A.ptr), ARG_POINTER, col["ptr"], allocish | freeish | prefetch | advise),
             (a(A.size), ARG_UINT, col["size"], allocish | freeish),
-            (a(A.mem_kind), ARG_STRING, self._mem_names(col["mem"]), allocish | freeish),
+            (a(A.mem_kind), ARG_STRING, mem_names(self.out, col["mem"]), allocish | freeish),
             (a(A.flags), ARG_UINT, col["flags"], allocish),
             (a(A.alloc_id), ARG_UINT, alloc_id, alloc_id > 0),
             (a(A.replaced_alloc_id), ARG_UINT, mb.replaced_alloc_id[rows], mb.replaced_alloc_id[rows] > 0),
@@ -139,7 +157,7 @@ class GpuWriter:
             (a(A.advice), ARG_UINT, col["aux"], advise),
             (a(A.new_device), ARG_INT, arg_values(col["aux"]), is_[EventKind.GPU_SET_DEVICE]),
         ]
-        args += self._readable(args, names, col["copy_kind"], copy)
+        args += self._readable(args, batch, api, col["copy_kind"], copy)
         track = thread_uuid[rows]
         offsets = self.out.emit(slice_table(
             batch["begin"][rows], batch["ts"][rows], track, name_iid,
@@ -157,38 +175,36 @@ class GpuWriter:
         c = len(rows)
         kind = batch["kind"][rows]
         copy = kind == EventKind.GPU_COPY
-        names = [batch.api_names[i] for i in batch["api"][rows].tolist()]
+        api = batch["api"][rows]
         begin, end = batch["begin"][rows], batch["ts"][rows]
         device, stream = batch["device"][rows], batch["stream"][rows]
         copy_kind = batch["copy_kind"][rows]
-        track = np.zeros(c, np.uint64)
-        for i in np.lexsort((np.arange(c), begin)).tolist():
-            track[i] = self.tracks.stream(int(device[i]), runtime_of(names[i]), int(stream[i]), int(begin[i]),
-                                          int(end[i]))
-        directions = [direction(int(k), int(s), int(d)) if cp else N.EVENT_MEMSET
-                      for k, s, d, cp in zip(copy_kind.tolist(), ep["src_mem"].tolist(), ep["dst_mem"].tolist(),
-                                             copy.tolist())]
+        track = self.tracks.stream_uuids(device, api_is(batch, api, runtime_of, object), stream, begin, end)
+        # HtoD, DtoH, ... (memsets: `memset`), once per distinct (kind, memories)
+        directions = each_distinct(
+            np.stack([copy_kind.astype(np.int64), ep["src_mem"].astype(np.int64), ep["dst_mem"].astype(np.int64),
+                      copy.astype(np.int64)], axis=1),
+            lambda k: direction(*k[:3]) if k[3] else N.EVENT_MEMSET, object)
         interner = self.out.interner
-        name_iid = np.array([interner.name(d) for d in directions], np.uint32)
+        name_iid = each_distinct(directions, interner.name, np.uint32)
         cat = np.where(copy, interner.category(N.CAT_COPY), interner.category(N.CAT_SET)).astype(np.uint32)
         flows = {}
         for side in ("src", "dst"):
-            has = ep[f"{side}_alloc_id"] > 0
+            has = np.flatnonzero(ep[f"{side}_alloc_id"] > 0)
             flow = np.zeros(c, np.uint64)
-            for i in np.flatnonzero(has).tolist():
-                flow[i] = N.FLOW_COPY | self.next_copy_flow
-                self.next_copy_flow += 1
-                arow = int(ep[f"{side}_alloc_row"][i])
-                at = int(row_offsets[arow]) if arow >= 0 else int(ep[f"{side}_alloc_tag"][i])
-                self.patches.append((at, int(flow[i])))
+            flow[has] = N.FLOW_COPY | np.arange(self.next_copy_flow, self.next_copy_flow + len(has), dtype=np.uint64)
+            self.next_copy_flow += len(has)
+            arow = ep[f"{side}_alloc_row"][has]
+            at = np.where(arow >= 0, row_offsets[np.maximum(arow, 0)], ep[f"{side}_alloc_tag"][has])
+            self.patches.add(at, flow[has])
             flows[side] = flow
         two_d = copy & ((batch["dpitch"][rows] != 0) | (batch["spitch"][rows] != 0))
-        peer = copy & np.array(["Peer" in nm for nm in names], bool)
+        peer = copy & api_is(batch, api, lambda nm: "Peer" in nm)
         aux = batch["aux"][rows]
         ones = np.ones(c, bool)
         a = interner.arg
         args = [
-            (a(A.api), ARG_STRING, self._strings(names), ones),
+            (a(A.api), ARG_STRING, self._api_strings(batch, api), ones),
             (a(A.call_id), ARG_UINT, call_id[rows], ones),
             (a(A.pid), ARG_INT, arg_values(batch["pid"][rows]), ones),
             (a(A.tid), ARG_INT, arg_values(batch["tid"][rows]), ones),
@@ -210,12 +226,12 @@ class GpuWriter:
             (a(A.value), ARG_UINT, aux, ~copy),
             (a(A.dst_alloc_id), ARG_UINT, ep["dst_alloc_id"], ep["dst_alloc_id"] > 0),
             (a(A.src_alloc_id), ARG_UINT, ep["src_alloc_id"], ep["src_alloc_id"] > 0),
-            (a(A.dst_mem), ARG_STRING, self._mem_names(ep["dst_mem"]), ones),
-            (a(A.src_mem), ARG_STRING, self._mem_names(ep["src_mem"]), copy),
-            (a(A.direction), ARG_STRING, self._strings(directions), copy),
+            (a(A.dst_mem), ARG_STRING, mem_names(self.out, ep["dst_mem"]), ones),
+            (a(A.src_mem), ARG_STRING, mem_names(self.out, ep["src_mem"]), copy),
+            (a(A.direction), ARG_STRING, each_distinct(directions, interner.string, np.uint64), copy),
             *self._content_args(batch, rows, copy),
         ]
-        args += self._readable(args, names, copy_kind, copy)
+        args += self._readable(args, batch, api, copy_kind, copy)
         # src flow terminates on the BEGIN, dst flow on the END: one terminating id per packet. A copy's
         # BEGIN also starts the flow to the verdict `memq annotate` may add (a flow never ended is no error).
         verdict = np.where(copy, call_id[rows] | np.uint64(N.FLOW_VERDICT), 0)

@@ -53,14 +53,15 @@ class MetaWriter:
         self.out.emit(instant_table([ts], [track], [interner.name(name)], [interner.category(category)],
                                     [(nm, t, v, np.ones(1, bool)) for nm, t, v in args]))
 
-    def emit_info(self, info: TraceInfo, t0: int, unmatched_frees: int, events: int) -> None:
-        """memq.meta, memq.device and memq.binary instants."""
+    def emit_info(self, info: TraceInfo, t0: int, summary) -> None:
+        """memq.meta, memq.device and memq.binary instants (`summary`: the ConvertSummary so far)."""
         memq = T.memq_uuid()
+        windows = {A.windows: summary.windows, A.live_at_start: summary.live_at_start} if summary.windows else {}
         self._instant(t0, memq, N.CAT_META, N.EVENT_TRACE_INFO, {
             A.source: N.SOURCE_LTTNG, A.converter_version: __version__, A.hostname: info.hostname,
             A.lost_events: info.lost_events, A.lost_packets: info.lost_packets,
-            A.unmatched_frees: unmatched_frees, A.skipped_events: sum(info.skipped.values()), A.events: events,
-            **_loss_accounting(info), **_host_settings(info)})
+            A.unmatched_frees: summary.unmatched_frees, A.skipped_events: sum(info.skipped.values()),
+            A.events: summary.total_events, **_loss_accounting(info), **_host_settings(info), **windows})
         for dev in info.devices:
             self._instant(t0, memq, N.CAT_DEVICE, N.gpu_track_name(dev.get("device", 0)), {
                 A.pid: dev.get("pid", 0), A.device: dev.get("device", 0), A.runtime: str(dev.get("runtime", "")),

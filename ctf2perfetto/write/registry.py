@@ -24,6 +24,7 @@ class TrackRegistry:
         self.threads: set[tuple[int, int]] = set()
         self.heap_threads: set[tuple[int, int]] = set()  # threads with a `heap` track
         self.libraries = False  # whether the `Libraries` track has events
+        self.window_pids: set[int] = set()  # processes with a `Capture windows` track
         self.counters: set[int] = set()
         self.gpus: set[int] = set()
         self.streams: dict[int, tuple[int, str, int, int]] = {}  # uuid -> (device, runtime, stream, lane)
@@ -31,13 +32,41 @@ class TrackRegistry:
         self.lost_lanes = T.Lanes()
         self.memq_lanes = 1
 
-    def stream(self, device: int, runtime: str, stream: int, begin: int, end: int) -> int:
-        """uuid of the lane of (device, runtime, stream) free at `begin`, taken until `end`."""
-        lane = self.copy_lanes.assign((device, runtime, stream), begin, end)
-        uuid = T.stream_uuid(device, runtime, stream, lane)
-        self.streams[uuid] = (device, runtime, stream, lane)
-        self.gpus.add(device)
-        return uuid
+    def stream_uuids(self, device: np.ndarray, runtime: np.ndarray, stream: np.ndarray, begin: np.ndarray,
+                     end: np.ndarray) -> np.ndarray:
+        """Stream lane track uuid per copy/set: greedy lanes per (device, runtime, stream) in start order
+        (a lane is free at a copy's begin, taken until its end). A stream whose copies overlap neither each
+        other nor its lane 0 stays on lane 0 without a loop (the common case: one copy at a time)."""
+        track = np.zeros(len(device), np.uint64)
+        if len(device) == 0:
+            return track
+        codes = {r: i for i, r in enumerate(dict.fromkeys(runtime.tolist()))}
+        key = np.stack([device.astype(np.int64), stream.view(np.int64),
+                        np.array([codes[r] for r in runtime.tolist()], np.int64)], axis=1)
+        groups, inverse = np.unique(key, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        for g in range(len(groups)):
+            idx = np.flatnonzero(inverse == g)
+            idx = idx[np.lexsort((idx, begin[idx]))]
+            where = (int(device[idx[0]]), str(runtime[idx[0]]), int(stream[idx[0]]))
+            lanes = self.copy_lanes.ends.setdefault(where, [])
+            b, e = begin[idx], end[idx]
+            reach = np.maximum.accumulate(e)
+            if (not lanes or lanes[0] <= b[0]) and (len(b) < 2 or (b[1:] >= reach[:-1]).all()):
+                if lanes:
+                    lanes[0] = int(reach[-1])
+                else:
+                    lanes.append(int(reach[-1]))
+                lane_of = np.zeros(len(idx), np.int64)
+            else:
+                lane_of = np.array([self.copy_lanes.assign(where, int(x), int(y))
+                                    for x, y in zip(b.tolist(), e.tolist())], np.int64)
+            for lane in np.unique(lane_of).tolist():
+                uuid = T.stream_uuid(*where, lane)
+                self.streams[uuid] = (*where, lane)
+                track[idx[lane_of == lane]] = uuid
+            self.gpus.add(where[0])
+        return track
 
     def lost_lane(self, begin: int, end: int) -> int:
         """uuid of the memq lane free at `begin`, taken until `end`."""
@@ -66,13 +95,15 @@ class TrackRegistry:
     def descriptors(self, info: TraceInfo, t0: int, extra_processes: Mapping[int, str],
                     extra_threads: Mapping[tuple[int, int], str]) -> bytes:
         """Every other descriptor (written after the events: trace_processor reads them first anyway)."""
-        counter_pids = {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE}
+        pids = {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE}
+        pids |= self.window_pids
         out = process_thread_descriptors({**info.processes, **extra_processes}, {**info.threads, **extra_threads},
-                                         t0, self.threads | set(extra_threads), counter_pids | set(extra_processes))
+                                         t0, self.threads | set(extra_threads), pids | set(extra_processes))
         out += [T.record(N.SEQ_DESCRIPTORS, T.heap_track(pid, tid)) for pid, tid in sorted(self.heap_threads)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.gpu_track(dev)) for dev in sorted(self.gpus)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.stream_track(*where))
                 for _, where in sorted(self.streams.items(), key=lambda kv: kv[1])]
+        out += [T.record(N.SEQ_DESCRIPTORS, T.windows_track(pid)) for pid in sorted(self.window_pids)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.memq_track(lane)) for lane in range(self.memq_lanes)]
         if self.libraries:
             out.append(T.record(N.SEQ_DESCRIPTORS, T.libraries_track()))

@@ -3,7 +3,7 @@ tables of events encoded in C (native/encode.c via encode.Table) in the order tr
 """
 from __future__ import annotations
 
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Callable, Iterable
 
 import numpy as np
 
@@ -12,6 +12,21 @@ from ..traceformat import names as N
 from ..traceformat import packets as P
 
 _ENCODE_ROWS = 1 << 15  # rows per native call: bounds the encode buffers
+
+
+def each_distinct(values: np.ndarray, fn: Callable[[object], object], dtype) -> np.ndarray:
+    """fn applied once per distinct value of `values` (per distinct row, as a tuple, of a 2-D array), spread
+    back over them: rows share few values, and per-row Python on a copy-heavy trace's columns was most of
+    its conversion time."""
+    if len(values) == 0:
+        return np.zeros(0, dtype)
+    if values.ndim == 1:
+        uniq, inverse = np.unique(values, return_inverse=True)
+        keys = uniq.tolist()
+    else:
+        uniq, inverse = np.unique(values, axis=0, return_inverse=True)
+        keys = [tuple(row) for row in uniq.tolist()]
+    return np.array([fn(k) for k in keys], dtype)[inverse.ravel()]
 
 
 class Interner:
@@ -172,12 +187,14 @@ def slice_table(begin: np.ndarray, end: np.ndarray, track: np.ndarray, name_iid:
 
 
 def instant_table(ts: np.ndarray, track: np.ndarray, name_iid: np.ndarray, cat_iid: np.ndarray,
-                  args: list[tuple[int, int, np.ndarray, np.ndarray]]) -> Table:
-    """A Table of instants; arguments as slice_table's."""
+                  args: list[tuple[int, int, np.ndarray, np.ndarray]], *, flow_out=None, pad=None) -> Table:
+    """A Table of instants; arguments as slice_table's (`pad`: room for flows patched in later)."""
     n = len(ts)
     return Table(ts=np.asarray(ts, np.int64), track=np.asarray(track, np.uint64),
                  type=np.full(n, P.TYPE_INSTANT, np.uint8), name_iid=np.asarray(name_iid, np.uint32),
                  cat_iid=np.asarray(cat_iid, np.uint32),
+                 flow_out=None if flow_out is None else np.asarray(flow_out, np.uint64),
+                 pad=None if pad is None else np.asarray(pad, np.uint8),
                  args=[(nm, t, np.asarray(v).astype(np.uint64), p) for nm, t, v, p in args])
 
 

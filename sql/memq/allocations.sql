@@ -7,10 +7,18 @@
 --   (`debug.alloc_id` / `debug.freed_alloc_id`); this module only joins them.
 -- * Never freed: `end_ts` is NULL, `dur` runs to trace_end() and `leaked` is 1.
 -- * `kind` is `host` (libc heap), `pinned`, `registered`, `device` or `managed`.
+-- * Capture windows (memq.windows): an allocation live when its window opened starts
+--   at the window's start (`live_at_start` = 1; memq.live instant, named after the
+--   function that allocated it, when the recorder knew it). One still live when its
+--   window closed before the process exited ends at the close (`outlived_window` = 1,
+--   `end_ts` = the close, not a leak: what happened to it outside the window is not
+--   recorded). Allocations live when a window closed by the process's exit, or one
+--   the trace never closes, are leaks as without windows.
 
 INCLUDE PERFETTO MODULE memq.process;
+INCLUDE PERFETTO MODULE memq.windows;
 
--- Every memq.heap / memq.api slice that starts an allocation.
+-- Every memq.heap / memq.api slice, and memq.live instant, that starts an allocation.
 CREATE PERFETTO TABLE _memq_alloc_start AS
 SELECT
   EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id,
@@ -21,7 +29,7 @@ SELECT
   s.category,
   s.arg_set_id
 FROM slice s
-WHERE s.category IN ('memq.heap', 'memq.api')
+WHERE s.category IN ('memq.heap', 'memq.api', 'memq.live')
   AND EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') IS NOT NULL;
 
 -- Every memq.heap / memq.api slice that ends an allocation, by the id it ends: frees
@@ -49,13 +57,25 @@ ORDER BY alloc_id;
 
 CREATE PERFETTO INDEX _memq_alloc_end_idx ON _memq_alloc_end(alloc_id);
 
+-- The capture window of each allocation (memq.windows). Empty without windows.
+CREATE PERFETTO TABLE _memq_alloc_window AS
+SELECT key AS alloc_id, window, end_ts AS window_end, closed_early
+FROM _memq_window_of!((
+  SELECT a.alloc_id AS key, t.upid, a.ts
+  FROM _memq_alloc_start a
+  JOIN thread_track tt ON tt.id = a.track_id
+  JOIN thread t USING (utid)))
+ORDER BY alloc_id;
+
+CREATE PERFETTO INDEX _memq_alloc_window_idx ON _memq_alloc_window(alloc_id);
+
 -- Every allocation of the trace (host heap and GPU runtime), with its lifetime.
 CREATE PERFETTO TABLE memq_allocation(
   -- Allocation id (`debug.alloc_id`, unique in the trace).
   alloc_id LONG,
   -- Process whose address space holds it.
   upid LONG,
-  -- Thread that allocated it.
+  -- Thread that allocated it (for `live_at_start`: the thread that opened the window).
   utid LONG,
   -- `host`, `pinned`, `registered`, `device` or `managed`.
   kind STRING,
@@ -65,20 +85,29 @@ CREATE PERFETTO TABLE memq_allocation(
   addr LONG,
   -- Size in bytes.
   size LONG,
-  -- Start of the lifetime: end of the allocating call.
+  -- Start of the lifetime: end of the allocating call (the window's start for `live_at_start`).
   ts TIMESTAMP,
   -- Lifetime; runs to trace_end() when never freed.
   dur DURATION,
-  -- End of the lifetime: start of the freeing call; NULL when never freed.
+  -- End of the lifetime: start of the freeing call, or the close of its window
+  -- (`outlived_window`); NULL when never freed.
   end_ts TIMESTAMP,
-  -- 1 when never freed in the trace.
+  -- 1 when never freed in the trace (and not `outlived_window`).
   leaked BOOL,
-  -- Function that allocated it (`malloc`, `hipMalloc`, ...).
+  -- Function that allocated it (`malloc`, `hipMalloc`, ...; `live` when a window's
+  -- snapshot did not know it).
   api STRING,
-  -- Slice of the allocating call (heap instant or API slice).
+  -- Slice of the allocating call (heap instant or API slice; memq.live instant).
   alloc_slice_id LONG,
   -- Slice of the freeing call; NULL when never freed.
-  free_slice_id LONG
+  free_slice_id LONG,
+  -- 1 when it was live when its capture window opened (allocated before the window).
+  live_at_start BOOL,
+  -- Index of its capture window in its process; NULL without windows.
+  window LONG,
+  -- 1 when still live when its window closed before the process exited: its end is
+  -- the close, and its fate outside the window is unknown.
+  outlived_window BOOL
 ) AS
 SELECT
   a.alloc_id,
@@ -89,16 +118,20 @@ SELECT
   EXTRACT_ARG(a.arg_set_id, 'debug.ptr') AS addr,
   EXTRACT_ARG(a.arg_set_id, 'debug.size') AS size,
   a.ts,
-  IFNULL(e.ts, trace_end()) - a.ts AS dur,
-  e.ts AS end_ts,
-  e.ts IS NULL AS leaked,
+  IFNULL(IFNULL(e.ts, IIF(w.closed_early, w.window_end, NULL)), trace_end()) - a.ts AS dur,
+  IFNULL(e.ts, IIF(w.closed_early, w.window_end, NULL)) AS end_ts,
+  e.ts IS NULL AND NOT IFNULL(w.closed_early, 0) AS leaked,
   a.name AS api,
   a.slice_id AS alloc_slice_id,
-  e.slice_id AS free_slice_id
+  e.slice_id AS free_slice_id,
+  a.category = 'memq.live' AS live_at_start,
+  w.window,
+  e.ts IS NULL AND IFNULL(w.closed_early, 0) AS outlived_window
 FROM _memq_alloc_start a
 JOIN thread_track tt ON tt.id = a.track_id
 JOIN thread t USING (utid)
 LEFT JOIN _memq_alloc_end e USING (alloc_id)
+LEFT JOIN _memq_alloc_window w USING (alloc_id)
 ORDER BY a.alloc_id;
 
 -- Lookup of an allocation by id.

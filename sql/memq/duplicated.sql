@@ -12,11 +12,16 @@
 -- * Groupings (`grouping`, `key`): `total` (key NULL), `direction` (key = HtoD, ...),
 --   `allocation` (key = primary destination allocation id, NULL = untracked
 --   destination), `untracked_source` (key '1' / '0').
--- * The mean is over the trace window [trace_start(), trace_end()], so per-process
---   means add up to the trace's; `byte_ns` is the exact integral.
+-- * The mean is over the recorded time, memq_recorded_dur(): the trace window
+--   [trace_start(), trace_end()], or with capture windows the union of the windows
+--   (nothing is duplicated outside them: mirrors end when their window closes). One
+--   denominator for every row, so per-process means add up to the trace's; `byte_ns`
+--   is the integral as a double: exact below 2^53 byte*ns (9 MB*s), and a long run's
+--   (28 MiB duplicated for 30 minutes is 5e19) does not overflow as 64-bit integers do.
 -- * `peak_ts` is the first time the peak is reached; NULL when nothing is duplicated.
 
 INCLUDE PERFETTO MODULE memq.mirrors;
+INCLUDE PERFETTO MODULE memq.windows;
 
 -- Each mirror once per grouping it belongs to.
 CREATE PERFETTO TABLE _memq_dup_member AS
@@ -80,29 +85,32 @@ CREATE PERFETTO TABLE memq_duplicated_group(
   -- First time the peak is reached.
   peak_ts TIMESTAMP,
   -- Integral of duplicated bytes over the trace window, in byte*ns.
-  byte_ns LONG,
-  -- Time-weighted mean over the trace window, in bytes.
+  byte_ns DOUBLE,
+  -- Time-weighted mean over the recorded time, in bytes.
   mean_bytes DOUBLE,
   -- Start of the trace window.
   window_start TIMESTAMP,
   -- End of the trace window.
-  window_end TIMESTAMP
+  window_end TIMESTAMP,
+  -- Recorded time the mean is over: the trace window, or the union of its capture windows.
+  recorded_dur DURATION
 ) AS
 WITH c AS (
   SELECT *, MAX(value) OVER (PARTITION BY grouping, upid, key) AS peak FROM memq_duplicated_counter
 ),
 fig AS (
   SELECT grouping, upid, key, MAX(value) AS peak_bytes, MIN(IIF(value = peak, ts, NULL)) AS peak_ts,
-    SUM(value * (MIN(ts + dur, trace_end()) - MAX(ts, trace_start()))) AS byte_ns
+    TOTAL(value * 1.0 * (MIN(ts + dur, trace_end()) - MAX(ts, trace_start()))) AS byte_ns
   FROM c
   GROUP BY grouping, upid, key
 )
 SELECT
   f.grouping, f.upid, f.key, f.peak_bytes, f.peak_ts, f.byte_ns,
-  IIF(trace_end() > trace_start(), f.byte_ns * 1.0 / (trace_end() - trace_start()), 0.0) AS mean_bytes,
+  IIF(r.dur > 0, f.byte_ns * 1.0 / r.dur, 0.0) AS mean_bytes,
   trace_start() AS window_start,
-  trace_end() AS window_end
-FROM fig f
+  trace_end() AS window_end,
+  r.dur AS recorded_dur
+FROM fig f, (SELECT memq_recorded_dur() AS dur) r
 ORDER BY f.grouping, f.upid, f.key;
 
 -- Duplicated bytes per destination allocation (per process), with the allocation.
@@ -123,10 +131,10 @@ CREATE PERFETTO TABLE memq_duplicated_by_allocation(
   peak_bytes LONG,
   -- First time of the peak.
   peak_ts TIMESTAMP,
-  -- Time-weighted mean over the trace window.
+  -- Time-weighted mean over the recorded time.
   mean_bytes DOUBLE,
   -- Integral over the trace window, byte*ns.
-  byte_ns LONG
+  byte_ns DOUBLE
 ) AS
 SELECT g.upid, a.alloc_id, a.kind, a.addr, a.size, a.ts AS alloc_ts, g.peak_bytes, g.peak_ts, g.mean_bytes,
   g.byte_ns
@@ -137,7 +145,8 @@ ORDER BY g.peak_bytes DESC;
 
 -- memq_duplicated_group with process ids, in report order (ctf2perfetto.analyses.duplicated).
 CREATE PERFETTO VIEW memq_duplicated_report AS
-SELECT g.grouping, p.pid, g.key, g.peak_bytes, g.peak_ts, g.mean_bytes, g.byte_ns, g.window_start, g.window_end
+SELECT g.grouping, p.pid, g.key, g.peak_bytes, g.peak_ts, g.mean_bytes, g.byte_ns, g.window_start, g.window_end,
+  g.recorded_dur
 FROM memq_duplicated_group g LEFT JOIN process p USING (upid)
 ORDER BY g.grouping, p.pid IS NOT NULL, p.pid, g.key;
 

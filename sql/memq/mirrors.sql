@@ -48,10 +48,13 @@
 --   redundant with its own rows.
 -- * Upper bound: CPU and kernel writes are not traced, so a mirror may have ended
 --   earlier than shown (fingerprints see some of them, where and when they are taken).
+-- * Capture windows (memq.windows): a mirror ends at the latest when the window of the
+--   copy that made it closes (nothing is known after), also between untracked bytes.
 
 INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE memq.allocations;
 INCLUDE PERFETTO MODULE memq.copies;
+INCLUDE PERFETTO MODULE memq.windows;
 
 -- The rows every copy writes: one for a linear copy, `height` rows of `width` bytes
 -- (at `dpitch` / `spitch` strides) for a 2D copy, `depth` times that (slices at
@@ -255,6 +258,13 @@ GROUP BY piece_id, side;
 
 CREATE PERFETTO INDEX _memq_piece_side_idx ON _memq_piece_side(piece_id, side);
 
+-- End of the capture window of each write (memq.windows). Empty without windows.
+CREATE PERFETTO TABLE _memq_write_window AS
+SELECT key AS ord, end_ts FROM _memq_window_of!((SELECT ord AS key, upid, t AS ts FROM _memq_write))
+ORDER BY ord;
+
+CREATE PERFETTO INDEX _memq_write_window_idx ON _memq_write_window(ord);
+
 -- Content observations (see the module comment): kind `copied` (the content a copy
 -- copied, on its source's sequence), `before` and `after` (its destination's).
 CREATE PERFETTO TABLE _memq_observation(
@@ -367,18 +377,20 @@ WITH p AS (
     ds.alloc_id AS dst_alloc_id,
     ss.alloc_id AS src_alloc_id,
     IFNULL(ds.managed, 0) OR IFNULL(ss.managed, 0) AS managed,
+    IFNULL(ww.end_ts, 9223372036854775807) AS window_end,
     cc.content,
     IFNULL(cc.content_end, 9223372036854775807) AS content_end
   FROM _memq_piece_raw r
   JOIN _memq_write w USING (ord)
   LEFT JOIN _memq_piece_side ds ON ds.piece_id = r.piece_id AND ds.side = 'dst'
   LEFT JOIN _memq_piece_side ss ON ss.piece_id = r.piece_id AND ss.side = 'src'
+  LEFT JOIN _memq_write_window ww USING (ord)
   LEFT JOIN _memq_copy_content cc ON cc.copy_id = w.id
 )
 SELECT
   *,
-  MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end, content_end) AS end_raw,
-  MIN(dst_alloc_end, src_alloc_end) AS alloc_end
+  MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end, window_end, content_end) AS end_raw,
+  MIN(dst_alloc_end, src_alloc_end, window_end) AS alloc_end
 FROM p
 ORDER BY ord, lo;
 

@@ -13,13 +13,17 @@
 --   reached, still live at the end. Where several samples share a time, the last
 --   one counts (a block allocated and freed at the same time is never live).
 -- * Device busy share: per device, the union of its copy and memset intervals
---   (plus kernels for Kineto, which records them) over the trace window.
+--   (plus kernels for Kineto, which records them) over the recorded time
+--   (memq_recorded_dur(): the trace window, or the union of its capture windows).
+-- * Allocations per kind count those made in the trace; `live_at_start` counts those
+--   a capture window's snapshot found live (allocated before the window), apart.
 
 INCLUDE PERFETTO MODULE memq.allocations;
 INCLUDE PERFETTO MODULE memq.copies;
 INCLUDE PERFETTO MODULE memq.counters;
 INCLUDE PERFETTO MODULE memq.intervals;
 INCLUDE PERFETTO MODULE memq.units;
+INCLUDE PERFETTO MODULE memq.windows;
 
 -- API calls by total time.
 CREATE PERFETTO TABLE memq_summary_api(
@@ -88,9 +92,9 @@ ORDER BY a.source, a.direction;
 CREATE PERFETTO TABLE memq_summary_allocation(
   -- host, pinned, registered, device, managed.
   kind STRING,
-  -- Number of allocations.
+  -- Number of allocations made in the trace (`live_at_start` ones not counted).
   count LONG,
-  -- Bytes allocated (summed over allocations).
+  -- Bytes allocated (summed over those allocations).
   bytes LONG,
   -- Largest allocation.
   max_size LONG,
@@ -102,7 +106,11 @@ CREATE PERFETTO TABLE memq_summary_allocation(
   -- Allocations still live at the end of the trace.
   leaked LONG,
   -- Their bytes.
-  leaked_bytes LONG
+  leaked_bytes LONG,
+  -- Allocations live when a capture window opened (allocated before it).
+  live_at_start LONG,
+  -- Their bytes.
+  live_at_start_bytes LONG
 ) AS
 WITH track AS (SELECT id, kind FROM memq_live_counter_track),
 -- The value each sample time settles on: calls at one time (a block allocated and freed
@@ -130,21 +138,23 @@ peak_at AS (
   GROUP BY t.kind
 ),
 events AS (
-  SELECT kind, COUNT(*) AS count, SUM(size) AS bytes, MAX(size) AS max_size,
-    SUM(leaked) AS leaked, SUM(IIF(leaked, size, 0)) AS leaked_bytes
+  SELECT kind, SUM(NOT live_at_start) AS count, SUM(IIF(live_at_start, 0, size)) AS bytes, MAX(size) AS max_size,
+    SUM(leaked) AS leaked, SUM(IIF(leaked, size, 0)) AS leaked_bytes,
+    SUM(live_at_start) AS live_at_start, SUM(IIF(live_at_start, size, 0)) AS live_at_start_bytes
   FROM memq_allocation GROUP BY kind
   UNION ALL
   -- host blocks below the recording's threshold: counted, not recorded one by one
-  SELECT 'host', SUM(alloc_count), SUM(alloc_bytes), NULL, MAX(SUM(live_count), 0), MAX(SUM(live_bytes), 0)
+  SELECT 'host', SUM(alloc_count), SUM(alloc_bytes), NULL, MAX(SUM(live_count), 0), MAX(SUM(live_bytes), 0), 0, 0
   FROM memq_host_small HAVING COUNT(*) > 0
 ),
 agg AS (
   SELECT kind, SUM(count) AS count, SUM(bytes) AS bytes, MAX(max_size) AS max_size, SUM(leaked) AS leaked,
-    SUM(leaked_bytes) AS leaked_bytes
+    SUM(leaked_bytes) AS leaked_bytes, SUM(live_at_start) AS live_at_start,
+    SUM(live_at_start_bytes) AS live_at_start_bytes
   FROM events GROUP BY kind
 )
 SELECT a.kind, a.count, a.bytes, a.max_size, CAST(p.peak_live_bytes AS INT) AS peak_live_bytes, pa.peak_ts,
-  a.leaked, a.leaked_bytes
+  a.leaked, a.leaked_bytes, a.live_at_start, a.live_at_start_bytes
 FROM agg a LEFT JOIN peak p USING (kind) LEFT JOIN peak_at pa USING (kind)
 ORDER BY a.bytes DESC;
 
@@ -156,7 +166,7 @@ CREATE PERFETTO TABLE memq_summary_device(
   ops LONG,
   -- Union of their intervals.
   busy_dur DURATION,
-  -- busy_dur / trace window (0..1).
+  -- busy_dur / recorded time (0..1).
   busy_share DOUBLE
 ) AS
 WITH ops AS (
@@ -168,7 +178,6 @@ WITH ops AS (
 n AS (SELECT device, COUNT(*) AS ops FROM ops GROUP BY device),
 busy AS (SELECT grp AS device, wall_dur FROM _memq_union_dur!((SELECT device AS grp, ts, dur FROM ops)))
 SELECT n.device, n.ops, IFNULL(b.wall_dur, 0) AS busy_dur,
-  IIF(trace_end() > trace_start(), IFNULL(b.wall_dur, 0) * 1.0 / (trace_end() - trace_start()), 0.0)
-    AS busy_share
-FROM n LEFT JOIN busy b ON b.device IS n.device
+  IIF(r.dur > 0, IFNULL(b.wall_dur, 0) * 1.0 / r.dur, 0.0) AS busy_share
+FROM n LEFT JOIN busy b ON b.device IS n.device, (SELECT memq_recorded_dur() AS dur) r
 ORDER BY n.device;

@@ -3,6 +3,7 @@
 
 INCLUDE PERFETTO MODULE memq.allocations;
 INCLUDE PERFETTO MODULE memq.copies;
+INCLUDE PERFETTO MODULE memq.windows;
 
 -- One row per converted trace (memq.meta instant `memq trace info`): what it lost or could not use
 -- (docs/TRACE_FORMAT.md, "Loss").
@@ -34,7 +35,11 @@ CREATE PERFETTO VIEW memq_meta(
   -- What recorded the host heap (`memq record --host-source`: `memq` or `lttng`), when the recording says.
   host_source STRING,
   -- The recording's host heap threshold (`memq record --host-min-size`), when it says.
-  host_min_size LONG
+  host_min_size LONG,
+  -- Capture windows (memq_window), when the recording had any.
+  windows LONG,
+  -- Allocations live when a capture window opened, when the recording had windows.
+  live_at_start LONG
 ) AS
 SELECT
   EXTRACT_ARG(arg_set_id, 'debug.source') AS source,
@@ -50,7 +55,9 @@ SELECT
   EXTRACT_ARG(arg_set_id, 'debug.dropped_packets') AS dropped_packets,
   EXTRACT_ARG(arg_set_id, 'debug.dropped_bytes') AS dropped_bytes,
   EXTRACT_ARG(arg_set_id, 'debug.host_source') AS host_source,
-  EXTRACT_ARG(arg_set_id, 'debug.host_min_size') AS host_min_size
+  EXTRACT_ARG(arg_set_id, 'debug.host_min_size') AS host_min_size,
+  EXTRACT_ARG(arg_set_id, 'debug.windows') AS windows,
+  EXTRACT_ARG(arg_set_id, 'debug.live_at_start') AS live_at_start
 FROM slice WHERE category = 'memq.meta';
 
 -- One row: the trace window and what every figure depends on.
@@ -59,6 +66,8 @@ CREATE PERFETTO VIEW memq_trace(
   start_ts TIMESTAMP,
   -- Last timestamp.
   end_ts TIMESTAMP,
+  -- Time recorded: end_ts - start_ts, or with capture windows the union of the windows (memq_recorded_dur).
+  recorded_dur DURATION,
   -- Allocations in the trace.
   allocations LONG,
   -- Processes with host heap blocks below the recording's threshold (counted, not recorded one by one:
@@ -73,6 +82,7 @@ CREATE PERFETTO VIEW memq_trace(
 SELECT
   trace_start() AS start_ts,
   trace_end() AS end_ts,
+  memq_recorded_dur() AS recorded_dur,
   (SELECT COUNT(*) FROM memq_allocation) AS allocations,
   (SELECT COUNT(*) FROM memq_host_small) AS small_block_processes,
   (SELECT COUNT(*) FROM memq_copy WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL))

@@ -71,6 +71,9 @@ static cudaError_t release(void *p, unsigned kinds)
 static int valid_device(int d) { return d >= 0 && d < fake_device_count(); }
 
 cudaError_t cudaRuntimeGetVersion(int *v) { *v = version(); return cudaSuccess; }
+/* Profiler range (torch.cuda.profiler.start/stop call these): no effect without a profiler. */
+cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int *n) { *n = fake_device_count(); return cudaSuccess; }
 cudaError_t cudaGetDevice(int *d) { *d = fake_current_device; return cudaSuccess; }
 cudaError_t cudaSetDevice(int d)

@@ -83,6 +83,8 @@ EXPORT(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *ctx, int d))
 }
 EXPORT(CUresult, cuCtxSetCurrent, (CUcontext ctx)) { fake_current_device = (int) (uintptr_t) ctx - 1; return CUDA_SUCCESS; }
 EXPORT(CUresult, cuCtxGetDevice, (int *d)) { *d = fake_current_device; return CUDA_SUCCESS; }
+EXPORT(CUresult, cuProfilerStart, (void)) { return CUDA_SUCCESS; }
+EXPORT(CUresult, cuProfilerStop, (void)) { return CUDA_SUCCESS; }
 EXPORT(CUresult, cuStreamCreate, (CUstream *s, unsigned flags))
 {
 	static unsigned long next = 0xd7000;
@@ -294,7 +296,7 @@ struct entry { const char *name; void *fn; };
 #define E(name) { #name, (void *) impl_##name },
 static const struct entry entries[] = {
 	E(cuInit) E(cuDriverGetVersion) E(cuDeviceGetCount) E(cuDeviceGetName) E(cuDeviceGetAttribute)
-	E(cuDevicePrimaryCtxRetain) E(cuCtxSetCurrent) E(cuCtxGetDevice) E(cuStreamCreate)
+	E(cuDevicePrimaryCtxRetain) E(cuCtxSetCurrent) E(cuCtxGetDevice) E(cuStreamCreate) E(cuProfilerStart) E(cuProfilerStop)
 	E(cuMemAlloc_v2) E(cuMemAllocPitch_v2) E(cuMemAllocManaged) E(cuMemAllocHost_v2) E(cuMemHostAlloc)
 	E(cuMemHostRegister_v2) E(cuMemHostUnregister) E(cuMemFree_v2) E(cuMemFreeHost) E(cuMemAllocAsync)
 	E(cuMemAllocAsync_ptsz) E(cuMemFreeAsync) E(cuMemFreeAsync_ptsz) E(cuMemcpy) E(cuMemcpy_ptds)

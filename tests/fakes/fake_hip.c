@@ -65,6 +65,9 @@ hipError_t hipDeviceGetAttribute(int *v, int attr, int d)
 	return hipSuccess;
 }
 hipError_t hipRuntimeGetVersion(int *v) { *v = 60300000; return hipSuccess; }
+/* Profiler range (memq record --capture-range profiler-api): no effect without a profiler. */
+hipError_t hipProfilerStart(void) { return hipSuccess; }
+hipError_t hipProfilerStop(void) { return hipSuccess; }
 hipError_t hipStreamCreate(hipStream_t *s)
 {
 	static unsigned long next = 0x57000;

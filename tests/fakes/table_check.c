@@ -33,7 +33,7 @@ static int failures;
 
 static uint64_t taken_size(uint64_t ptr, int space)
 {
-	struct memq_alloc_info info = { 0, 0 };
+	struct memq_alloc_info info = { 0 };
 
 	return memq_table_take(ptr, space, &info) ? info.size : 0;
 }
@@ -106,7 +106,7 @@ int pthread_mutex_lock(pthread_mutex_t *m)
 
 static void on_signal(int sig)
 {
-	struct memq_alloc_info info = { 0, 0 };
+	struct memq_alloc_info info = { 0 };
 
 	(void) sig;
 	handler_found = memq_table_take(existing, 0, &info);

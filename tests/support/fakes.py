@@ -6,6 +6,7 @@
   libhipwork.so, libcudawork.so     workload libraries (every wrapped call, logged as JSON lines)
   workload                          C driver: hip|cuda|fork|crash|wait LOG, stress THREADS ITERS
   driver_work                       direct|procaddr|vmm|runtime LOG: the paths around a linked runtime
+  window_work                       profiler|fork|heap hip|cuda LOG, steps .., race ..: capture windows
   libcudart.so.13, libmod12.so,     a second CUDA runtime copy (CUDA 13) and one module linked with each
   libmod13.so, two_runtimes         copy; two_runtimes DIR LOG runs both in one process
   stream_work                       hip|cuda LOG: per-thread default stream entry points and stream ids
@@ -46,6 +47,7 @@ class FakeGpu:
     stream_work: Path  # hip|cuda LOG: per-thread-stream entry points, stream ids
     heap_work: Path
     content_work: Path
+    window_work: Path
 
     def python_argv(self, python: str, runtime: str, log: Path) -> list[str]:
         """argv running the `runtime` workload from Python through ctypes (RTLD_LOCAL)."""
@@ -63,7 +65,7 @@ def build_fakes(dest: Path) -> FakeGpu:
     dest.mkdir(parents=True, exist_ok=True)
     src = {name: str(FAKES / name) for name in ("fake_hip.c", "fake_cuda.c", "fake_cudadrv.c", "hip_work.c",
                                                 "cuda_work.c", "workload.c", "driver_work.c", "stream_work.c",
-                                                "heap_work.c", "content_work.c")}
+                                                "heap_work.c", "content_work.c", "window_work.c")}
     hip = dest / "libamdhip64.so"
     cuda = dest / "libcudart.so.12"
     hip_work = dest / "libhipwork.so"
@@ -92,8 +94,11 @@ def build_fakes(dest: Path) -> FakeGpu:
     content_work = dest / "content_work"
     _gcc([inc, RPATH, "-o", str(content_work), src["content_work.c"], f"-L{dest}", "-l:libcudart.so.12",
           "-l:libamdhip64.so"])
+    window_work = dest / "window_work"
+    _gcc([inc, RPATH, "-o", str(window_work), src["window_work.c"], f"-L{dest}", "-lpthread", "-l:libamdhip64.so",
+          "-l:libcudart.so.12", "-l:libcuda.so.1"])
     return FakeGpu(dest, hip, cuda, hip_work, cuda_work, exe, FAKES / "work_local.py", driver, driver_work,
-                   dest / "two_runtimes", stream_work, heap_work, content_work)
+                   dest / "two_runtimes", stream_work, heap_work, content_work, window_work)
 
 
 def _build_two_runtimes(dest: Path) -> None:

@@ -133,7 +133,10 @@ def read_events(trace_dir: Path, *, pids: set[int] | None = None, prefix: str | 
         for key, field in ev.payload_field.items():
             row[key] = _value(field)
             if isinstance(field, bt2._EnumerationFieldConst):
-                labels = field.labels
+                try:
+                    labels = field.labels
+                except AssertionError:  # bt2 asserts on a value no label maps (memq:window's api 0)
+                    labels = []
                 row[f"{key}_label"] = labels[0] if labels else None
         out.append(row)
     return out

@@ -1,0 +1,285 @@
+"""Long runs (issue 10), the pipeline's side: how fast the analyses are, and how much memory every
+stage takes on a long recording.
+
+  analyses   examples/train_cpu.py --steps N (default 200) untraced (median of --repeat runs), then
+             recorded with the defaults and converted; each of `memq duplicated | redundant | summary |
+             leaks` on it, as a user runs it (a fresh process: start-up, loading the trace, the query),
+             median of --repeat. Goal: each <= 0.2x the untraced command.
+  long       a steady GPU-offload loop on the fake HIP runtime (examples/hip_offload.py) and a CPU
+             training loop (examples/train_cpu.py) recorded together for --minutes (default 30) with the
+             defaults; the CTF size (goal: under 1 GiB), then convert and each analysis with its wall time
+             and peak memory (RSS of its process). With --compare M the same for a recording of M minutes
+             first, and the ratios: converting must not grow with run length beyond live allocations (the
+             embedded trace_processor holds the whole trace, so the analyses grow with its size: their
+             memory is printed per MiB of trace too).
+
+  writer     the converter's model and writer alone (no LTTng, nothing else on the machine in the
+             figure) on a synthetic steady copy loop (alloc, HtoD, DtoH, free at one address) of --steps
+             and 8x that: peak memory of each (a process each) and their ratio; goal: flat (<= 1.2x).
+
+    python3 bench/long_run_stages.py analyses [--steps 200] [--repeat 3]
+    python3 bench/long_run_stages.py long [--minutes 30] [--compare 5] [--keep DIR]
+    python3 bench/long_run_stages.py writer [--steps 400000]
+
+Wall-clock figures on a shared machine: compare ratios, and say the load (printed) beside them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+MEMQ = [sys.executable, "-m", "ctf2perfetto"]
+CONVERT = [sys.executable, "-m", "ctf2perfetto.cli.convert"]
+ANALYSES = ("duplicated", "redundant", "summary", "leaks")
+GOAL_ANALYSIS = 0.2
+GOAL_CTF_BYTES = 1 << 30
+MiB = 1 << 20
+
+
+class Failed(Exception):
+    """A measured command failed: its last line of stderr."""
+
+
+def measured(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS bytes) of one command, its own process only (wait4)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise Failed(f"exit {proc.returncode}: {(err.strip().splitlines() or ['no message'])[-1]}")
+    return seconds, usage.ru_maxrss * 1024
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
+
+
+def ctf_bytes(trace: Path) -> int:
+    return sum(p.stat().st_size for p in (trace / "ust").rglob("*") if p.is_file())
+
+
+def command_pids(trace: Path) -> set[int]:
+    """The recorded command's processes: those that wrote memq's exit report into this recording."""
+    record = json.loads((trace / "memq-record.json").read_text())
+    return {int(r["pid"]) for r in record.get("reach", [])}
+
+
+def strangers(trace: Path) -> int:
+    """Events of processes that are not the command's. LTTng's per-user buffers record every process of
+    the user that registers while the session runs: on a shared machine, other people's programs."""
+    from ctf2perfetto.decode import decode
+
+    own = np.array(sorted(command_pids(trace)), np.int64)
+    with decode(trace) as batches:
+        return sum(int((~np.isin(b["pid"], own)).sum()) for b in batches)
+
+
+def own_trace(trace: Path, out: Path) -> None:
+    """Write the .pftrace of the command's processes only (what the goal is about)."""
+    from ctf2perfetto.decode import decode
+    from ctf2perfetto.events import EventBatch
+    from ctf2perfetto.write import write_trace
+
+    own = np.array(sorted(command_pids(trace)), np.int64)
+    with decode(trace) as batches:
+        mine = (EventBatch({k: v[np.isin(b["pid"], own)] for k, v in b.columns.items()}, b.api_names)
+                for b in batches)
+        write_trace(mine, lambda: batches.info, out)
+
+
+def stage_report(trace: Path, env: dict[str, str]) -> list[dict]:
+    """Convert `trace` and run each analysis on the result: name, seconds, peak bytes."""
+    out = trace.with_suffix(".pftrace")
+    rows = []
+    seconds, peak = measured([*CONVERT, str(trace), "-o", str(out), "-q"], env)
+    rows.append({"stage": "convert", "seconds": seconds, "peak": peak})
+    foreign = strangers(trace)
+    if foreign:
+        print(f"  note: {foreign:,} events of other processes of this user are in the recording (shared machine); "
+              "the stages ran on all of it", file=sys.stderr)
+    for name in ANALYSES:
+        try:  # a failing stage is a finding: reported, and the others still run
+            seconds, peak = measured([*MEMQ, name, str(out), "--format", "json"], env)
+            rows.append({"stage": name, "seconds": seconds, "peak": peak})
+        except Failed as exc:
+            rows.append({"stage": name, "seconds": float("nan"), "peak": 0, "failed": str(exc)})
+    for row in rows:
+        row["trace"] = out.stat().st_size
+    return rows
+
+
+def record(trace: Path, command: list[str], env: dict[str, str], extra: list[str]) -> float:
+    shutil.rmtree(trace, ignore_errors=True)
+    seconds, _ = measured([*MEMQ, "record", "-o", str(trace), *extra, "--", *command], env)
+    return seconds
+
+
+# -- analyses against the untraced command ----------------------------------------------------
+def analyses_goal(args: argparse.Namespace, work: Path) -> int:
+    env = environment()
+    command = [sys.executable, str(REPO / "examples" / "train_cpu.py"), "--steps", str(args.steps)]
+    plain = [measured(command, env)[0] for _ in range(args.repeat)]
+    trace = work / "train"
+    record(trace, command, env, args.record_args)
+    foreign = strangers(trace)
+    if foreign:  # other people's programs recorded too: the goal is about this command's trace
+        print(f"  note: {foreign:,} events of other processes of this user left out of the trace analysed",
+              file=sys.stderr)
+        own_trace(trace, trace.with_suffix(".pftrace"))
+    else:
+        measured([*CONVERT, str(trace), "-o", str(trace.with_suffix(".pftrace")), "-q"], env)
+    base = statistics.median(plain)
+    print(f"examples/train_cpu.py --steps {args.steps}: untraced {base:.2f} s (median of {args.repeat}: "
+          f"{', '.join(f'{x:.2f}' for x in plain)}); trace {ctf_bytes(trace) / MiB:.1f} MiB of CTF, "
+          f"{trace.with_suffix('.pftrace').stat().st_size / MiB:.1f} MiB .pftrace; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for name in ANALYSES:
+        runs = [measured([*MEMQ, name, str(trace.with_suffix(".pftrace")), "--format", "json"], env)
+                for _ in range(args.repeat)]
+        t = statistics.median(r[0] for r in runs)
+        peak = max(r[1] for r in runs)
+        ratio = t / base
+        print(f"  memq {name:<10} {t:6.2f} s = {ratio:.3f}x the untraced command (peak {peak / MiB:.0f} MiB); "
+              f"goal <= {GOAL_ANALYSIS}x: {'met' if ratio <= GOAL_ANALYSIS else 'NOT met'}")
+    return 0
+
+
+# -- the long recording ---------------------------------------------------------------------------
+def long_recording(seconds: float, trace: Path, fake_dir: Path, env: dict[str, str], extra: list[str]) -> float:
+    """Both loops under one `memq record`, for `seconds`."""
+    offload = f"{sys.executable} {REPO / 'examples' / 'hip_offload.py'} --hip-lib {fake_dir / 'libamdhip64.so'} " \
+              f"--seconds {seconds}"
+    train = f"{sys.executable} {REPO / 'examples' / 'train_cpu.py'} --seconds {seconds}"
+    return record(trace, ["sh", "-c", f"{offload} & {train}; wait"], env, extra)
+
+
+def long_goal(args: argparse.Namespace, work: Path) -> int:
+    from support.fakes import build_fakes
+
+    env = environment()
+    fakes = build_fakes(work / "fakes")
+    runs = []
+    for minutes in ([args.compare] if args.compare else []) + [args.minutes]:
+        trace = work / f"long-{minutes:g}min"
+        print(f"recording {minutes:g} minutes ...", file=sys.stderr, flush=True)
+        took = long_recording(minutes * 60, trace, fakes.dir, env, args.record_args)
+        size = ctf_bytes(trace)
+        print(f"converting and analysing the {minutes:g}-minute recording ...", file=sys.stderr, flush=True)
+        runs.append((minutes, took, size, stage_report(trace, env)))
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for path in (trace, trace.with_suffix(".pftrace")):
+                target = args.keep / path.name
+                shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+                shutil.move(str(path), str(target))
+    print(f"steady offload loop (fake HIP) + CPU training loop; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs")
+    for minutes, took, size, rows in runs:
+        print(f"  {minutes:g} min: recorded in {took:.0f} s, {size / MiB:.0f} MiB of CTF (goal < 1 GiB: "
+              f"{'met' if size < GOAL_CTF_BYTES else 'NOT met'}), {rows[0]['trace'] / MiB:.0f} MiB .pftrace")
+        for row in rows:
+            if "failed" in row:
+                print(f"    {row['stage']:<10} FAILED ({row['failed']})")
+                continue
+            per = f", {row['peak'] / row['trace']:.1f}x the trace" if row["stage"] != "convert" else ""
+            print(f"    {row['stage']:<10} {row['seconds']:7.1f} s  peak {row['peak'] / MiB:7.0f} MiB{per}")
+    if len(runs) == 2:
+        (m0, _, s0, r0), (m1, _, s1, r1) = runs
+        print(f"  {m1:g} min against {m0:g} min: {m1 / m0:.1f}x the run, {s1 / s0:.1f}x the CTF")
+        for a, b in zip(r0, r1):
+            if a["peak"] and b["peak"]:
+                print(f"    {a['stage']:<10} peak memory {b['peak'] / a['peak']:.2f}x")
+    return 0
+
+
+# -- the writer alone ------------------------------------------------------------------------------
+GOAL_FLAT = 1.2
+
+
+def synthetic_loop(steps: int, out: Path) -> None:
+    """write_trace over `steps` of (hipMalloc, hipMemcpy HtoD, hipMemcpy DtoH, hipFree) at one device
+    address, copying with one host buffer that no event allocates (untracked)."""
+    from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
+    from ctf2perfetto.write import write_trace
+
+    names = ["hipMalloc", "hipMemcpy", "hipFree"]
+    pattern = {"kind": [K.GPU_ALLOC, K.GPU_COPY, K.GPU_COPY, K.GPU_FREE], "api": [0, 1, 1, 2],
+               "mem": [M.DEVICE, 0, 0, M.DEVICE], "ptr": [0x7000, 0x7000, 0x1000, 0x7000],
+               "src": [0, 0x1000, 0x7000, 0], "copy_kind": [-1, 1, 2, -1]}
+
+    def batches(per: int = 16384):
+        t = 1000
+        for first in range(0, steps, per):
+            n = min(per, steps - first)
+            batch = EventBatch.empty(4 * n, names)
+            c = batch.columns
+            c["begin"][:] = t + np.arange(4 * n) * 100
+            c["ts"][:] = c["begin"] + 50
+            c["pid"][:] = c["tid"][:] = 42
+            c["size"][:] = 4096
+            for column, values in pattern.items():
+                c[column][:] = np.tile(np.array(values, c[column].dtype), n)
+            t += 4 * n * 100
+            yield batch
+
+    write_trace(batches(), TraceInfo(), out)
+
+
+def writer_goal(args: argparse.Namespace, work: Path) -> int:
+    env = environment()
+    peaks = []
+    for steps in (args.steps, 8 * args.steps):
+        code = (f"import sys; sys.path.insert(0, {str(REPO / 'bench')!r}); import long_run_stages as b; "
+                f"from pathlib import Path; b.synthetic_loop({steps}, Path({str(work / 'loop.pftrace')!r}))")
+        seconds, peak = measured([sys.executable, "-c", code], env)
+        peaks.append(peak)
+        print(f"  {steps:>10,} steps ({4 * steps:,} events, {2 * steps:,} copies): {seconds:6.1f} s, "
+              f"peak {peak / MiB:.0f} MiB")
+    ratio = peaks[1] / peaks[0]
+    print(f"  8x the run: {ratio:.2f}x the peak memory; goal <= {GOAL_FLAT}x: {'met' if ratio <= GOAL_FLAT else 'NOT met'}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    a = sub.add_parser("analyses", help="each analysis against the untraced command (goal <= 0.2x)")
+    a.add_argument("--steps", type=int, default=200)
+    a.add_argument("--repeat", type=int, default=3)
+    g = sub.add_parser("long", help="a long recording: CTF size, and every stage's time and peak memory")
+    g.add_argument("--minutes", type=float, default=30.0)
+    g.add_argument("--compare", type=float, help="also a recording this many minutes long, and the ratios")
+    g.add_argument("--keep", type=Path, help="keep the recordings and their .pftrace files here")
+    w = sub.add_parser("writer", help="the writer's peak memory on a synthetic copy loop, and 8x as long")
+    w.add_argument("--steps", type=int, default=400_000)
+    for p in (a, g):
+        p.add_argument("--record-args", nargs=argparse.REMAINDER, default=[],
+                       help="extra `memq record` options (the rest of the line), e.g. --api hip,cuda")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="memq-long-"))
+    try:
+        run = {"analyses": analyses_goal, "long": long_goal, "writer": writer_goal}[args.what]
+        return run(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
