@@ -261,14 +261,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     a = sub.add_parser("analyses", help="each analysis against the untraced command (goal <= 0.2x)")
-    a.add_argument("--steps", type=int, default=200)
-    a.add_argument("--repeat", type=int, default=3)
+    a.add_argument("--steps", type=int, default=200, help="training steps of examples/train_cpu.py (default 200)")
+    a.add_argument("--repeat", type=int, default=3, help="runs of each command; the median counts (default 3)")
     g = sub.add_parser("long", help="a long recording: CTF size, and every stage's time and peak memory")
-    g.add_argument("--minutes", type=float, default=30.0)
+    g.add_argument("--minutes", type=float, default=30.0, help="length of the recording (default 30)")
     g.add_argument("--compare", type=float, help="also a recording this many minutes long, and the ratios")
     g.add_argument("--keep", type=Path, help="keep the recordings and their .pftrace files here")
     w = sub.add_parser("writer", help="the writer's peak memory on a synthetic copy loop, and 8x as long")
-    w.add_argument("--steps", type=int, default=400_000)
+    w.add_argument("--steps", type=int, default=400_000,
+                   help="steps of the synthetic copy loop; the second run has 8x as many (default 400000)")
     for p in (a, g):
         p.add_argument("--record-args", nargs=argparse.REMAINDER, default=[],
                        help="extra `memq record` options (the rest of the line), e.g. --api hip,cuda")
