@@ -139,6 +139,9 @@ class RpcSocket:
     def query(self, sql: str):
         """Rows of `sql` as a DataFrame (the same decoding as memq's engine)."""
         replies = self.rpc("TPM_QUERY_STREAMING", sql=sql)
+        # A fatal_error (e.g. the server refusing a second tab) carries no query_result: never an empty frame.
+        fatal = [r.fatal_error for r in replies if r.fatal_error]
+        assert not fatal, fatal
         results = [r.query_result for r in replies]
         errors = [r.error for r in results if r.error]
         assert not errors, errors

@@ -46,11 +46,15 @@ class OpenServer:
         self._reader.join(timeout=10)
         return self.process.returncode, "".join(self.err_lines)
 
-    def wait_for_err(self, pattern: str, timeout_s: float = 120) -> str:
-        """The first stderr line matching regex `pattern`, waiting for it; AssertionError after `timeout_s`."""
+    def wait_for_err(self, pattern: str, timeout_s: float = 120, since: int = 0) -> str:
+        """The first stderr line matching regex `pattern`, waiting for it; AssertionError after `timeout_s`.
+
+        Only lines from index `since` on count: pass `len(err_lines)` taken before what should print the line,
+        so that the same line printed earlier (by an earlier test on a shared server) is not taken for it.
+        """
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            for line in list(self.err_lines):
+            for line in self.err_lines[since:]:
                 if re.search(pattern, line):
                     return line
             time.sleep(0.1)
