@@ -75,7 +75,8 @@ def main(argv: list[str]) -> int:
     lines = sys.stdin.buffer.read().splitlines()
     if lines and lines[-1].strip() == DONE:
         return 0
-    from .record import RECORD_FILE, Lttng, lttng_environment, write_record
+    from .record.lttng import Lttng, lttng_environment
+    from .record.outdir import RECORD_FILE, write_record
 
     lttng = Lttng(lttng_environment())
     lttng.run("stop", session, check=False)

@@ -4,7 +4,7 @@
  * docs/EVENTS.md).
  *
  * The settings reach the library through the environment, which `memq
- * record` fills (ctf2perfetto/record.py, HEAP_ENV, must name the same
+ * record` fills (ctf2perfetto/record/preload.py, HOST_MIN_SIZE_ENV, must name the same
  * variables; tests/test_heap.py checks that they do).
  */
 #ifndef MEMQ_HEAP_H

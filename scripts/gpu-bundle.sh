@@ -108,7 +108,7 @@ for f in "$DEST"/toolslib/*; do
 	done
 	[ $keep = 1 ] || rm -f "$f"
 done
-# ctypes.util.find_library (record.py) falls back to `ld -L$LD_LIBRARY_PATH -lNAME`,
+# ctypes.util.find_library (record/preload.py) falls back to `ld -L$LD_LIBRARY_PATH -lNAME`,
 # which needs the unversioned name that only the -dev packages ship.
 for f in "$DEST"/lib/*.so.[0-9]; do
 	ln -sf "$(basename "$f")" "${f%.so.*}.so"

@@ -280,15 +280,16 @@ def test_lttng_found_on_library_path_alone(bundle: Path, monkeypatch) -> None:
     """On the GPU machine the linker's cache knows no LTTng: record finds the bundle's through LD_LIBRARY_PATH."""
     import ctypes.util
 
-    from ctf2perfetto import record
+    from ctf2perfetto.errors import MemqError
+    from ctf2perfetto.record import preload
 
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
     monkeypatch.setenv("LD_LIBRARY_PATH", f"/nonexistent:{bundle / 'lib'}")
-    assert record.preload_list(("cuda", "libc"), "lttng")[:3] == [
+    assert preload.preload_list(("cuda", "libc"), "lttng")[:3] == [
         str(bundle / "lib" / "liblttng-ust-fork.so.1"), str(bundle / "lib" / "liblttng-ust-dl.so.1"),
         str(bundle / "lib" / "liblttng-ust-libc-wrapper.so.1")]
-    assert record.preload_list(("cuda", "libc"))[:2] == [
+    assert preload.preload_list(("cuda", "libc"))[:2] == [
         str(bundle / "lib" / "liblttng-ust-fork.so.1"), str(bundle / "lib" / "liblttng-ust-dl.so.1")]
     monkeypatch.setenv("LD_LIBRARY_PATH", "/nonexistent")
-    with pytest.raises(record.MemqError, match="liblttng-ust-fork.so is missing"):
-        record.preload_list(("cuda",))
+    with pytest.raises(MemqError, match="liblttng-ust-fork.so is missing"):
+        preload.preload_list(("cuda",))
