@@ -238,8 +238,11 @@ def test_windows_racing_with_allocations_are_exact(fake_gpu, tmp_path):
     # starts over a live one, and every copy in a window lands in the range it was made into (registered in
     # the window, or before it and then listed as live, by the snapshot or by the racing call itself).
     out, log_path = tmp_path / "trace", tmp_path / "calls.jsonl"
+    # ~100k events a second: 2 MiB sub-buffers (16 MiB a CPU) ride out a consumer starved for seconds on a loaded
+    # machine; a lost register would otherwise make its unregister match nothing (LTTng's loss, not the windows').
     rec = record(out, [str(fake_gpu.window_work), "race", "hip", "4", "3000", "30", str(log_path)],
-                 api="hip,cuda", extra=("--capture-range", "profiler-api"))
+                 api="hip,cuda", extra=("--capture-range", "profiler-api", "--subbuf-size", "2M"))
+    assert rec.meta["discarded_events"] == 0 and rec.meta["lost_packets"] == 0
     pid = read_worklog(log_path)[0]["pid"]
     trace = _convert(rec.dir)
     with open_trace(trace) as engine:
