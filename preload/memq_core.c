@@ -191,12 +191,13 @@ void memq_begin_slow(struct memq_call *c, int runtime, int route, void *ip)
 		describe_devices_once(runtime, c->route);
 	/* Outside every window no event is written, but an allocation's device
 	 * goes into the table for the next window's snapshot. */
-	/* Every call is counted, traced or not (an untraced one may still
-	 * write an event: a free racing with a window's snapshot), and
-	 * before the gate is read (a closing window stores the gate, then
-	 * reads the count): it sees this call, or this call sees it closed. */
-	c->inflight = memq_window_enter();
-	c->traced = memq_recording();
+	/* The window the call's events belong to, read once (memq_window.h):
+	 * a traced call is counted from before it reads the gate (a closing
+	 * window stores the gate, then reads the count: it sees this call, or
+	 * this call sees it closed); an untraced one writes an event only when
+	 * it raced with a snapshot, for that snapshot's window. */
+	c->window = memq_window_enter(&c->inflight);
+	c->traced = c->window > 0;
 	c->device = memq_current_device(runtime, c->route);
 	errno = c->saved_errno;  /* the real call sees the caller's errno */
 	c->begin_ns = c->traced ? memq_now_ns() : 0;
@@ -216,50 +217,67 @@ void memq_emit_alloc(struct memq_call *c, struct memq_alloc_rec *r, int register
 		memq_content_alloc(r, registered);
 	}
 	if (c->traced) {
-		if (registered)
+		int how = memq_window_commit(c->window);
+
+		if (how && registered)
 			lttng_ust_do_tracepoint(memq, register, r, c->ip);
-		else
+		else if (how)
 			lttng_ust_do_tracepoint(memq, alloc, r, c->ip);
+		memq_window_done(how);
 	} else if (late) {
 		/* Made before the window opened, inserted after its snapshot
 		 * passed: it is live at the window's start, say so. */
+		int how = memq_window_commit(late);
+
 		r->begin_ns = memq_now_ns();
-		lttng_ust_do_tracepoint(memq, live, r, c->ip);
+		if (how)
+			lttng_ust_do_tracepoint(memq, live, r, c->ip);
+		memq_window_done(how);
 	}
 	memq_end(c);
 }
 
 void memq_emit_free(struct memq_call *c, struct memq_free_rec *r, int registered)
 {
+	int how;
+
 	if (!c->traced && c->raced) {
 		/* Listed live by the opening window's snapshot, freed by a call
 		 * that began before it: the window must see the free. */
 		c->traced = 1;
+		c->window = c->raced;
 		c->begin_ns = memq_now_ns();
 	}
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (c->traced) {
-		if (registered)
-			lttng_ust_do_tracepoint(memq, unregister, r, c->ip);
-		else
-			lttng_ust_do_tracepoint(memq, free, r, c->ip);
-	}
+	how = c->traced ? memq_window_commit(c->window) : 0;
+	if (how && registered)
+		lttng_ust_do_tracepoint(memq, unregister, r, c->ip);
+	else if (how)
+		lttng_ust_do_tracepoint(memq, free, r, c->ip);
+	memq_window_done(how);
 	memq_end(c);
+}
+
+/* A traced call's events: written in a commit bracket of its window (memq_window.h). */
+static int commit(const struct memq_call *c)
+{
+	return c->traced ? memq_window_commit(c->window) : 0;
 }
 
 void memq_emit_copy(struct memq_call *c, struct memq_copy_rec *r)
 {
-	int hash_after;
+	int hash_after, how;
 
 	if (r->src_device < 0)  /* peer copies name their devices */
 		r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (c->traced) {
+	if ((how = commit(c))) {
 		hash_after = memq_content_recorded(r);
 		lttng_ust_do_tracepoint(memq, copy, r, c->ip);
 		if (hash_after)         /* outside the call's [begin, end] */
 			memq_content_emitted(c, r);
+		memq_window_done(how);
 	}
 	memq_end(c);
 }
@@ -269,8 +287,11 @@ void memq_emit_set(struct memq_call *c, struct memq_set_rec *r)
 	memq_content_written(r->dst, r->bytes);   /* what a pending copy wrote there is gone */
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (c->traced)
+	int how = commit(c);
+
+	if (how)
 		lttng_ust_do_tracepoint(memq, set, r, c->ip);
+	memq_window_done(how);
 	memq_end(c);
 }
 
@@ -278,8 +299,11 @@ void memq_emit_prefetch(struct memq_call *c, struct memq_prefetch_rec *r)
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (c->traced)
+	int how = commit(c);
+
+	if (how)
 		lttng_ust_do_tracepoint(memq, prefetch, r, c->ip);
+	memq_window_done(how);
 	memq_end(c);
 }
 
@@ -287,8 +311,11 @@ void memq_emit_advise(struct memq_call *c, struct memq_advise_rec *r)
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (c->traced)
+	int how = commit(c);
+
+	if (how)
 		lttng_ust_do_tracepoint(memq, advise, r, c->ip);
+	memq_window_done(how);
 	memq_end(c);
 }
 
@@ -296,9 +323,12 @@ void memq_emit_sync(struct memq_call *c, struct memq_sync_rec *r, uint64_t scope
 {
 	r->device = c->device;
 	r->begin_ns = c->begin_ns;
-	if (c->traced) {
+	int how = commit(c);
+
+	if (how) {
 		lttng_ust_do_tracepoint(memq, sync, r, c->ip);
 		memq_content_synced(c, r, scope);   /* completed copies: after the event */
+		memq_window_done(how);
 	}
 	memq_end(c);
 }
@@ -307,8 +337,11 @@ void memq_emit_set_device(struct memq_call *c, struct memq_set_device_rec *r)
 {
 	r->device = c->device;   /* the device before the call */
 	r->begin_ns = c->begin_ns;
-	if (c->traced)
+	int how = commit(c);
+
+	if (how)
 		lttng_ust_do_tracepoint(memq, set_device, r, c->ip);
+	memq_window_done(how);
 	memq_end(c);
 }
 

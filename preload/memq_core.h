@@ -174,8 +174,9 @@ struct memq_call {
 	/* 1: the call's event is written; 0: outside every capture window, only
 	 * the allocation table is kept (memq_window.h) */
 	int traced;
+	int window;              /* the window its events belong to (memq_window_enter), 0: none */
 	/* an untraced release took an entry that the opening window's snapshot
-	 * listed: its event is written anyway (memq_alloc_info.raced) */
+	 * listed: its event is written anyway, for that window (memq_alloc_info.raced) */
 	int raced;
 	/* counted in memq_window_inflight (a closing window waits for it) */
 	int inflight;
@@ -251,8 +252,9 @@ struct memq_alloc_info {
 	uint8_t kind;            /* enum memq_mem_kind */
 	/* set by memq_table_take: the snapshot of the capture window opening
 	 * (or open) now listed this entry, so a caller outside the window must
-	 * write its free anyway (memq_window.h) */
-	uint8_t raced;
+	 * write its free anyway, for that window: its generation (memq_window.h);
+	 * 0: no race */
+	int raced;
 };
 
 /* One tracked allocation, as a window's snapshot (memq:live) reports it. */
@@ -271,9 +273,10 @@ struct memq_table_entry {
  * drops its put / finds nothing (counted in memq_table_dropped).
  */
 void memq_table_put(uint64_t ptr, int registered, uint64_t size, uint8_t kind);
-/* memq_table_put with the allocating function and device. Returns 1 when the
- * snapshot of the capture window opening now has passed this entry's shard
- * already: a caller outside the window then writes it as memq:live itself. */
+/* memq_table_put with the allocating function and device. Returns the window's
+ * generation when the snapshot of the capture window opening now has passed
+ * this entry's shard already (a caller outside the window then writes it as
+ * memq:live itself, for that window), else 0. */
 int memq_table_insert(const struct memq_table_entry *e);
 int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out);
 /* Every entry to `fn`, each shard under its lock (memq_window.c). */

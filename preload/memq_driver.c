@@ -370,6 +370,7 @@ static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n,
 {
 	struct vmm_ended ended[VMM_ENDED_MAX];
 	struct memq_alloc_info info;
+	int how;
 	int k, total = 0;
 
 	do {
@@ -381,20 +382,24 @@ static void vmm_emit_unmap(struct memq_call *c, int api, uint64_t p, uint64_t n,
 				.begin_ns = c->begin_ns };
 
 			memq_release_take(ended[i].addr, 0, &info);
-			if (c->traced || info.raced) {  /* raced: see memq_emit_free */
+			/* raced: see memq_emit_free */
+			how = memq_window_commit(c->traced ? c->window : info.raced);
+			if (how) {
 				if (!c->traced)
 					rec.begin_ns = memq_now_ns();
 				lttng_ust_do_tracepoint(memq, free, &rec, c->ip);
+				memq_window_done(how);
 			}
 		}
 		total += k;
 	} while (k == VMM_ENDED_MAX);
-	if (!total && c->traced) {
+	if (!total && (how = memq_window_commit(c->traced ? c->window : 0))) {
 		struct memq_free_rec rec = {
 			.api = api, .mem_kind = MEMQ_MEM_DEVICE, .result = r, .ptr = p, .size = n,
 			.device = c->device, .begin_ns = c->begin_ns };
 
 		lttng_ust_do_tracepoint(memq, free, &rec, c->ip);
+		memq_window_done(how);
 	}
 	memq_end(c);
 }

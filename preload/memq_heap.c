@@ -448,11 +448,12 @@ static void link_thread(struct heap_thread *t)
  */
 static void flush_gated(struct heap_thread *t)
 {
-	int counted = memq_window_enter();
+	int how = memq_window_commit(memq_recording_from(memq_nesting));
 
-	if (memq_recording_from(memq_nesting))
+	if (how) {
 		flush_thread(t, 0);
-	memq_window_leave(counted);
+		memq_window_done(how);
+	}
 }
 
 /* slot: N_ALLOC_COUNT or N_FREE_COUNT. */
@@ -509,26 +510,31 @@ void memq_heap_flush_all(void)
 static void big_alloc(int api, void *p, size_t usable, uint64_t requested, void *ip)
 {
 	struct memq_host_rec rec;
-	int saved_errno, cancel, counted, late;
+	int saved_errno, cancel, counted, late, window, how;
 
 	if (!lttng_ust_tracepoint_enabled(memq, host_alloc))
 		return;
 	saved_errno = errno;
 	cancel = cancel_off();
 	guard++;
-	counted = memq_window_enter();
+	/* The window read before the insert, as for the runtimes' calls (memq_core.c): read
+	 * after it, an insert the opening snapshot listed could be written a second time. */
+	window = memq_window_enter_from(memq_nesting, &counted);
 	rec = (struct memq_host_rec) { .api = (uint16_t) api, .ptr = U64(p), .size = usable,
 		.requested = requested };
 	late = memq_table_insert(&(struct memq_table_entry) { .ptr = rec.ptr, .size = usable, .api = (uint16_t) api,
 		.device = -1, .kind = MEMQ_MEM_HOST });
-	if (memq_recording_from(memq_nesting)) {
-		lttng_ust_do_tracepoint(memq, host_alloc, &rec, ip);
-	} else if (late) {
+	if (window) {
+		if ((how = memq_window_commit(window)))
+			lttng_ust_do_tracepoint(memq, host_alloc, &rec, ip);
+		memq_window_done(how);
+	} else if ((how = memq_window_commit(late))) {
 		/* outside the window, inserted after its opening snapshot passed: live at its start */
 		struct memq_alloc_rec live = { .api = (uint16_t) api, .mem_kind = MEMQ_MEM_HOST, .device = -1,
 			.ptr = rec.ptr, .size = usable, .begin_ns = memq_now_ns() };
 
 		lttng_ust_do_tracepoint(memq, live, &live, ip);
+		memq_window_done(how);
 	}
 	memq_window_leave(counted);
 	guard--;
@@ -545,19 +551,22 @@ static int big_free(int api, void *p, size_t usable, void *ip)
 {
 	struct memq_alloc_info info;
 	struct memq_host_rec rec;
-	int enabled = lttng_ust_tracepoint_enabled(memq, host_free), saved_errno, taken, cancel, counted;
+	int enabled = lttng_ust_tracepoint_enabled(memq, host_free), saved_errno, taken, cancel, counted, window, how;
 
 	if (!enabled && !__atomic_load_n(&memq_table_live, __ATOMIC_RELAXED))
 		return 0;
 	saved_errno = errno;
 	cancel = cancel_off();
 	guard++;
-	counted = memq_window_enter();
+	/* The window read before the take: read after it, a free the opening snapshot did not
+	 * list (taken before its shard was) could be written in the window, matching nothing. */
+	window = memq_window_enter_from(memq_nesting, &counted);
 	taken = memq_release_take(U64(p), 0, &info);
 	/* outside windows only a free the opening snapshot listed (info.raced) */
-	if (enabled && (info.raced || memq_recording_from(memq_nesting))) {
+	if (enabled && (how = memq_window_commit(window ? window : info.raced))) {
 		rec = (struct memq_host_rec) { .api = (uint16_t) api, .ptr = U64(p), .size = usable };
 		lttng_ust_do_tracepoint(memq, host_free, &rec, ip);
+		memq_window_done(how);
 	}
 	memq_window_leave(counted);
 	guard--;

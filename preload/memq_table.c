@@ -69,10 +69,11 @@ unsigned long memq_table_dropped;
 static uint32_t snap_gen;
 
 /* Whether the snapshot of the window opening (or open) now has listed shard `s` already:
- * an untraced insert or take there is not in it, so its caller writes the event itself. */
+ * an untraced insert or take there is not in it, so its caller writes the event itself,
+ * for that window (the generation returned; 0: no race). */
 static inline int raced(const struct shard *s)
 {
-	return s->snap && s->snap == __atomic_load_n(&snap_gen, __ATOMIC_ACQUIRE);
+	return s->snap && s->snap == __atomic_load_n(&snap_gen, __ATOMIC_ACQUIRE) ? (int) s->snap : 0;
 }
 
 /* The shard this thread is inside (index + 1), -1 during fork, 0 outside. */
@@ -229,7 +230,7 @@ int memq_table_take(uint64_t ptr, int registered, struct memq_alloc_info *out)
 	if (sl) {
 		out->size = sl->size;
 		out->kind = sl->kind;
-		out->raced = (uint8_t) raced(s);
+		out->raced = raced(s);
 		sl->state = SLOT_TOMB;
 		s->tombs++;
 		if (--s->full == 0)

@@ -11,7 +11,8 @@
  *
  * A window opens: memq:window (open = 1), then memq:live for every entry of
  * the allocation table, then the gate opens. It closes: the gate closes,
- * then memq:window (open = 0). Windows are per process (`index` counts them
+ * the events of its calls are written (or, for a call still running after
+ * CLOSE_WAIT_NS, not at all: window_close_locked), then memq:window (open = 0). Windows are per process (`index` counts them
  * in each process). A time window is opened and closed by a timer thread
  * (exact bounds, nothing added to the wrappers' path); a process still in
  * its window at exit closes it with cause `exit` from the destructor.
@@ -30,6 +31,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +44,11 @@
 enum { MODE_NONE, MODE_TIME, MODE_PROFILER };
 
 int memq_window_gate = -1;
+int memq_window_current;
 unsigned long memq_window_inflight __attribute__((aligned(64)));
+unsigned long memq_window_writing __attribute__((aligned(64)));
+unsigned long memq_window_dropped;
+__thread int memq_window_writing_self __attribute__((tls_model("initial-exec")));
 int memq_window_counting;          /* windows were asked for: traced calls are counted */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -51,7 +57,7 @@ static int mode = -1;             /* -1: MEMQ_CAPTURE not read yet */
 static uint64_t start_ns, end_ns;  /* MODE_TIME */
 static int is_open, open_cause;
 static uint32_t next_index;        /* windows opened so far in this process */
-static uint32_t generation;        /* snapshots taken so far (table marks) */
+static int generation = 1;         /* the last window's (gate value, table marks); 1: no windows */
 static int child_pending;          /* a forked child that has not written its window yet */
 static int initialised;            /* the constructor ran (fork handlers, timer) */
 static int exiting;                /* the destructor ran: no window opens any more */
@@ -87,7 +93,7 @@ static void read_mode_locked(void)
 	mode = parse_capture(getenv("MEMQ_CAPTURE"));
 	__atomic_store_n(&memq_window_counting, mode != MODE_NONE, __ATOMIC_RELAXED);
 	/* Until the constructor: windows are opened by it, never before. */
-	set_gate(mode == MODE_NONE);
+	set_gate(mode == MODE_NONE ? generation : 0);
 }
 
 /* ---- opening and closing (under `lock`) ---------------------------------- */
@@ -118,34 +124,44 @@ static void window_open_locked(int cause, int api)
 	memq_nesting++;                /* what LTTng does in here is not the program's */
 	emit_window(1, cause, api);
 	now = memq_now_ns();
-	/* The gate is still closed: calls racing with the snapshot are untraced and
+	generation = generation == INT_MAX ? 2 : generation + 1;   /* never 0 nor 1 (no windows) */
+	/* Events of this window may be written from now on (after its open event);
+	 * the gate is still closed: calls racing with the snapshot are untraced and
 	 * write their own event where the snapshot passed them (memq_table.c). */
+	__atomic_store_n(&memq_window_current, generation, __ATOMIC_SEQ_CST);
 	if (lttng_ust_tracepoint_enabled(memq, live))
-		memq_table_snapshot(++generation, emit_live, &now);
+		memq_table_snapshot((uint32_t) generation, emit_live, &now);
 	/* the heap's small blocks: their totals so far (what went on outside windows) */
 	memq_heap_flush_all();
 	is_open = 1;
 	open_cause = cause;
-	set_gate(1);
+	set_gate(generation);
 	memq_nesting--;
 }
 
 /*
- * Wrapper calls still running when the gate closed end before the close is
- * written (their events belong to the window: calls begun in it, frees that
- * raced with its opening), but never wait more than this: a call blocked for
- * longer (a synchronisation, a thread stuck at exit) is written after the
- * close.
+ * Closing. Traced calls still running when the gate closed usually end in
+ * microseconds: wait for them (their events belong to the window: calls
+ * begun in it), but never more than CLOSE_WAIT_NS: a call blocked longer (a
+ * synchronisation, a thread stuck at exit) must not hold the program's
+ * profiler Stop. Then the window stops being `current`: an event still to
+ * be written for it is not written (memq_window_commit; counted, reported
+ * at exit), and the events being written now are waited for, without a
+ * limit: a commit bracket writes one event and nothing else (in blocking
+ * mode it may wait for buffer space, as the close itself would). So the
+ * close follows every event of its window, and no event of it comes later.
+ * Only traced calls are counted in the first wait: untraced ones (every
+ * call between windows) never hold it up.
  */
 #define CLOSE_WAIT_NS 1000000000ull
 
-static void wait_inflight(void)
+static void wait_count(const unsigned long *count, unsigned long self, uint64_t limit_ns)
 {
 	struct timespec pause = { .tv_sec = 0, .tv_nsec = 50000 };
-	uint64_t deadline = memq_now_ns() + CLOSE_WAIT_NS;
+	uint64_t deadline = limit_ns ? memq_now_ns() + limit_ns : UINT64_MAX;
 
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);   /* the gate's store before the count's load */
-	while (__atomic_load_n(&memq_window_inflight, __ATOMIC_SEQ_CST) && memq_now_ns() < deadline)
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);   /* the store that ends it before the count's load */
+	while (__atomic_load_n(count, __ATOMIC_SEQ_CST) > self && memq_now_ns() < deadline)
 		nanosleep(&pause, NULL);
 }
 
@@ -156,7 +172,10 @@ static void window_close_locked(int cause, int api)
 	memq_nesting++;
 	memq_table_snapshot_end();
 	__atomic_store_n(&memq_window_gate, 0, __ATOMIC_SEQ_CST);
-	wait_inflight();
+	wait_count(&memq_window_inflight, 0, CLOSE_WAIT_NS);
+	__atomic_store_n(&memq_window_current, 0, __ATOMIC_SEQ_CST);
+	/* a close made by a signal handler inside this thread's own bracket: not that one */
+	wait_count(&memq_window_writing, (unsigned long) memq_window_writing_self, 0);
 	memq_heap_flush_all();          /* small blocks up to the close */
 	memq_content_window_closed();   /* copies still waiting for an after-fingerprint get none */
 	is_open = 0;
@@ -240,6 +259,10 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	pthread_mutex_unlock(&lock);   /* held by this thread across fork: valid to unlock */
+	/* The other threads' calls and brackets in progress are not in the child:
+	 * their counts would hold its closes (the last one forever). */
+	__atomic_store_n(&memq_window_inflight, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&memq_window_writing, (unsigned long) memq_window_writing_self, __ATOMIC_RELAXED);
 	child_pending = 1;
 	set_gate(-1);
 }
@@ -279,11 +302,11 @@ int memq_window_gate_slow(void)
 	read_mode_locked();
 	if (child_pending) {
 		child_resume_locked();
-		set_gate(mode == MODE_NONE || is_open);
+		set_gate(mode == MODE_NONE || is_open ? generation : 0);
 	}
 	g = __atomic_load_n(&memq_window_gate, __ATOMIC_ACQUIRE);
 	pthread_mutex_unlock(&lock);
-	return g > 0;
+	return g > 0 ? g : 0;
 }
 
 void memq_window_exit(void)
@@ -293,6 +316,9 @@ void memq_window_exit(void)
 		window_close_locked(MEMQ_WINDOW_EXIT, 0);
 	exiting = 1;                   /* the timer may wake during teardown: it opens nothing */
 	pthread_mutex_unlock(&lock);
+	if (__atomic_load_n(&memq_window_dropped, __ATOMIC_RELAXED))
+		fprintf(stderr, "memq: %lu events of calls still running %.1f s after their capture window closed "
+			"were not recorded\n", __atomic_load_n(&memq_window_dropped, __ATOMIC_RELAXED), CLOSE_WAIT_NS / 1e9);
 }
 
 /* ---- the profiler API: hip/cuda/cuProfilerStart and Stop ---------------------

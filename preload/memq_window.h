@@ -28,40 +28,40 @@
 
 #include <stdint.h>
 
-/* 1: events may be written; 0: outside every window; -1: not decided yet
+/* The generation of the open window (> 0; 1 when no windows were asked for):
+ * events may be written; 0: outside every window; -1: not decided yet
  * (before the constructor, or in a forked child before its first call). */
 extern int memq_window_gate;
 
 int memq_window_gate_slow(void);
 
-/* Wrapper calls in progress (counted only while windows are asked for): a
- * closing window waits for them, so that every event of a call begun inside
- * the window, or racing with its opening, precedes its close. */
-extern unsigned long memq_window_inflight;
-extern int memq_window_counting;
+/*
+ * Which window an event belongs to, exactly (memq_window.c, "closing"):
+ *  - a call takes the gate's generation when it begins (memq_window_enter)
+ *    and its events belong to that window; untraced calls that raced with a
+ *    snapshot take the generation the table gave them (memq_table_insert,
+ *    memq_table_take);
+ *  - an event is written only inside a commit bracket (memq_window_commit,
+ *    memq_window_done) that finds its window still current: a closing
+ *    window ends `current`, then waits for the brackets in progress (each
+ *    one writes an event, nothing more: short), then writes its close. So
+ *    no event ever follows its window's close or lands in a later window;
+ *    one of a call still running past the close's bounded wait is not
+ *    written (counted in memq_window_dropped, reported at exit).
+ */
+extern int memq_window_current;            /* the window opening or open, 0: none */
+extern int memq_window_counting;           /* windows were asked for: calls and writes are counted */
+extern unsigned long memq_window_inflight;  /* traced calls in progress */
+extern unsigned long memq_window_writing;   /* commit brackets in progress */
+extern unsigned long memq_window_dropped;   /* events whose window had closed */
+extern __thread int memq_window_writing_self __attribute__((tls_model("initial-exec")));
 
-/* Count a call that may write an event (before it reads the gate); 1 when counted. */
-static inline int memq_window_enter(void)
-{
-	if (!__atomic_load_n(&memq_window_counting, __ATOMIC_RELAXED))
-		return 0;
-	__atomic_add_fetch(&memq_window_inflight, 1, __ATOMIC_SEQ_CST);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);   /* counted before the gate is read */
-	return 1;
-}
-
-static inline void memq_window_leave(int counted)
-{
-	if (counted)
-		__atomic_sub_fetch(&memq_window_inflight, 1, __ATOMIC_RELEASE);
-}
-
-/* Whether events may be written now. Call only under the nesting guard
+/* The gate's window now (0: none). Call only under the nesting guard
  * (memq_nesting > 0): the first call in a forked child writes its window
  * events. */
 static inline int memq_recording(void)
 {
-	int g = __atomic_load_n(&memq_window_gate, __ATOMIC_ACQUIRE);
+	int g = __atomic_load_n(&memq_window_gate, __ATOMIC_SEQ_CST);
 
 	return __builtin_expect(g >= 0, 1) ? g : memq_window_gate_slow();
 }
@@ -72,9 +72,68 @@ static inline int memq_recording(void)
  * then reads as closed. */
 static inline int memq_recording_from(int nested)
 {
-	int g = __atomic_load_n(&memq_window_gate, __ATOMIC_ACQUIRE);
+	int g = __atomic_load_n(&memq_window_gate, __ATOMIC_SEQ_CST);
 
 	return __builtin_expect(g >= 0, 1) ? g : nested ? 0 : memq_window_gate_slow();
+}
+
+/* A call begins: the window its events belong to (0: none). A traced call
+ * is counted until memq_window_leave(*counted): a closing window waits for
+ * it (bounded). An untraced one is counted only for the instant it reads
+ * the gate, so calls outside windows never hold a close up. */
+static inline int memq_window_enter_from(int nested, int *counted)
+{
+	int g;
+
+	*counted = 0;
+	if (!__atomic_load_n(&memq_window_counting, __ATOMIC_RELAXED))
+		return memq_recording_from(nested);
+	__atomic_add_fetch(&memq_window_inflight, 1, __ATOMIC_SEQ_CST);   /* counted before the gate is read */
+	g = memq_recording_from(nested);
+	if (g > 0) {
+		*counted = 1;
+		return g;
+	}
+	__atomic_sub_fetch(&memq_window_inflight, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* memq_window_enter_from under the nesting guard (memq_recording's case). */
+static inline int memq_window_enter(int *counted)
+{
+	return memq_window_enter_from(0, counted);
+}
+
+static inline void memq_window_leave(int counted)
+{
+	if (counted)
+		__atomic_sub_fetch(&memq_window_inflight, 1, __ATOMIC_RELEASE);
+}
+
+/* Before writing an event of window `gen`: 0 = write nothing (no window, or
+ * it has closed); else write it, then memq_window_done(the value). */
+static inline int memq_window_commit(int gen)
+{
+	if (gen <= 0)
+		return 0;
+	if (!__atomic_load_n(&memq_window_counting, __ATOMIC_RELAXED))
+		return 1;
+	memq_window_writing_self++;   /* a close made from inside a bracket (a signal handler) skips it */
+	__atomic_add_fetch(&memq_window_writing, 1, __ATOMIC_SEQ_CST);   /* counted before `current` is read */
+	if (__atomic_load_n(&memq_window_current, __ATOMIC_SEQ_CST) == gen)
+		return 2;
+	__atomic_sub_fetch(&memq_window_writing, 1, __ATOMIC_RELEASE);
+	memq_window_writing_self--;
+	__atomic_add_fetch(&memq_window_dropped, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static inline void memq_window_done(int how)
+{
+	if (how == 2) {
+		__atomic_sub_fetch(&memq_window_writing, 1, __ATOMIC_RELEASE);
+		memq_window_writing_self--;
+	}
 }
 
 /* Constructor (reads MEMQ_CAPTURE, starts the timer of a --delay/--duration

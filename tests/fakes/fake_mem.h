@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FAKE_MAX_ALLOCS 65536
@@ -180,8 +181,21 @@ static void fake_copy_rows(int async, void *stream, void *d, size_t dp, const vo
 		.spitch = sp, .width = w, .height = h });
 }
 
+/* FAKE_GPU_SLOW_COPY=N: a copy of exactly N bytes takes 1.5 s (a call still running when a
+ * capture window closes, tests/test_windows.py). */
+static void fake_slow_copy(size_t n)
+{
+	const char *s = getenv("FAKE_GPU_SLOW_COPY");
+	struct timespec pause = { .tv_sec = 1, .tv_nsec = 500000000 };
+
+	if (s && strtoull(s, NULL, 10) == n)
+		while (nanosleep(&pause, &pause) != 0)
+			;
+}
+
 static void fake_copy(int async, void *stream, void *d, const void *s, size_t n)
 {
+	fake_slow_copy(n);
 	fake_copy_rows(async, stream, d, n, s, n, n, 1);
 }
 

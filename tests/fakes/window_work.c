@@ -23,6 +23,11 @@
  *       In it: H freed, 10 more of the small ones freed, 5 small ones and K (32 KiB) allocated.
  *       After it: 10 more small ones freed; the rest, the 5 and K stay live to the exit. Each block
  *       is logged as {"tid", "op", "phase": "before"|"in"|"after", "ptr", "usable"}.
+ *   window_work straggler hip|cuda LOG
+ *       A allocated, window 0 opened; a thread copies STRAGGLER_BYTES into A (run with
+ *       FAKE_GPU_SLOW_COPY=12345: the copy takes 1.5 s) while the main thread closes window 0
+ *       after 100 ms and opens window 1, copies 64 bytes into A, waits for the thread, closes
+ *       window 1 and frees A. The thread logs {"straggler_end": ns} (CLOCK_MONOTONIC).
  *   window_work fork hip|cuda LOG
  *       A allocated, a window opened (profiler start), then fork(): the child copies from
  *       A, frees it and exits inside the window it inherited; the parent waits, copies to
@@ -226,6 +231,36 @@ static int heap_window(void)
 	return 0;
 }
 
+#define STRAGGLER_BYTES 12345
+
+static uint64_t now_ns(void);
+
+static void *straggler_thread(void *a)
+{
+	copy(a, host, STRAGGLER_BYTES, 1);
+	fprintf(worklog, "{\"pid\": %d, \"straggler_end\": %llu}\n", (int) getpid(), (unsigned long long) now_ns());
+	return NULL;
+}
+
+static int straggler(void)
+{
+	struct timespec pause = { .tv_sec = 0, .tv_nsec = 100000000 };
+	void *a = alloc(1 << 16);
+	pthread_t slow;
+
+	profiler(rt->start, rt->start_name);
+	if (pthread_create(&slow, NULL, straggler_thread, a))
+		return 1;
+	nanosleep(&pause, NULL);
+	profiler(rt->stop, rt->stop_name);
+	profiler(rt->start, rt->start_name);
+	copy(a, host, 64, 1);
+	pthread_join(slow, NULL);
+	profiler(rt->stop, rt->stop_name);
+	release(a, 1 << 16);
+	return 0;
+}
+
 static long race_iters;
 static int race_done;        /* atomic: the windows are over */
 
@@ -313,7 +348,7 @@ int main(int argc, char **argv)
 	if (argc >= 4)
 		rt = !strcmp(argv[2], "hip") ? &hip : !strcmp(argv[2], "cuda") ? &cuda : NULL;
 	if (!rt || !(worklog = fopen(log, "a"))) {
-		fprintf(stderr, "usage: window_work profiler|fork|heap hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
+		fprintf(stderr, "usage: window_work profiler|fork|heap|straggler hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
 		return 2;
 	}
 	if (argc == 4 && !strcmp(argv[1], "profiler"))
@@ -322,10 +357,12 @@ int main(int argc, char **argv)
 		return forked_window();
 	if (argc == 4 && !strcmp(argv[1], "heap"))
 		return heap_window();
+	if (argc == 4 && !strcmp(argv[1], "straggler"))
+		return straggler();
 	if (argc == 7 && !strcmp(argv[1], "race"))
 		return race(atoi(argv[3]), atol(argv[4]), atoi(argv[5]));
 	if (argc == 6 && !strcmp(argv[1], "steps"))
 		return steps(atol(argv[3]), atol(argv[4]));
-	fprintf(stderr, "usage: window_work profiler|fork|heap hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
+	fprintf(stderr, "usage: window_work profiler|fork|heap|straggler hip|cuda LOG | steps hip|cuda N STEP_MS LOG | race hip|cuda T N W LOG\n");
 	return 2;
 }
