@@ -150,11 +150,11 @@ def _human(table: Rows, start: int) -> Rows:
 
 
 def _largest(table: Rows, keep: list[int], column: str) -> list[int]:
-    """The TOP_ROWS of rows `keep` with the largest `column`, largest first, ties in row order (NULLs left
-    out): DataFrame.nlargest's choice and order."""
+    """The TOP_ROWS of rows `keep` with the largest `column`, largest first, ties in row order, NULLs last:
+    DataFrame.nlargest's choice and order."""
     values = table.column(column)
     ranked = sorted((i for i in keep if not is_null(values[i])), key=lambda i: -values[i])
-    return ranked[:TOP_ROWS]
+    return (ranked + [i for i in keep if is_null(values[i])])[:TOP_ROWS]
 
 
 def _shortened(key: str, table: Rows) -> Rows:
