@@ -18,6 +18,9 @@ result. Each frame carries in `df.attrs`:
 * `windows`: the capture windows the figures cover (one dict per window, as `windows()`
   gives them; empty for a trace recorded without windows, whose figures cover it all),
   and `windows_note`: the same in one sentence ("" without windows).
+
+Each figure is computed once, as engine Rows (`*_rows(engine)`, plain Python values: what
+`memq duplicated` etc. print, without importing pandas), and returned here as a DataFrame.
 """
 from __future__ import annotations
 
@@ -25,11 +28,13 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import pandas as pd
-
+from .engine.rows import Rows
 from .errors import UsageError
+
+if TYPE_CHECKING:  # imported where a frame is made (0.4 s the command line does without)
+    import pandas as pd
 
 UPPER_BOUND = ("Figures are upper bounds: writes by CPU code and GPU kernels are not traced, "
                "so copied data may have changed (and a mirror ended) earlier than shown; content fingerprints "
@@ -62,9 +67,10 @@ def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None) -
     if not path.exists():
         raise UsageError(f"{path}: no such trace file or directory")
     from .engine import open_trace
-    from .pipeline import convert
 
     if path.is_dir():
+        from .pipeline import convert  # the converter's imports (0.1 s) only where there is something to convert
+
         with tempfile.TemporaryDirectory(prefix="memq-") as tmp:
             converted = Path(tmp) / "trace.pftrace"
             convert(path, converted)
@@ -75,19 +81,32 @@ def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None) -
         yield engine
 
 
-def module_query(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
+def module_rows(engine: Any, modules: tuple[str, ...], sql: str) -> Rows:
     """`sql` (a SELECT of the memq modules' tables) with those modules included."""
     includes = "".join(f"INCLUDE PERFETTO MODULE memq.{m};\n" for m in modules)
-    return engine.query(includes + sql)
+    return engine.rows(includes + sql)
 
 
-def _with_attrs(df: pd.DataFrame, *, applies: bool, note: str, sources: list[str], engine: Any = None
-                ) -> pd.DataFrame:
-    df.attrs.update(applies=applies, note=note, source=",".join(sources) or "none")
-    if engine is not None:
-        found = windows(engine)
-        df.attrs.update(windows=found.to_dict("records"), windows_note=found.attrs["windows_note"])
+def module_query(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
+    """module_rows as a DataFrame."""
+    return module_rows(engine, modules, sql).frame()
+
+
+def frame(rows: Rows) -> pd.DataFrame:
+    """An analysis' Rows as the DataFrame the API returns (`attrs["windows"]`: the windows' records)."""
+    df = rows.frame()
+    found = rows.attrs.get("windows")
+    if isinstance(found, Rows):
+        df.attrs["windows"] = found.frame().to_dict("records")
     return df
+
+
+def _with_attrs(rows: Rows, *, applies: bool, note: str, sources: list[str], engine: Any = None) -> Rows:
+    rows.attrs.update(applies=applies, note=note, source=",".join(sources) or "none")
+    if engine is not None:
+        found = windows_rows(engine)  # `frame` turns it into records
+        rows.attrs.update(windows=found, windows_note=found.attrs["windows_note"])
+    return rows
 
 
 # -- capture windows ---------------------------------------------------------------------
@@ -103,30 +122,37 @@ def windows(trace: Any) -> pd.DataFrame:
     recorded without windows (its figures cover the whole run). `attrs["windows_note"]` says in one
     sentence what the figures cover."""
     with load(trace) as engine:
-        df = module_query(engine, ("windows",), "SELECT * FROM memq_window_report")
-        note = ""
-        if len(df):
-            span = module_query(engine, ("trace",), "SELECT recorded_dur, end_ts - start_ts AS span FROM memq_trace"
-                                ).iloc[0]
-            pids = sorted(set(df["pid"].astype(int).tolist()))
-            note = (f"Figures cover the {len(df)} capture window(s) of {len(pids)} process(es) listed (table "
-                    f"`windows`): {_seconds(span['recorded_dur'])} recorded of a {_seconds(span['span'])} trace; "
-                    "nothing outside them was recorded. Allocations live when a window opened start at its "
-                    "start (live_at_start); means and shares are over the recorded time.")
-        df.attrs.update(windows_note=note)
-        return df
+        return frame(windows_rows(engine))
+
+
+def windows_rows(engine: Any) -> Rows:
+    """windows() as Rows."""
+    rows = module_rows(engine, ("windows",), "SELECT * FROM memq_window_report")
+    note = ""
+    if len(rows):
+        span = module_rows(engine, ("trace",), "SELECT recorded_dur, end_ts - start_ts AS span FROM memq_trace")
+        pids = sorted({int(pid) for pid in rows.column("pid")})
+        note = (f"Figures cover the {len(rows)} capture window(s) of {len(pids)} process(es) listed (table "
+                f"`windows`): {_seconds(span.first('recorded_dur'))} recorded of a {_seconds(span.first('span'))} "
+                "trace; nothing outside them was recorded. Allocations live when a window opened start at its "
+                "start (live_at_start); means and shares are over the recorded time.")
+    rows.attrs.update(windows_note=note)
+    return rows
 
 
 def trace_warnings(trace: Any) -> list[str]:
     """What the converter counted as lost or unusable (memq.meta) and what trace_processor could not
     import (its error / data-loss stats): one line each, empty when clean."""
+    from .engine.base import IMPORT_PROBLEMS_SQL
+    from .engine.rows import is_null
+
     with load(trace) as engine:
-        meta = module_query(engine, ("trace",), f"SELECT {', '.join(META_COUNTS)} FROM memq_meta")
-        unplaced = int(module_query(engine, ("trace",), "SELECT unplaced FROM memq_trace")["unplaced"].iloc[0])
-        problems = engine.import_problems()
+        meta = module_rows(engine, ("trace",), f"SELECT {', '.join(META_COUNTS)} FROM memq_meta")
+        unplaced = int(module_rows(engine, ("trace",), "SELECT unplaced FROM memq_trace").first("unplaced"))
+        problems = engine.rows(IMPORT_PROBLEMS_SQL)
     lines = []
-    for row in meta.to_dict("records"):
-        row = {k: 0 if pd.isna(v) else int(v) for k, v in row.items()}
+    for row in meta.records():
+        row = {k: 0 if is_null(v) else int(v) for k, v in row.items()}
         if row["lost_events"] or row["lost_packets"]:
             lines.append(f"the trace lost {row['lost_events']:,} events and {row['lost_packets']:,}"
                          " packets: allocations, frees or copies may be missing from every figure")
@@ -144,7 +170,7 @@ def trace_warnings(trace: Any) -> list[str]:
     if unplaced:
         lines.append(f"{unplaced:,} copies or memsets have no thread (pid, tid) or no address in the trace: they are "
                      "left out of the mirror, duplicated and redundant figures")
-    for row in problems.to_dict("records"):
+    for row in problems.records():
         lines.append(f"trace_processor could not import everything: {row['name']} = {int(row['value']):,} "
                      "(events it dropped are missing from every figure)")
     return lines
@@ -153,17 +179,21 @@ def trace_warnings(trace: Any) -> list[str]:
 def sources(trace: Any) -> pd.DataFrame:
     """What the trace holds: one row per source with has_addresses, copies, sets."""
     with load(trace) as engine:
-        return module_query(engine, ("copies",), "SELECT * FROM memq_source ORDER BY source")
+        return _sources(engine).frame()
+
+
+def _sources(engine: Any) -> Rows:
+    return module_rows(engine, ("copies",), "SELECT * FROM memq_source ORDER BY source")
 
 
 def _source_info(engine: Any) -> tuple[list[str], bool, bool]:
     """(sources, has addresses, has any memory event)."""
-    df = sources(engine)
-    events = module_query(engine, ("trace",),
-                          "SELECT allocations + small_block_processes AS n FROM memq_trace")["n"].iloc[0]
-    names = df["source"].tolist()
-    has_events = bool(events) or bool((df["copies"] + df["sets"]).sum())
-    return names, bool(df["has_addresses"].astype(bool).any()) if len(df) else False, has_events
+    found = _sources(engine)
+    events = module_rows(engine, ("trace",), "SELECT allocations + small_block_processes AS n FROM memq_trace"
+                         ).first("n")
+    names = found.column("source")
+    has_events = bool(events) or any(row["copies"] + row["sets"] for row in found.records())
+    return names, any(bool(v) for v in found.column("has_addresses")), has_events
 
 
 def _note(has_events: bool, applies: bool, caveat: str = UPPER_BOUND) -> str:
@@ -181,18 +211,32 @@ def duplicated(trace: Any) -> pd.DataFrame:
     the mean is over: the trace window, or the union of its capture windows).
     """
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        df = module_query(engine, ("duplicated",), "SELECT * FROM memq_duplicated_report")
-        applies = addressed or not has_events
-        if not applies:
-            df = df.iloc[0:0]
-        elif not ((df["grouping"] == "total") & df["pid"].isna()).any():
-            window = module_query(engine, ("trace",), "SELECT start_ts, end_ts, recorded_dur FROM memq_trace").iloc[0]
-            zero = pd.DataFrame([{"grouping": "total", "pid": None, "key": None, "peak_bytes": 0, "peak_ts": None,
-                                  "mean_bytes": 0.0, "byte_ns": 0.0, "window_start": window["start_ts"],
-                                  "window_end": window["end_ts"], "recorded_dur": window["recorded_dur"]}])
-            df = zero if df.empty else pd.concat([zero, df], ignore_index=True)
-        return _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names, engine=engine)
+        return frame(duplicated_rows(engine))
+
+
+def duplicated_rows(engine: Any) -> Rows:
+    """duplicated() as Rows."""
+    names, addressed, has_events = _source_info(engine)
+    rows = module_rows(engine, ("duplicated",), "SELECT * FROM memq_duplicated_report")
+    applies = addressed or not has_events
+    if not applies:
+        rows = Rows(rows.columns, [], lambda got=rows: got.frame().iloc[0:0])
+    elif not any(g == "total" and p is None for g, p in zip(rows.column("grouping"), rows.column("pid"))):
+        window = module_rows(engine, ("trace",), "SELECT start_ts, end_ts, recorded_dur FROM memq_trace").records()[0]
+        zero = {"grouping": "total", "pid": None, "key": None, "peak_bytes": 0, "peak_ts": None, "mean_bytes": 0.0,
+                "byte_ns": 0.0, "window_start": window["start_ts"], "window_end": window["end_ts"],
+                "recorded_dur": window["recorded_dur"]}
+        rows = Rows(list(zero), [tuple(zero.values())] + [tuple(r.get(c) for c in zero) for r in rows.records()],
+                    lambda got=rows: _zero_total(zero, got))
+    return _with_attrs(rows, applies=applies, note=_note(has_events, applies), sources=names, engine=engine)
+
+
+def _zero_total(zero: dict[str, Any], got: Rows) -> pd.DataFrame:
+    """The whole-trace row of a trace with no mirror (zeros) before the report's rows."""
+    import pandas as pd
+
+    first = pd.DataFrame([zero])
+    return first if not len(got) else pd.concat([first, got.frame()], ignore_index=True)
 
 
 def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
@@ -200,25 +244,27 @@ def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
     if grouping not in DUP_GROUPINGS:
         raise UsageError(f"grouping {grouping!r}: expected one of {', '.join(DUP_GROUPINGS)}")
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        df = module_query(engine, ("duplicated",), f"SELECT * FROM memq_duplicated_over_time('{grouping}')")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
+        return _addressed(engine, ("duplicated",), f"SELECT * FROM memq_duplicated_over_time('{grouping}')")
 
 
 def duplicated_over_time(trace: Any) -> pd.DataFrame:
     """Whole-trace duplicated bytes over time: ts, direction ('' = all mirrors), value; one row per change."""
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        df = module_query(engine, ("duplicated",), "SELECT ts, direction, value FROM memq_duplicated_trace_counter")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
+        return _addressed(engine, ("duplicated",), "SELECT ts, direction, value FROM memq_duplicated_trace_counter")
 
 
 def mirrors(trace: Any) -> pd.DataFrame:
     """Every mirror piece: copy_id, call_id, pid, dst, src, bytes, ts, dur, end_ts, direction, allocations."""
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        df = module_query(engine, ("mirrors",), "SELECT * FROM memq_mirror_report")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
+        return _addressed(engine, ("mirrors",), "SELECT * FROM memq_mirror_report")
+
+
+def _addressed(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
+    """A figure that applies to a trace whose copies carry addresses, as a frame with its attrs."""
+    names, addressed, has_events = _source_info(engine)
+    rows = module_rows(engine, modules, sql)
+    return frame(_with_attrs(rows, applies=addressed, note=_note(has_events, addressed), sources=names,
+                             engine=engine))
 
 
 # -- redundant ---------------------------------------------------------------------------
@@ -235,9 +281,9 @@ def redundant_copies(trace: Any, unified: str = "auto") -> pd.DataFrame:
     _check_unified(unified)
     with load(trace) as engine:
         names, addressed, has_events = _source_info(engine)
-        df = module_query(engine, ("redundant",), f"SELECT * FROM memq_redundant_copy_report!('{unified}')")
-        return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
-                           sources=names, engine=engine)
+        rows = module_rows(engine, ("redundant",), f"SELECT * FROM memq_redundant_copy_report!('{unified}')")
+        return frame(_with_attrs(rows, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
+                                 sources=names, engine=engine))
 
 
 def _redundant_note(addressed: bool) -> str:
@@ -254,26 +300,31 @@ def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:
     Rows for the whole trace (pid None) for every class, zeros included, then per process.
     `applies` is False on the rows of address-only classes for sources without addresses.
     """
-    _check_unified(unified)
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        got = module_query(engine, ("redundant",), f"SELECT * FROM memq_redundant_total_report!('{unified}')")
-        columns = [prefix + f for prefix in ("", "content_", "address_") for f in FIGURES]
-        wide: dict[tuple, dict] = {}
-        for row in got.to_dict("records"):
-            pid = None if pd.isna(row["pid"]) else int(row["pid"])
-            prefix = "" if row["evidence"] == "all" else f"{row['evidence']}_"
-            figures = wide.setdefault((pid, row["class"]), dict.fromkeys(columns, 0))
-            figures.update({prefix + f: int(row[f]) for f in FIGURES})
-        rows = []
-        for key in [(None, cls) for cls in CLASSES] + sorted(
-                (k for k in wide if k[0] is not None), key=lambda k: (k[0], CLASSES.index(k[1]))):
-            pid, cls = key
-            rows.append({"pid": pid, "class": cls, "applies": addressed or cls not in ADDRESS_CLASSES,
-                         **wide.get(key, dict.fromkeys(columns, 0))})
-        df = pd.DataFrame(rows, columns=["pid", "class", "applies", *columns])
-        return _with_attrs(df, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
-                           sources=names, engine=engine)
+        return frame(redundant_rows(engine, unified))
+
+
+def redundant_rows(engine: Any, unified: str = "auto") -> Rows:
+    """redundant() as Rows."""
+    _check_unified(unified)
+    names, addressed, has_events = _source_info(engine)
+    got = module_rows(engine, ("redundant",), f"SELECT * FROM memq_redundant_total_report!('{unified}')")
+    columns = [prefix + f for prefix in ("", "content_", "address_") for f in FIGURES]
+    wide: dict[tuple, dict] = {}
+    for row in got.records():
+        pid = None if row["pid"] is None else int(row["pid"])
+        prefix = "" if row["evidence"] == "all" else f"{row['evidence']}_"
+        figures = wide.setdefault((pid, row["class"]), dict.fromkeys(columns, 0))
+        figures.update({prefix + f: int(row[f]) for f in FIGURES})
+    records = []
+    for key in [(None, cls) for cls in CLASSES] + sorted(
+            (k for k in wide if k[0] is not None), key=lambda k: (k[0], CLASSES.index(k[1]))):
+        pid, cls = key
+        records.append({"pid": pid, "class": cls, "applies": addressed or cls not in ADDRESS_CLASSES,
+                        **wide.get(key, dict.fromkeys(columns, 0))})
+    rows = Rows.from_records(records, ["pid", "class", "applies", *columns])
+    return _with_attrs(rows, applies=True, note=_note(has_events, True, _redundant_note(addressed)), sources=names,
+                       engine=engine)
 
 
 # -- summary -----------------------------------------------------------------------------
@@ -289,39 +340,49 @@ def summary(trace: Any) -> dict[str, pd.DataFrame]:
     """Top API calls by time, copies per direction (count, bytes, time, bandwidth),
     allocations per kind, device busy share: one frame each, keyed api/copies/allocations/devices."""
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        out = {}
-        for key, sql in SUMMARY_TABLES.items():
-            df = module_query(engine, ("summary",), sql)
-            applies = addressed or key != "allocations"
-            out[key] = _with_attrs(df, applies=applies, note=_note(has_events, applies), sources=names,
-                                   engine=engine)
-        return out
+        return {key: frame(rows) for key, rows in summary_rows(engine).items()}
+
+
+def summary_rows(engine: Any) -> dict[str, Rows]:
+    """summary() as Rows."""
+    names, addressed, has_events = _source_info(engine)
+    out = {}
+    for key, sql in SUMMARY_TABLES.items():
+        rows = module_rows(engine, ("summary",), sql)
+        applies = addressed or key != "allocations"
+        out[key] = _with_attrs(rows, applies=applies, note=_note(has_events, applies), sources=names, engine=engine)
+    return out
 
 
 # -- leaks -------------------------------------------------------------------------------
 def leaks(trace: Any) -> pd.DataFrame:
     """Allocations never freed, grouped by kind and size: count, bytes, first_ts, last_ts."""
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        df = module_query(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
-        caveat = "Allocations with no free in the trace; a lost free shows as a leak."
-        if df["size"].isna().any():
-            threshold = _host_min_size(engine)
-            caveat += (" The host row with no size is the blocks below the recording's threshold"
-                       + (f" ({threshold:,} bytes)" if threshold is not None else "")
-                       + " still live at the end, which the trace holds as totals only.")
-        df = _with_attrs(df, applies=addressed or not has_events,
-                         note=_note(has_events, addressed or not has_events, caveat), sources=names, engine=engine)
-        if df.attrs["windows"]:
-            df.attrs["note"] = " ".join([df.attrs["note"], OUTLIVED])
-        return df
+        return frame(leaks_rows(engine))
+
+
+def leaks_rows(engine: Any) -> Rows:
+    """leaks() as Rows."""
+    names, addressed, has_events = _source_info(engine)
+    rows = module_rows(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
+    caveat = "Allocations with no free in the trace; a lost free shows as a leak."
+    if any(size is None for size in rows.column("size")):
+        threshold = _host_min_size(engine)
+        caveat += (" The host row with no size is the blocks below the recording's threshold"
+                   + (f" ({threshold:,} bytes)" if threshold is not None else "")
+                   + " still live at the end, which the trace holds as totals only.")
+    rows = _with_attrs(rows, applies=addressed or not has_events,
+                       note=_note(has_events, addressed or not has_events, caveat), sources=names, engine=engine)
+    if rows.attrs["windows"]:
+        rows.attrs["note"] = " ".join([rows.attrs["note"], OUTLIVED])
+    return rows
 
 
 def _host_min_size(engine: Any) -> int | None:
     """The recording's host heap threshold (`memq record --host-min-size`), when the trace says."""
-    df = module_query(engine, ("trace",), "SELECT host_min_size AS n FROM memq_meta WHERE host_min_size IS NOT NULL")
-    return int(df["n"].iloc[0]) if len(df) else None
+    found = module_rows(engine, ("trace",),
+                        "SELECT host_min_size AS n FROM memq_meta WHERE host_min_size IS NOT NULL")
+    return int(found.first("n")) if len(found) else None
 
 
 def outlived(trace: Any) -> pd.DataFrame:
@@ -329,14 +390,17 @@ def outlived(trace: Any) -> pd.DataFrame:
     size (count, bytes, live_at_start): not leaks, their fate outside the window is unknown. Empty for a
     trace without windows."""
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        df = module_query(engine, ("leaks",), "SELECT * FROM memq_outlived_by_kind_size")
-        return _with_attrs(df, applies=addressed or not has_events, note=OUTLIVED, sources=names, engine=engine)
+        return frame(outlived_rows(engine))
+
+
+def outlived_rows(engine: Any) -> Rows:
+    """outlived() as Rows."""
+    names, addressed, has_events = _source_info(engine)
+    rows = module_rows(engine, ("leaks",), "SELECT * FROM memq_outlived_by_kind_size")
+    return _with_attrs(rows, applies=addressed or not has_events, note=OUTLIVED, sources=names, engine=engine)
 
 
 def leaked_allocations(trace: Any) -> pd.DataFrame:
     """Every allocation never freed (keeps `alloc_id` for attribution)."""
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
-        df = module_query(engine, ("leaks",), "SELECT * FROM memq_leak_report")
-        return _with_attrs(df, applies=addressed, note=_note(has_events, addressed), sources=names, engine=engine)
+        return _addressed(engine, ("leaks",), "SELECT * FROM memq_leak_report")

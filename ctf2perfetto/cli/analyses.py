@@ -12,10 +12,12 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import sys
 from typing import Any
 
+from ..engine.rows import Rows, is_null
 from . import ticking
 from .output import add_engine_args, add_format_arg, add_unified_arg, print_frame
 
@@ -75,24 +77,23 @@ def run(name: str, args: argparse.Namespace) -> int:
             engine = stack.enter_context(analyses.load(args.trace, trace_processor=args.trace_processor))
         with ticking(f"running {name}"):
             if name == "summary":
-                tables = analyses.summary(engine)
+                tables = analyses.summary_rows(engine)
             elif name == "duplicated":
-                tables = {"duplicated": analyses.duplicated(engine)}
+                tables = {"duplicated": analyses.duplicated_rows(engine)}
             elif name == "redundant":
-                tables = {"redundant": analyses.redundant(engine, args.unified)}
+                tables = {"redundant": analyses.redundant_rows(engine, args.unified)}
             else:
-                tables = {"leaks": analyses.leaks(engine)}
+                tables = {"leaks": analyses.leaks_rows(engine)}
                 if tables["leaks"].attrs.get("windows"):
-                    tables["outlived"] = analyses.outlived(engine)
+                    tables["outlived"] = analyses.outlived_rows(engine)
             if next(iter(tables.values())).attrs.get("windows"):
-                tables["windows"] = analyses.windows(engine)
+                tables["windows"] = analyses.windows_rows(engine)
             by = getattr(args, "by", None)
             if by:
-                tables[f"by {by}"] = _attributed(engine, name, by, args)
+                tables[f"by {by}"] = Rows.from_frame(_attributed(engine, name, by, args))
             first = next(iter(tables.values()))
             first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
-            start = analyses.module_query(engine, ("trace",), "SELECT start_ts FROM memq_trace")["start_ts"].iloc[0]
-            start = int(start)
+            start = int(analyses.module_rows(engine, ("trace",), "SELECT start_ts FROM memq_trace").first("start_ts"))
     _print(name, tables, args.format, start)
     return 0
 
@@ -118,44 +119,75 @@ def _attributed(engine: Any, name: str, by: str, args: argparse.Namespace) -> An
     return out
 
 
-def _human(df: Any, start: int) -> Any:
+def _round(value: float, digits: int) -> float:
+    """numpy's round (what the frames' `.round` did): x * 10**digits to the nearest even integer, divided
+    back; not Python's round(x, digits), which rounds the decimal value and may differ in the last digit."""
+    scale = 10.0 ** digits
+    scaled = value * scale
+    return math.copysign(float(round(scaled)), scaled) / scale
+
+
+def _human(table: Rows, start: int) -> Rows:
     """Bytes as MiB, durations as ms, times as seconds from the trace start, pid 'all' for the
     whole trace, for reading."""
-    out = df.copy()
-    if "pid" in out.columns:  # whole-trace rows have no pid
-        out["pid"] = ["all" if v is None or v != v else int(v) for v in out["pid"].tolist()]
-    for col in list(out.columns):
-        if col == "ts" or col.endswith("_ts") or col in ("window_start", "window_end"):
-            out[col] = ((out[col].astype("float64") - start) / 1e9).round(6)
-            out = out.rename(columns={col: f"{col} s"})
+    columns, values = [], []
+    for col, column in zip(table.columns, table.typed_columns()):
+        if col == "pid":  # whole-trace rows have no pid
+            column = ["all" if is_null(v) else int(v) for v in column]
+        elif col == "ts" or col.endswith("_ts") or col in ("window_start", "window_end"):
+            column = [None if is_null(v) else _round((float(v) - start) / 1e9, 6) for v in column]
+            col = f"{col} s"
         elif col == "bytes" or col.endswith("_bytes") or col == "size" or col == "max_size":
-            out[col] = (out[col].astype("float64") / 1048576.0).round(3)
-            out = out.rename(columns={col: f"{col} MiB"})
+            column = [None if is_null(v) else _round(float(v) / 1048576.0, 3) for v in column]
+            col = f"{col} MiB"
         elif col.endswith("_dur") or col.endswith("dur_sum") or col in ("dur", "byte_ns"):
             scale, unit = (1e6, "ms") if col != "byte_ns" else (1048576.0 * 1e9, "MiB*s")
-            out[col] = (out[col].astype("float64") / scale).round(3)
-            out = out.rename(columns={col: f"{col} {unit}"})
-    return out
+            column = [None if is_null(v) else _round(float(v) / scale, 3) for v in column]
+            col = f"{col} {unit}"
+        columns.append(col)
+        values.append(column)
+    return Rows(columns, list(zip(*values)) if columns else [], lambda: table.frame(), table.attrs)
 
 
-def _shortened(key: str, df: Any) -> Any:
+def _largest(table: Rows, keep: list[int], column: str) -> list[int]:
+    """The TOP_ROWS of rows `keep` with the largest `column`, largest first, ties in row order, NULLs last:
+    DataFrame.nlargest's choice and order."""
+    values = table.column(column)
+    ranked = sorted((i for i in keep if not is_null(values[i])), key=lambda i: -values[i])
+    return (ranked + [i for i in keep if is_null(values[i])])[:TOP_ROWS]
+
+
+def _shortened(key: str, table: Rows) -> Rows:
     """For reading: at most TOP_ROWS allocation rows (highest peak) or leak groups (most bytes), saying so."""
-    if "grouping" in df.columns:
-        by_alloc = df["grouping"] == "allocation"
-        if by_alloc.sum() > TOP_ROWS:
-            import pandas as pd
-
-            print(f"(allocation rows: the {TOP_ROWS} of {int(by_alloc.sum())} with the highest peak; "
+    if "grouping" in table.columns:
+        by_alloc = [g == "allocation" for g in table.column("grouping")]
+        if sum(by_alloc) > TOP_ROWS:
+            print(f"(allocation rows: the {TOP_ROWS} of {sum(by_alloc)} with the highest peak; "
                   "--format json|csv has all)")
-            return pd.concat([df[~by_alloc], df[by_alloc].nlargest(TOP_ROWS, "peak_bytes")])
-    elif key == "leaks" and len(df) > TOP_ROWS:
-        print(f"(the {TOP_ROWS} of {len(df)} kind/size groups with the most bytes; --format json|csv has all)")
-        return df.nlargest(TOP_ROWS, "bytes")
-    return df
+            others = [i for i, alloc in enumerate(by_alloc) if not alloc]
+            return _subset(table, others + _largest(table, [i for i, alloc in enumerate(by_alloc) if alloc],
+                                                    "peak_bytes"))
+    elif key == "leaks" and len(table) > TOP_ROWS:
+        print(f"(the {TOP_ROWS} of {len(table)} kind/size groups with the most bytes; --format json|csv has all)")
+        return _subset(table, _largest(table, list(range(len(table))), "bytes"))
+    return table
 
 
-def _print(name: str, tables: dict, fmt: str, start: int) -> None:
-    from ..analyses import UPPER_BOUND
+def _subset(table: Rows, keep: list[int]) -> Rows:
+    """Rows `keep` of the table, in that order (for printing only)."""
+    rows = table.rows
+    return Rows(table.columns, [rows[i] for i in keep], lambda: table.frame().iloc[keep], table.attrs)
+
+
+def _without(table: Rows, drop: set[str]) -> Rows:
+    """The table without columns `drop` (for printing only)."""
+    keep = [i for i, c in enumerate(table.columns) if c not in drop]
+    return Rows([table.columns[i] for i in keep], [tuple(r[i] for i in keep) for r in table.rows],
+                lambda: table.frame().drop(columns=sorted(drop)), table.attrs)
+
+
+def _print(name: str, tables: dict[str, Rows], fmt: str, start: int) -> None:
+    from ..analyses import UPPER_BOUND, frame
 
     first = next(iter(tables.values()))
     notes = [UPPER_BOUND]
@@ -168,7 +200,7 @@ def _print(name: str, tables: dict, fmt: str, start: int) -> None:
         payload = {
             "analysis": name, "source": source, "upper_bound": True, "notes": notes,
             "tables": {key: {"applies": bool(df.attrs.get("applies", True)),
-                             "rows": json.loads(df.to_json(orient="records"))} for key, df in tables.items()},
+                             "rows": json.loads(frame(df).to_json(orient="records"))} for key, df in tables.items()},
         }
         json.dump(payload, sys.stdout)
         sys.stdout.write("\n")
@@ -179,7 +211,7 @@ def _print(name: str, tables: dict, fmt: str, start: int) -> None:
         for key, df in tables.items():
             if len(tables) > 1:
                 print(f"# table: {key}")
-            print_frame(df, "csv")
+            print_frame(frame(df), "csv")
         return
     print(f"memq {name} (source: {source})")
     for key, df in tables.items():
@@ -190,7 +222,7 @@ def _print(name: str, tables: dict, fmt: str, start: int) -> None:
             print(f"({df.attrs.get('note') or 'not applicable'})")
             continue
         if key == "redundant":  # for reading: the evidence split as the part content proves
-            df = df.drop(columns=[c for c in df.columns if c.startswith("address_") or c == "content_wall_dur"])
+            df = _without(df, {c for c in df.columns if c.startswith("address_") or c == "content_wall_dur"})
             print("(content_*: the part a content fingerprint proves; the rest has evidence address, "
                   "--format json|csv has both)")
         print_frame(_human(_shortened(key, df), start), "table")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
+
+from ..engine.rows import Rows, is_null
 
 if TYPE_CHECKING:  # pandas is imported where a frame is printed: every command builds this parser,
     import pandas as pd  # and `memq record` must not pay 0.4 s for it
@@ -41,8 +42,8 @@ def add_unified_arg(parser: argparse.ArgumentParser) -> None:
                              "GH200): auto = as the device property the recorder stored says (default), yes, no")
 
 
-def print_frame(df: pd.DataFrame, fmt: str = "table", file: TextIO | None = None) -> None:
-    """Print df as 'table', 'json' or 'csv' on file (default stdout)."""
+def print_frame(df: pd.DataFrame | Rows, fmt: str = "table", file: TextIO | None = None) -> None:
+    """Print df as 'table', 'json' or 'csv' on file (default stdout); Rows print as a table only."""
     out = sys.stdout if file is None else file
     if fmt == "json":
         json.dump([{k: _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")], out,
@@ -56,13 +57,17 @@ def print_frame(df: pd.DataFrame, fmt: str = "table", file: TextIO | None = None
         raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def format_table(df: pd.DataFrame) -> str:
+def format_table(df: pd.DataFrame | Rows) -> str:
     """Columns aligned with two spaces between them: numbers to the right, text to the left."""
     if len(df.columns) == 0:
         return "(no columns)\n"
     columns = [str(c) for c in df.columns]
-    cells = [[_text(v) for v in df.iloc[:, i].tolist()] for i in range(len(columns))]
-    numeric = [all(_is_number(v) for v in df.iloc[:, i].tolist() if not _is_null(v)) for i in range(len(columns))]
+    if isinstance(df, Rows):
+        values = df.typed_columns()
+    else:
+        values = [df.iloc[:, i].tolist() for i in range(len(columns))]
+    cells = [[_text(v) for v in column] for column in values]
+    numeric = [all(_is_number(v) for v in column if not _is_null(v)) for column in values]
     widths = [max([len(name)] + [len(c) for c in col]) for name, col in zip(columns, cells)]
 
     def line(values: list[str]) -> str:
@@ -76,9 +81,9 @@ def format_table(df: pd.DataFrame) -> str:
 
 
 def _is_null(value: Any) -> bool:
-    import pandas as pd
-
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+    # pandas' NA can only be here if pandas is loaded: tables of engine Rows never import it.
+    pd = sys.modules.get("pandas")
+    return is_null(value) or (pd is not None and value is pd.NA)
 
 
 def _is_number(value: Any) -> bool:

@@ -4,10 +4,13 @@ from __future__ import annotations
 import abc
 import re
 from types import TracebackType
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..errors import MemqError
+from .rows import Rows
+
+if TYPE_CHECKING:  # frames are made on demand: the command line prints Rows and never imports pandas
+    import pandas as pd
 
 # Import statistics that mean the trace was read wrongly or partly: callers refuse or warn on them.
 IMPORT_PROBLEMS_SQL = """
@@ -51,8 +54,12 @@ class Engine(abc.ABC):
     kind: str = ""
 
     @abc.abstractmethod
+    def rows(self, sql: str) -> Rows:
+        """Run PerfettoSQL (several statements allowed); the last statement's rows."""
+
     def query(self, sql: str) -> pd.DataFrame:
         """Run PerfettoSQL (several statements allowed); the last statement's rows as a DataFrame."""
+        return self.rows(sql).frame()
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -7,19 +7,17 @@ results are decoded by the perfetto package's QueryResultIterator (frames.py).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
-
-import pandas as pd
-from perfetto.trace_processor.platform import PlatformDelegate
-from perfetto.trace_processor.protos import ProtoFactory
 
 from ..errors import MemqError
 from .base import Engine, sql_error
 from .capacity import check_fits
-from .frames import typed_frame
+from .rows import Rows
 from .source import TraceSource
 from .sql_package import PACKAGE, sql_modules
 from .wasm import WasmTrap, WasmTraceProcessor
@@ -32,10 +30,34 @@ PROGRESS_MIN_BYTES = 64 << 20  # smaller traces load in a few seconds: no progre
 MEMORY64_ENV = "MEMQ_WASM_MEMORY64"  # "1": always the memory64 build, "0": always the 32-bit one
 
 
+class RpcProtos:
+    """Message classes of the trace processor RPC by name (`protos().TraceProcessorRpc`), from the perfetto
+    wheel's descriptor. Not perfetto's ProtoFactory: importing its package imports pandas (0.4 s)."""
+
+    def __init__(self) -> None:
+        from google.protobuf import descriptor_pb2, message_factory
+        from google.protobuf.descriptor_pool import DescriptorPool
+
+        spec = importlib.util.find_spec("perfetto")
+        if spec is None or not spec.submodule_search_locations:
+            raise MemqError("the perfetto Python package is not installed (run scripts/install.sh)")
+        descriptor = Path(list(spec.submodule_search_locations)[0]) / "trace_processor" / "trace_processor.descriptor"
+        files = descriptor_pb2.FileDescriptorSet.FromString(descriptor.read_bytes())
+        self._pool = DescriptorPool()
+        for file in files.file:
+            self._pool.Add(file)
+        self._classes = message_factory.GetMessageClass
+
+    def __getattr__(self, name: str) -> Any:
+        cls = self._classes(self._pool.FindMessageTypeByName(f"perfetto.protos.{name}"))
+        setattr(self, name, cls)
+        return cls
+
+
 @functools.cache
-def protos() -> ProtoFactory:
-    """Message classes of the trace processor RPC (from the perfetto wheel's descriptor)."""
-    return ProtoFactory(PlatformDelegate())
+def protos() -> RpcProtos:
+    """Message classes of the trace processor RPC."""
+    return RpcProtos()
 
 
 def needs_memory64(source: TraceSource) -> bool:
@@ -124,7 +146,7 @@ class EmbeddedEngine(Engine):
                 raise MemqError(f"{self.label}: trace_processor cannot read it: {reply.finalize_data_result.error}")
 
     # -- Engine ---------------------------------------------------------------------
-    def query(self, sql: str) -> pd.DataFrame:
+    def rows(self, sql: str) -> Rows:
         replies = self._call(self._rpc.TPM_QUERY_STREAMING, lambda r: setattr(r.query_args, "sql_query", sql))
         results = [r.query_result for r in replies if r.HasField("query_result")]
         error = next((r.error for r in results if r.error), "")
@@ -132,7 +154,7 @@ class EmbeddedEngine(Engine):
             raise sql_error(error)
         column_names = list(results[0].column_names) if results else []
         batches = [batch for result in results for batch in result.batch]
-        return typed_frame(column_names, batches)
+        return Rows.from_batches(column_names, batches)
 
     def status(self) -> Any:
         """trace_processor's StatusResult (version, version code, RPC API version)."""

@@ -5,12 +5,10 @@ import io
 import os
 from pathlib import Path
 
-import pandas as pd
-
 from ..errors import MemqError, UsageError
 from ..paths import sql_package_dir
 from .base import Engine, sql_error
-from .frames import typed_frame
+from .rows import Rows
 from .sql_package import PACKAGE
 from .source import TraceSource
 
@@ -53,7 +51,7 @@ class NativeEngine(Engine):
         except OSError as exc:
             raise MemqError(f"{binary}: cannot run trace_processor_shell: {exc.strerror or exc}") from exc
 
-    def query(self, sql: str) -> pd.DataFrame:
+    def rows(self, sql: str) -> Rows:
         if self._tp is None:
             raise MemqError(f"{self.label}: the trace is closed")
         # The backend's raw QueryResult keeps the cell types, so both backends build frames the same way.
@@ -63,7 +61,7 @@ class NativeEngine(Engine):
             raise MemqError(f"{self.label}: trace_processor_shell failed: {_one_line(exc)}") from exc
         if result.error:
             raise sql_error(result.error)
-        return typed_frame(list(result.column_names), list(result.batch))
+        return Rows.from_batches(list(result.column_names), list(result.batch))
 
     def close(self) -> None:
         tp, self._tp = getattr(self, "_tp", None), None

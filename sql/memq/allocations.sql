@@ -18,10 +18,17 @@
 INCLUDE PERFETTO MODULE memq.process;
 INCLUDE PERFETTO MODULE memq.windows;
 
+-- An event's argument `key` (`debug.x`) as EXTRACT_ARG(arg_set_id, key) gives it, from the `args` row `a`
+-- joined on (arg_set_id, key): one of the three is set, by its type. To pick the events that carry a key
+-- out of all heap events, joining `args` takes half the time of EXTRACT_ARG in WHERE and SELECT (on the
+-- allocations themselves, four EXTRACT_ARGs cost less than four joins).
+CREATE PERFETTO MACRO _memq_arg(a ColumnName) RETURNS Expr AS
+COALESCE($a.int_value, $a.string_value, $a.real_value);
+
 -- Every memq.heap / memq.api slice, and memq.live instant, that starts an allocation.
 CREATE PERFETTO TABLE _memq_alloc_start AS
 SELECT
-  EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id,
+  _memq_arg!(a) AS alloc_id,
   s.id AS slice_id,
   s.ts + s.dur AS ts,
   s.track_id,
@@ -29,8 +36,10 @@ SELECT
   s.category,
   s.arg_set_id
 FROM slice s
+JOIN args a ON a.arg_set_id = s.arg_set_id AND a.key = 'debug.alloc_id'
 WHERE s.category IN ('memq.heap', 'memq.api', 'memq.live')
-  AND EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') IS NOT NULL;
+  AND _memq_arg!(a) IS NOT NULL
+ORDER BY s.id;
 
 -- Every memq.heap / memq.api slice that ends an allocation, by the id it ends: frees
 -- and reallocs (at the start of the call), and allocations that start over a live one
@@ -38,20 +47,22 @@ WHERE s.category IN ('memq.heap', 'memq.api', 'memq.live')
 CREATE PERFETTO TABLE _memq_alloc_end AS
 SELECT alloc_id, slice_id, ts FROM (
   SELECT
-    EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') AS alloc_id,
+    _memq_arg!(a) AS alloc_id,
     s.id AS slice_id,
     s.ts
   FROM slice s
+  JOIN args a ON a.arg_set_id = s.arg_set_id AND a.key = 'debug.freed_alloc_id'
   WHERE s.category IN ('memq.heap', 'memq.api')
-    AND EXTRACT_ARG(s.arg_set_id, 'debug.freed_alloc_id') IS NOT NULL
+    AND _memq_arg!(a) IS NOT NULL
   UNION ALL
   SELECT
-    EXTRACT_ARG(s.arg_set_id, 'debug.replaced_alloc_id'),
+    _memq_arg!(a),
     s.id,
     s.ts + s.dur
   FROM slice s
+  JOIN args a ON a.arg_set_id = s.arg_set_id AND a.key = 'debug.replaced_alloc_id'
   WHERE s.category IN ('memq.heap', 'memq.api')
-    AND EXTRACT_ARG(s.arg_set_id, 'debug.replaced_alloc_id') IS NOT NULL
+    AND _memq_arg!(a) IS NOT NULL
 )
 ORDER BY alloc_id;
 
