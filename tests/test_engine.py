@@ -261,6 +261,7 @@ def test_out_of_wasm_memory(monkeypatch: pytest.MonkeyPatch, shared_data: Path) 
     # The real trace_processor running out of heap: the 68k-event Kineto trace needs ~80 MiB.
     monkeypatch.setattr(wasm, "_heap_max", lambda memory_type, memory64: 40 << 20)
     monkeypatch.setattr(capacity, "INGEST_FACTOR", 0.0)  # past the up-front check
+    monkeypatch.setenv("MEMQ_WASM_MEMORY64", "0")  # the user chose the 32-bit build: no second try
     path = shared_data / KINETO_GZ
     with pytest.raises(MemqError) as info:
         open_trace(path)
@@ -268,6 +269,25 @@ def test_out_of_wasm_memory(monkeypatch: pytest.MonkeyPatch, shared_data: Path) 
     assert str(info.value).endswith("; set MEMQ_WASM_MEMORY64=1 (the 16 GiB memory64 build), or "
                                     + capacity.WHAT_TO_DO)
     assert info.value.exit_code == 1
+
+
+def test_a_32_bit_engine_that_dies_loading_hands_over_to_memory64(monkeypatch: pytest.MonkeyPatch,
+                                                                 shared_data: Path, capsys) -> None:
+    """A trace the 32-bit build cannot load (here: its heap made too small) is loaded by the memory64 build,
+    with one line saying so; the figures are those of a plain load."""
+    path = shared_data / KINETO_GZ
+    with open_trace(path) as plain:
+        expected = plain.query("SELECT count(*) AS n, sum(dur) AS d FROM slice").values.tolist()
+    real = wasm._heap_max
+    monkeypatch.setattr(wasm, "_heap_max", lambda memory_type, memory64: real(memory_type, True) if memory64
+                        else 40 << 20)
+    monkeypatch.setattr(capacity, "INGEST_FACTOR", 0.0)  # past the up-front check
+    with open_trace(path) as engine:
+        assert engine.memory64
+        assert engine.query("SELECT count(*) AS n, sum(dur) AS d FROM slice").values.tolist() == expected
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "memory64" in line]
+    assert line.startswith(f"memq: {path}: trace_processor ran out of its 40 MiB WebAssembly heap (")
+    assert line.endswith("); loading it again with the memory64 build"), line
 
 
 def _half_of_what_it_needs(path: Path) -> int:

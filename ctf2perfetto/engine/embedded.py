@@ -20,7 +20,7 @@ from .capacity import check_fits
 from .rows import Rows
 from .source import TraceSource
 from .sql_package import PACKAGE, sql_modules
-from .wasm import WasmTrap, WasmTraceProcessor
+from .wasm import MACHINE_SHORT, WasmTrap, WasmTraceProcessor
 
 # Traces whose (uncompressed) size exceeds this use the memory64 build. trace_processor
 # holds 3-6x a trace's size while importing it (bench/engine_ingest.py prints the heap
@@ -75,10 +75,26 @@ class EmbeddedEngine(Engine):
 
     def __init__(self, source: TraceSource, memory64: bool | None = None) -> None:
         self.label = source.label
-        self.memory64 = needs_memory64(source) if memory64 is None else memory64
         self._rpc = protos().TraceProcessorRpc
+        chosen = needs_memory64(source) if memory64 is None else memory64
+        try:
+            self._open(source, chosen)
+        except MemqError as exc:
+            # The 32-bit build dies on some traces far below its heap limit (seen: an 82 MB trace of many small
+            # events trapped at 1.9 GiB of heap, with no message) or at its 4 GiB; the memory64 build loads
+            # them. Unless the user chose the build, or the machine itself is short of memory, try that one.
+            if chosen or memory64 is not None or os.environ.get(MEMORY64_ENV, "") in ("0", "1") \
+                    or not isinstance(exc.__cause__, WasmTrap) or MACHINE_SHORT in str(exc):
+                raise
+            what = str(exc).split("; set " + MEMORY64_ENV, 1)[0]  # its advice is what happens next
+            print(f"memq: {what}; loading it again with the memory64 build", file=sys.stderr, flush=True)
+            self._open(source, True)
+
+    def _open(self, source: TraceSource, memory64: bool) -> None:
+        """A fresh trace_processor (32-bit or memory64) with the memq package and the trace loaded."""
+        self.memory64 = memory64
         self._seq = 0
-        self._tp: WasmTraceProcessor | None = WasmTraceProcessor(self.memory64)
+        self._tp: WasmTraceProcessor | None = WasmTraceProcessor(memory64)
         try:
             check_fits(self.label, source.expanded_size(), self._tp.heap_max)
             self._register_sql_package()

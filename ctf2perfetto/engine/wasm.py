@@ -54,6 +54,7 @@ _LOG_NOISE = re.compile(r"^(-----|trace_uuid:|warning: unsupported syscall)")
 _LOG_PREFIX = re.compile(r"^\[[\d.]+\]\s+")  # trace_processor's "[seconds]  file.cc:line" prefix: keep file.cc
 # The memory64 build's heap limit, as set by its Emscripten JS (16 GiB).
 HEAP_MAX_MEMORY64 = 16 << 30
+MACHINE_SHORT = "this machine's free memory"  # what a heap growth refused for the machine's sake ran out of
 
 # Engine settings; part of the cache key because they change the machine code. Epoch
 # interruption lets Ctrl-C stop a call that runs for ever (a runaway recursive query).
@@ -186,6 +187,9 @@ class _Host:
         self.log: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.debug = bool(os.environ.get("MEMQ_DEBUG"))
         self.starved = False  # a heap growth was refused because the machine is short of memory
+        # A heap growth past heap_max was refused: trace_processor may then die of it without saying so
+        # (a failed allocation deep in its loader traps with no log line).
+        self.at_limit = False
 
     # -- memory access through the caller (valid while wasm runs) --------------
     def view(self, caller: wasmtime.Caller, ptr: int, size: int) -> ctypes.Array:
@@ -238,6 +242,7 @@ class _Host:
         assert self.memory is not None
         current = self.memory.data_len(caller)
         if requested > self.heap_max:
+            self.at_limit = True
             return 0
         # Grow by 20% at least (as Emscripten's JS does) so a growing trace does not grow page by page.
         target = min(self.heap_max, max(requested, current + current // 5))
@@ -312,9 +317,9 @@ class _Host:
         """One line describing a crash: trace_processor's last meaningful log line, and what to do about memory."""
         reason = next((_LOG_PREFIX.sub("", line) for line in reversed(self.log) if not _LOG_NOISE.match(line)),
                       "no message")
-        if "Out of memory" in reason or "Cannot enlarge memory" in reason or self.starved:
+        if "Out of memory" in reason or "Cannot enlarge memory" in reason or self.starved or self.at_limit:
             limit = f"{self.heap_max / 2**30:.0f} GiB" if self.heap_max >= 2**30 else f"{self.heap_max >> 20} MiB"
-            where = "this machine's free memory" if self.starved else f"its {limit} WebAssembly heap"
+            where = MACHINE_SHORT if self.starved else f"its {limit} WebAssembly heap"
             hint = "" if self.memory64 else "set MEMQ_WASM_MEMORY64=1 (the 16 GiB memory64 build), or "
             return f"trace_processor ran out of {where} ({reason}); {hint}{WHAT_TO_DO}"
         return f"trace_processor crashed: {reason}"
