@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import MemqError, UsageError, error_text
 from .events import COLUMNS, EventBatch, EventKind, TraceInfo
-from .guard import MemoryBound, bound_seconds, guarded
+from .guard import MemoryBound, bound_seconds, guarded, join_thread
 from .paths import native_library
 from .preflight import SALVAGE_HINT, Preflight
 from .salvage import SalvagedCopy
@@ -418,10 +418,11 @@ class _DecodeAhead:
 
     def stop(self) -> bool:
         """Stops the worker (it finishes the batch it is decoding) before the decoder closes;
-        False when it did not come back (stuck in the library: the decoder must not be closed)."""
+        False when it did not come back (stuck in the library: the decoder must not be closed).
+        True only once the thread is gone for good: the next decode's guarded fork must not
+        happen while it still runs its exit destructors (guard.join_thread)."""
         self.stopping.set()
-        self.thread.join(timeout=1.0 if self.stuck else JOIN_SECONDS)
-        return not self.thread.is_alive()
+        return join_thread(self.thread, 1.0 if self.stuck else JOIN_SECONDS)
 
 
 def _uninitialised(n: int, api_names: list[str]) -> EventBatch:

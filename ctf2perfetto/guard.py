@@ -7,9 +7,12 @@ may call `beat()` (passed as `func`'s argument) to say it is making progress,
 which pushes the deadline back. A child that aborts, is killed by a signal or
 does not finish in time becomes one MemqError line saying what it was doing; a
 MemqError raised in the child is raised again here. Ctrl-C kills the child and
-raises KeyboardInterrupt. The child's memory is bounded too (MemoryBound). The
-caller must not hold other threads that the child would need (the child runs
-only `func`, then `os._exit`).
+raises KeyboardInterrupt. The child's memory is bounded too (MemoryBound).
+
+The child inherits every lock as it was at the fork, but none of the other
+threads, so no other thread may be inside the library then, nor ending after
+having used it: join such a thread with `join_thread`, not Thread.join (the
+child runs only `func`, then `os._exit`).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import os
 import resource
 import select
 import signal
+import threading
 import time
 from typing import Any, Callable
 
@@ -37,6 +41,28 @@ def bound_seconds(default: float = DEFAULT_SECONDS) -> float:
     except ValueError:
         return default
     return value if value > 0 else default
+
+
+def join_thread(thread: threading.Thread, seconds: float) -> bool:
+    """Joins `thread` and waits until the kernel has reaped it; False when that takes over `seconds`.
+
+    Thread.join() returns once the thread's Python code is done, but the thread then still runs
+    glibc's exit path, which calls the libraries' thread destructors: glib's g_slice cleanup of a
+    thread that used libbabeltrace2 takes g_slice's mutexes there. A guarded() fork in that window
+    can give the child such a mutex locked for good, and the child's first g_slice_alloc waits forever
+    (seen under load as "made no progress" on a healthy trace). Once its /proc task entry is gone
+    the thread runs nothing more.
+    """
+    deadline = time.monotonic() + seconds
+    thread.join(timeout=seconds)
+    if thread.is_alive():
+        return False
+    task = f"/proc/self/task/{thread.native_id}"
+    while os.path.exists(task):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def guarded(func: Callable[[Callable[[], None]], Any], what: str, seconds: float | None = None) -> Any:

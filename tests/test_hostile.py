@@ -9,6 +9,7 @@ run: 200 random corruptions of the trace, each converted with and without --salv
 """
 from __future__ import annotations
 
+import ctypes
 import gzip
 import http.client
 import json
@@ -18,6 +19,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -28,7 +30,7 @@ from ctf2perfetto import analyses
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError
 from ctf2perfetto.events import EventBatch, EventKind as K, TraceInfo
-from ctf2perfetto.guard import guarded
+from ctf2perfetto.guard import guarded, join_thread
 from ctf2perfetto.write import write_trace
 from support.hostile import TIMEOUT_S, TraceCopy, run_cli
 from support.lttng import record
@@ -211,6 +213,25 @@ def test_guard_bounds_what_hangs_and_survives_what_aborts():
         guarded(_refuse, "refusing", seconds=30)
     assert err.value.exit_code == 2
     assert guarded(lambda beat: [beat() or i for i in range(3)], "answering", seconds=30) == [0, 1, 2]
+
+
+def test_join_thread_returns_once_the_thread_has_run_its_exit_destructors():
+    """Thread.join() returns while the thread still runs its C exit destructors (where glib's g_slice
+    cleanup took a mutex that a guarded child, forked then, waited on forever); join_thread after them."""
+    libc = ctypes.CDLL(None)
+    key = ctypes.c_uint()
+    # The destructor is usleep(value): the thread lingers that long after its Python code is done.
+    assert libc.pthread_key_create(ctypes.byref(key), ctypes.cast(libc.usleep, ctypes.c_void_p)) == 0
+    linger = lambda: libc.pthread_setspecific(key, ctypes.c_void_p(500_000))  # noqa: E731
+    plain, waited = threading.Thread(target=linger), threading.Thread(target=linger)
+    plain.start()
+    plain.join()
+    assert os.path.exists(f"/proc/self/task/{plain.native_id}")  # joined, yet still running C code
+    waited.start()
+    assert join_thread(waited, seconds=30)
+    assert not os.path.exists(f"/proc/self/task/{waited.native_id}")
+    assert join_thread(plain, seconds=30)  # its destructor must not outlive the key
+    libc.pthread_key_delete(key)
 
 
 def test_ctrl_c_stops_a_guarded_child(tmp_path):
