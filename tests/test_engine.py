@@ -541,3 +541,30 @@ def test_no_memory_growth_over_many_opens(trace_bytes: bytes) -> None:
     grown = _rss_mib() - before
     # A live instance holds ~20 MiB even for a tiny trace: 25 leaked ones would add ~500 MiB.
     assert grown < 40, f"RSS grew by {grown:.0f} MiB over 25 opened and closed traces"
+
+
+class _LinearMemory:
+    """Stands for a wasmtime Memory in the heap-growth callback: its size, and growth by pages."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def data_len(self, _caller: object) -> int:
+        return self.size
+
+    def grow(self, _caller: object, pages: int) -> int:
+        self.size += pages * wasm.WASM_PAGE
+        return pages
+
+
+def test_the_32_bit_heap_grows_past_2_gib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 32-bit module asks for a heap size as an i32, which arrives signed past 2 GiB: the heap must still
+    grow to it (it used to answer yes without growing, and trace_processor faulted beyond its memory)."""
+    monkeypatch.setattr(wasm, "may_grow", lambda current, target: True)
+    host = wasm._Host(memory64=False, heap_max=3 << 30)
+    host.memory = _LinearMemory(1954 << 20)
+    wanted = 2944 << 20
+    assert host.emscripten_resize_heap(None, wanted - (1 << 32)) == 1  # what wasmtime passes for 2944 MiB
+    assert host.memory.size >= wanted
+    assert host.emscripten_resize_heap(None, -wasm.WASM_PAGE) == 0  # 4 GiB - 1 page: past the 3 GiB limit
+    assert host.at_limit

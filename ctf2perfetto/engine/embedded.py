@@ -80,9 +80,9 @@ class EmbeddedEngine(Engine):
         try:
             self._open(source, chosen)
         except MemqError as exc:
-            # The 32-bit build dies on some traces far below its heap limit (seen: an 82 MB trace of many small
-            # events trapped at 1.9 GiB of heap, with no message) or at its 4 GiB; the memory64 build loads
-            # them. Unless the user chose the build, or the machine itself is short of memory, try that one.
+            # The 32-bit build's 4 GiB heap is too small for the trace (the up-front estimate is a minimum); the
+            # memory64 build may load it. Unless the user chose the build, or the machine itself is short of
+            # memory, try that one.
             if chosen or memory64 is not None or os.environ.get(MEMORY64_ENV, "") in ("0", "1") \
                     or not isinstance(exc.__cause__, WasmTrap) or MACHINE_SHORT in str(exc):
                 raise

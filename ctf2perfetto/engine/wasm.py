@@ -240,6 +240,10 @@ class _Host:
 
     def emscripten_resize_heap(self, caller: wasmtime.Caller, requested: int) -> int:
         assert self.memory is not None
+        if not self.memory64:
+            # The 32-bit module passes a size_t in an i32, which wasmtime hands over signed: a heap past 2 GiB
+            # would arrive negative, be "granted" without growing, and the allocator would fault beyond the end.
+            requested &= 0xFFFFFFFF
         current = self.memory.data_len(caller)
         if requested > self.heap_max:
             self.at_limit = True
