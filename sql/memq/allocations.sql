@@ -18,7 +18,7 @@
 INCLUDE PERFETTO MODULE memq.process;
 INCLUDE PERFETTO MODULE memq.windows;
 
--- An event's argument `key` (`debug.x`) as EXTRACT_ARG(arg_set_id, key) gives it, from the `args` row `a`
+-- An event's argument `key` (`debug.<key>`) as EXTRACT_ARG(arg_set_id, key) gives it, from the `args` row `a`
 -- joined on (arg_set_id, key): one of the three is set, by its type. To pick the events that carry a key
 -- out of all heap events, joining `args` takes half the time of EXTRACT_ARG in WHERE and SELECT (on the
 -- allocations themselves, four EXTRACT_ARGs cost less than four joins).
