@@ -171,14 +171,20 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
         assert checks[name]["goal"] and checks[name]["ok"] is not None, checks[name]
 
 
+def _misreport_a_2d_copy(calls_log: Path) -> int:
+    """Alter a program's own call log: its cudaMemcpy2D of 1200 bytes now says 1201; the row altered."""
+    calls = calls_log.read_text().splitlines()
+    row = next(i for i, line in enumerate(calls) if '"cudaMemcpy2D"' in line)
+    calls[row] = calls[row].replace('"bytes": 1200', '"bytes": 1201')
+    calls_log.write_text("\n".join(calls) + "\n")
+    return row
+
+
 def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> None:
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path, filter="data")
     root = tmp_path / "gpu-check"
-    calls = (root / "cuda_all" / "calls.jsonl").read_text().splitlines()
-    row = next(i for i, line in enumerate(calls) if '"cudaMemcpy2D"' in line)
-    calls[row] = calls[row].replace('"bytes": 1200', '"bytes": 1201')
-    (root / "cuda_all" / "calls.jsonl").write_text("\n".join(calls) + "\n")
+    row = _misreport_a_2d_copy(root / "cuda_all" / "calls.jsonl")
     profile = json.loads((root / "torch" / "profile.json").read_text())
     profile["traceEvents"].pop()
     (root / "torch" / "profile.json").write_text(json.dumps(profile))
@@ -256,10 +262,7 @@ def test_reach_checks_fail_on_altered_evidence(tmp_path: Path) -> None:
     with tarfile.open(REAL_REACH_ARCHIVE) as tar:
         tar.extractall(tmp_path, filter="data")
     root = tmp_path / "gpu-reach"
-    calls = (root / "static" / "calls.jsonl").read_text().splitlines()
-    row = next(i for i, line in enumerate(calls) if '"cudaMemcpy2D"' in line)
-    calls[row] = calls[row].replace('"bytes": 1200', '"bytes": 1201')
-    (root / "static" / "calls.jsonl").write_text("\n".join(calls) + "\n")
+    _misreport_a_2d_copy(root / "static" / "calls.jsonl")
     loop = json.loads((root / "expandable" / "loop.json").read_text())
     loop["memory_stats"]["reserved_bytes.all.allocated"] += 2 << 20
     (root / "expandable" / "loop.json").write_text(json.dumps(loop))

@@ -20,7 +20,7 @@ from .capacity import check_fits
 from .rows import Rows
 from .source import TraceSource
 from .sql_package import PACKAGE, sql_modules
-from .wasm import MACHINE_SHORT, WasmTrap, WasmTraceProcessor
+from .wasm import WasmTrap, WasmTraceProcessor
 
 # Traces whose (uncompressed) size exceeds this use the memory64 build. trace_processor
 # holds 3-6x a trace's size while importing it (bench/engine_ingest.py prints the heap
@@ -81,13 +81,13 @@ class EmbeddedEngine(Engine):
             self._open(source, chosen)
         except MemqError as exc:
             # The 32-bit build's 4 GiB heap is too small for the trace (the up-front estimate is a minimum); the
-            # memory64 build may load it. Unless the user chose the build, or the machine itself is short of
-            # memory, try that one.
-            if chosen or memory64 is not None or os.environ.get(MEMORY64_ENV, "") in ("0", "1") \
-                    or not isinstance(exc.__cause__, WasmTrap) or MACHINE_SHORT in str(exc):
+            # memory64 build may load it. Unless the user chose the build, try that one.
+            trap = exc.__cause__
+            if memory64 is not None or os.environ.get(MEMORY64_ENV, "") in ("0", "1") \
+                    or not (isinstance(trap, WasmTrap) and trap.bigger_heap_may_help):
                 raise
-            what = str(exc).split("; set " + MEMORY64_ENV, 1)[0]  # its advice is what happens next
-            print(f"memq: {what}; loading it again with the memory64 build", file=sys.stderr, flush=True)
+            print(f"memq: {self.label}: {trap.what}; loading it again with the memory64 build", file=sys.stderr,
+                  flush=True)
             self._open(source, True)
 
     def _open(self, source: TraceSource, memory64: bool) -> None:

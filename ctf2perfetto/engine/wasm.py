@@ -54,7 +54,6 @@ _LOG_NOISE = re.compile(r"^(-----|trace_uuid:|warning: unsupported syscall)")
 _LOG_PREFIX = re.compile(r"^\[[\d.]+\]\s+")  # trace_processor's "[seconds]  file.cc:line" prefix: keep file.cc
 # The memory64 build's heap limit, as set by its Emscripten JS (16 GiB).
 HEAP_MAX_MEMORY64 = 16 << 30
-MACHINE_SHORT = "this machine's free memory"  # what a heap growth refused for the machine's sake ran out of
 
 # Engine settings; part of the cache key because they change the machine code. Epoch
 # interruption lets Ctrl-C stop a call that runs for ever (a runaway recursive query).
@@ -62,7 +61,15 @@ _ENGINE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True), (
 
 
 class WasmTrap(MemqError):
-    """trace_processor aborted inside the WebAssembly module (the instance is dead)."""
+    """trace_processor aborted inside the WebAssembly module (the instance is dead).
+
+    `what` is the failure without the advice that follows it in the message; `bigger_heap_may_help`: the
+    32-bit build failed for a reason other than the machine's own memory, so the memory64 build may not."""
+
+    def __init__(self, what: str, advice: str = "", bigger_heap_may_help: bool = False) -> None:
+        super().__init__(f"{what}; {advice}" if advice else what)
+        self.what = what
+        self.bigger_heap_may_help = bigger_heap_may_help
 
 
 class WasmStuck(Exception):
@@ -311,22 +318,23 @@ class _Host:
         return 0
 
     def abort(self, caller: wasmtime.Caller) -> None:
-        raise WasmTrap(self.failure())
+        raise self.failure()
 
     def assert_fail(self, caller: wasmtime.Caller, cond: int, file: int, line: int, func: int) -> None:
         self.add_log(f"assertion failed: {self.c_string(caller, cond)} ({self.c_string(caller, file)}:{line})")
-        raise WasmTrap(self.failure())
+        raise self.failure()
 
-    def failure(self) -> str:
-        """One line describing a crash: trace_processor's last meaningful log line, and what to do about memory."""
+    def failure(self) -> WasmTrap:
+        """The crash in one line: trace_processor's last meaningful log line, and what to do about memory."""
         reason = next((_LOG_PREFIX.sub("", line) for line in reversed(self.log) if not _LOG_NOISE.match(line)),
                       "no message")
+        bigger = not self.memory64 and not self.starved
         if "Out of memory" in reason or "Cannot enlarge memory" in reason or self.starved or self.at_limit:
             limit = f"{self.heap_max / 2**30:.0f} GiB" if self.heap_max >= 2**30 else f"{self.heap_max >> 20} MiB"
-            where = MACHINE_SHORT if self.starved else f"its {limit} WebAssembly heap"
+            where = "this machine's free memory" if self.starved else f"its {limit} WebAssembly heap"
             hint = "" if self.memory64 else "set MEMQ_WASM_MEMORY64=1 (the 16 GiB memory64 build), or "
-            return f"trace_processor ran out of {where} ({reason}); {hint}{WHAT_TO_DO}"
-        return f"trace_processor crashed: {reason}"
+            return WasmTrap(f"trace_processor ran out of {where} ({reason})", f"{hint}{WHAT_TO_DO}", bigger)
+        return WasmTrap(f"trace_processor crashed: {reason}", bigger_heap_may_help=bigger)
 
     def imports(self) -> dict[str, Callable[..., Any]]:
         """Host implementations by import name; every other import answers ENOSYS."""
@@ -460,9 +468,9 @@ class WasmTraceProcessor:
             raise
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
             # A PERFETTO_CHECK failure ends in an `unreachable` trap; its reason is in the log.
-            message = self._host.failure()
+            trap = self._host.failure()
             self.close()
-            raise WasmTrap(message) from exc
+            raise trap from exc
 
     @property
     def heap_max(self) -> int:
