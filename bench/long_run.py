@@ -75,7 +75,7 @@ def heap_figures(trace: Path, pid: int) -> dict[str, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=200, help="training steps of examples/train_cpu.py (default 200)")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs of each command (median)")
     parser.add_argument("--keep", type=Path, help="keep the two recordings in this directory")
     args = parser.parse_args()
@@ -117,6 +117,8 @@ def main() -> int:
     print(f"  events of the process: {d['own_rows']:,} (defaults) vs {e['own_rows']:,} (--host-min-size 0): "
           f"{ratio:.0f}x fewer; goal >= {GOAL_EVENTS_RATIO:.0f}x: {'met' if ratio >= GOAL_EVENTS_RATIO else 'NOT met'}"
           f" (whole traces: {d['rows']:,} vs {e['rows']:,})")
+    print(f"  events per second of run (untraced median): {d['own_rows'] / p:,.0f} (defaults) vs "
+          f"{e['own_rows'] / p:,.0f} (--host-min-size 0)")
     print(f"  peak host live bytes: {d['peak_host_bytes']:,} vs {e['peak_host_bytes']:,}: {peak_diff:.3%} apart; "
           f"goal <= {GOAL_PEAK_DIFF:.0%}: {'met' if peak_diff <= GOAL_PEAK_DIFF else 'NOT met'}"
           f" ({d['small_allocations']:,} small blocks counted as totals)")
