@@ -11,14 +11,15 @@ stage takes on a long recording.
              and peak memory (RSS of its process). With --compare M the same for a recording of M minutes
              first, and the ratios: converting must not grow with run length beyond live allocations (the
              embedded trace_processor holds the whole trace, so the analyses grow with its size: their
-             memory is printed per MiB of trace too).
+             memory is printed per MiB of trace too). --reuse DIR converts and analyses the recordings a
+             --keep DIR kept (long-<M>min) instead of recording again: the same traces under other code.
 
   writer     the converter's model and writer alone (no LTTng, nothing else on the machine in the
              figure) on a synthetic steady copy loop (alloc, HtoD, DtoH, free at one address) of --steps
              and 8x that: peak memory of each (a process each) and their ratio; goal: flat (<= 1.2x).
 
     python3 bench/long_run_stages.py analyses [--steps 200] [--repeat 3]
-    python3 bench/long_run_stages.py long [--minutes 30] [--compare 5] [--keep DIR]
+    python3 bench/long_run_stages.py long [--minutes 30] [--compare 5] [--keep DIR | --reuse DIR]
     python3 bench/long_run_stages.py writer [--steps 400000]
 
 Wall-clock figures on a shared machine: compare ratios, and say the load (printed) beside them.
@@ -174,12 +175,16 @@ def long_goal(args: argparse.Namespace, work: Path) -> int:
     from support.fakes import build_fakes
 
     env = environment()
-    fakes = build_fakes(work / "fakes")
+    fakes = None if args.reuse else build_fakes(work / "fakes")
     runs = []
     for minutes in ([args.compare] if args.compare else []) + [args.minutes]:
         trace = work / f"long-{minutes:g}min"
-        print(f"recording {minutes:g} minutes ...", file=sys.stderr, flush=True)
-        took = long_recording(minutes * 60, trace, fakes.dir, env, args.record_args)
+        if args.reuse:
+            shutil.copytree(args.reuse / trace.name, trace)
+            took = json.loads((trace / "memq-record.json").read_text())["duration_s"]
+        else:
+            print(f"recording {minutes:g} minutes ...", file=sys.stderr, flush=True)
+            took = long_recording(minutes * 60, trace, fakes.dir, env, args.record_args)
         size = ctf_bytes(trace)
         print(f"converting and analysing the {minutes:g}-minute recording ...", file=sys.stderr, flush=True)
         runs.append((minutes, took, size, stage_report(trace, env)))
@@ -266,7 +271,10 @@ def main() -> int:
     g = sub.add_parser("long", help="a long recording: CTF size, and every stage's time and peak memory")
     g.add_argument("--minutes", type=float, default=30.0, help="length of the recording (default 30)")
     g.add_argument("--compare", type=float, help="also a recording this many minutes long, and the ratios")
-    g.add_argument("--keep", type=Path, help="keep the recordings and their .pftrace files here")
+    kept = g.add_mutually_exclusive_group()
+    kept.add_argument("--keep", type=Path, help="keep the recordings and their .pftrace files here")
+    kept.add_argument("--reuse", type=Path, help="convert and analyse the recordings --keep kept in this "
+                      "directory (long-<M>min) instead of recording")
     w = sub.add_parser("writer", help="the writer's peak memory on a synthetic copy loop, and 8x as long")
     w.add_argument("--steps", type=int, default=400_000,
                    help="steps of the synthetic copy loop; the second run has 8x as many (default 400000)")

@@ -115,7 +115,12 @@ def _wait(pid: int, result_r: int, err_r: int, limit: float, what: str) -> tuple
     """Reads the child's pipes until it exits; kills it past the bound or on Ctrl-C."""
     payload, stderr = bytearray(), bytearray()
     deadline = time.monotonic() + limit
-    open_fds = [result_r, err_r]
+    # poll, not select: select() cannot watch descriptors numbered past 1023, and a long-lived process
+    # (a notebook, memq serve) reaches them: libbabeltrace2 2.0 keeps each trace's metadata file open.
+    poller = select.poll()
+    open_fds = {result_r, err_r}
+    for fd in open_fds:
+        poller.register(fd, select.POLLIN)
     try:
         while open_fds:
             left = deadline - time.monotonic()
@@ -123,11 +128,11 @@ def _wait(pid: int, result_r: int, err_r: int, limit: float, what: str) -> tuple
                 _kill(pid)
                 raise MemqError(f"{what}: babeltrace2 made no progress in {limit:g} s (corrupt input it loops on?); "
                                 f"stopped it ({TIMEOUT_ENV} sets this bound)")
-            ready, _, _ = select.select(open_fds, [], [], min(left, 0.5))
-            for fd in ready:
+            for fd, _ in poller.poll(min(left, 0.5) * 1000):
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    open_fds.remove(fd)
+                    open_fds.discard(fd)
+                    poller.unregister(fd)
                 elif fd == err_r:
                     stderr += chunk[: max(0, _MAX_STDERR - len(stderr))]
                 else:

@@ -215,6 +215,25 @@ def test_guard_bounds_what_hangs_and_survives_what_aborts():
     assert guarded(lambda beat: [beat() or i for i in range(3)], "answering", seconds=30) == [0, 1, 2]
 
 
+def test_guard_works_in_a_process_holding_more_than_1024_descriptors():
+    """A long-lived process (a notebook decoding trace after trace: libbabeltrace2 2.0 keeps each one's
+    metadata file open) reaches descriptor numbers select() cannot watch; the guard still answers."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert max(held) > 1024
+        assert guarded(lambda beat: [beat() or i for i in range(3)], "answering", seconds=30) == [0, 1, 2]
+        with pytest.raises(MemqError, match=r"^spinning: babeltrace2 made no progress in 1 s"):
+            guarded(_spin, "spinning", seconds=1)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_join_thread_returns_once_the_thread_has_run_its_exit_destructors():
     """Thread.join() returns while the thread still runs its C exit destructors (where glib's g_slice
     cleanup took a mutex that a guarded child, forked then, waited on forever); join_thread after them."""

@@ -56,8 +56,12 @@ _LOG_PREFIX = re.compile(r"^\[[\d.]+\]\s+")  # trace_processor's "[seconds]  fil
 HEAP_MAX_MEMORY64 = 16 << 30
 
 # Engine settings; part of the cache key because they change the machine code. Epoch
-# interruption lets Ctrl-C stop a call that runs for ever (a runaway recursive query).
-_ENGINE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True), ("epoch_interruption", True))
+# interruption lets Ctrl-C stop a call that runs for ever (a runaway recursive query). The
+# memory reservation covers the largest heap, so a heap always grows in place: past
+# wasmtime's default 4 GiB reservation it moved, copying the whole heap (old and new copy
+# resident at once). Reserving is address space only.
+_ENGINE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True), ("epoch_interruption", True),
+                    ("memory_reservation", HEAP_MAX_MEMORY64))
 
 
 class WasmTrap(MemqError):

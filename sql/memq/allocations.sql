@@ -19,16 +19,18 @@ INCLUDE PERFETTO MODULE memq.process;
 INCLUDE PERFETTO MODULE memq.windows;
 
 -- An event's argument `key` (`debug.<key>`) as EXTRACT_ARG(arg_set_id, key) gives it, from the `args` row `a`
--- joined on (arg_set_id, key): one of the three is set, by its type. To pick the events that carry a key
--- out of all heap events, joining `args` takes half the time of EXTRACT_ARG in WHERE and SELECT (on the
--- allocations themselves, four EXTRACT_ARGs cost less than four joins).
+-- joined on (arg_set_id, key): one of the three is set, by its type. Joining `args` picks the events that
+-- carry a key faster than EXTRACT_ARG in WHERE, but only some joins leave trace_processor's heap as it was
+-- (measured per table below: the heap's growth is the analyses' peak memory on a long trace).
 CREATE PERFETTO MACRO _memq_arg(a ColumnName) RETURNS Expr AS
 COALESCE($a.int_value, $a.string_value, $a.real_value);
 
 -- Every memq.heap / memq.api slice, and memq.live instant, that starts an allocation.
+-- EXTRACT_ARG, not a join of `args`: with these slice columns the join made
+-- trace_processor's heap grow by ~16 bytes per row of `args` (57 MiB on a 48 MiB trace).
 CREATE PERFETTO TABLE _memq_alloc_start AS
 SELECT
-  _memq_arg!(a) AS alloc_id,
+  EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id,
   s.id AS slice_id,
   s.ts + s.dur AS ts,
   s.track_id,
@@ -36,34 +38,33 @@ SELECT
   s.category,
   s.arg_set_id
 FROM slice s
-JOIN args a ON a.arg_set_id = s.arg_set_id AND a.key = 'debug.alloc_id'
 WHERE s.category IN ('memq.heap', 'memq.api', 'memq.live')
-  AND _memq_arg!(a) IS NOT NULL
+  AND EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') IS NOT NULL
 ORDER BY s.id;
 
 -- Every memq.heap / memq.api slice that ends an allocation, by the id it ends: frees
 -- and reallocs (at the start of the call), and allocations that start over a live one
 -- whose free was not traced (`replaced_alloc_id`, at the new allocation's start).
+-- One join of `args` per statement: with a second one in the same statement,
+-- trace_processor's heap grew by ~36 bytes per row of `args` (126 MiB on a 48 MiB
+-- trace, 710 MiB on a 521 MiB one), so the rare `replaced_alloc_id` is read by EXTRACT_ARG.
 CREATE PERFETTO TABLE _memq_alloc_end AS
-SELECT alloc_id, slice_id, ts FROM (
-  SELECT
-    _memq_arg!(a) AS alloc_id,
-    s.id AS slice_id,
-    s.ts
-  FROM slice s
-  JOIN args a ON a.arg_set_id = s.arg_set_id AND a.key = 'debug.freed_alloc_id'
-  WHERE s.category IN ('memq.heap', 'memq.api')
-    AND _memq_arg!(a) IS NOT NULL
-  UNION ALL
-  SELECT
-    _memq_arg!(a),
-    s.id,
-    s.ts + s.dur
-  FROM slice s
-  JOIN args a ON a.arg_set_id = s.arg_set_id AND a.key = 'debug.replaced_alloc_id'
-  WHERE s.category IN ('memq.heap', 'memq.api')
-    AND _memq_arg!(a) IS NOT NULL
-)
+SELECT
+  _memq_arg!(a) AS alloc_id,
+  s.id AS slice_id,
+  s.ts
+FROM slice s
+JOIN args a ON a.arg_set_id = s.arg_set_id AND a.key = 'debug.freed_alloc_id'
+WHERE s.category IN ('memq.heap', 'memq.api')
+  AND _memq_arg!(a) IS NOT NULL
+UNION ALL
+SELECT
+  EXTRACT_ARG(s.arg_set_id, 'debug.replaced_alloc_id'),
+  s.id,
+  s.ts + s.dur
+FROM slice s
+WHERE s.category IN ('memq.heap', 'memq.api')
+  AND EXTRACT_ARG(s.arg_set_id, 'debug.replaced_alloc_id') IS NOT NULL
 ORDER BY alloc_id;
 
 CREATE PERFETTO INDEX _memq_alloc_end_idx ON _memq_alloc_end(alloc_id);

@@ -81,6 +81,47 @@ ORDER BY p.copy_id;
 
 CREATE PERFETTO INDEX _memq_copy_class_idx ON _memq_copy_class(copy_id);
 
+-- Unified-memory flag of each (process, device) a memq.device event describes.
+CREATE PERFETTO TABLE _memq_device_unified AS
+SELECT p.upid, d.device, MAX(d.unified_memory) AS unified_memory
+FROM memq_device d JOIN process p ON p.pid = d.pid
+GROUP BY p.upid, d.device;
+
+-- Per copy: what memq_redundant_copy reports that does not depend on its `unified`
+-- argument, computed once (the function and the totals read it several times).
+CREATE PERFETTO TABLE _memq_copy_redundancy AS
+WITH c AS (
+  SELECT
+    mc.*,
+    IFNULL(du.unified_memory, 0) AS device_unified,
+    IIF(mc.source = 'lttng', IFNULL(mc.dst_hash_before = mc.dst_hash_after, 0), NULL) AS no_op,
+    -- Copies with addresses that moved no byte (a 2D copy of zero rows) have no pieces: 0, not NULL.
+    IIF(mc.source = 'lttng', IFNULL(k.repeat_bytes, 0), NULL) AS k_repeat,
+    IIF(mc.source = 'lttng', IFNULL(k.repeat_checked, 0), NULL) AS k_repeat_checked,
+    IIF(mc.source = 'lttng', IFNULL(k.round_trip_bytes, 0), NULL) AS k_round_trip,
+    IIF(mc.source = 'lttng', IFNULL(k.round_trip_checked, 0), NULL) AS k_round_trip_checked,
+    IIF(mc.source = 'lttng', IFNULL(k.managed_bytes, 0), NULL) AS k_managed,
+    IIF(mc.source = 'lttng', IFNULL(k.other_bytes, 0), mc.bytes) AS k_other
+  FROM memq_copy mc
+  LEFT JOIN _memq_copy_class k ON k.copy_id = mc.id
+  LEFT JOIN _memq_device_unified du ON du.upid = mc.upid AND du.device = mc.device
+  WHERE mc.source = 'lttng' OR NOT EXISTS (SELECT 1 FROM memq_source WHERE source = 'lttng' AND copies > 0)
+)
+SELECT
+  id, ts, dur, source, upid, utid, call_id, api, direction, bytes, stream, device, device_unified, no_op,
+  -- a no-op copy's bytes are all no-op; the other classes then have none
+  IIF(no_op, bytes, IIF(source = 'lttng', 0, NULL)) AS no_op_bytes,
+  IIF(no_op, 0, k_repeat) AS repeat_bytes,
+  IIF(no_op, 0, k_repeat_checked) AS repeat_content_bytes,
+  IIF(no_op, 0, k_round_trip) AS round_trip_bytes,
+  IIF(no_op, 0, k_round_trip_checked) AS round_trip_content_bytes,
+  IIF(no_op, 0, k_managed) AS managed_bytes,
+  -- bytes of no other class: unified when the copy's device counts as unified
+  IIF(IFNULL(no_op, 0) = 0 AND direction IN ('HtoD', 'DtoH'), IFNULL(k_other, 0), 0) AS unified_candidate_bytes,
+  IFNULL(pageable, 0) AS staged
+FROM c
+ORDER BY id;
+
 -- Per copy: redundant bytes per class and the prorated time.
 CREATE PERFETTO FUNCTION memq_redundant_copy(
   -- 'auto', 'yes' or 'no': whether host<->device copies count as unified.
@@ -142,45 +183,16 @@ RETURNS TABLE(
   -- 1 when a host<->device copy from pageable host memory.
   staged BOOL
 ) AS
-WITH c AS (
-  SELECT
-    mc.*,
-    CASE $unified
-      WHEN 'yes' THEN 1
-      WHEN 'no' THEN 0
-      ELSE IFNULL((SELECT MAX(d.unified_memory) FROM memq_device d
-                   JOIN process p ON p.pid = d.pid
-                   WHERE p.upid = mc.upid AND d.device = mc.device), 0)
-    END AS unified_device,
-    IIF(mc.source = 'lttng', IFNULL(mc.dst_hash_before = mc.dst_hash_after, 0), NULL) AS no_op,
-    -- Copies with addresses that moved no byte (a 2D copy of zero rows) have no pieces: 0, not NULL.
-    IIF(mc.source = 'lttng', IFNULL(k.repeat_bytes, 0), NULL) AS k_repeat,
-    IIF(mc.source = 'lttng', IFNULL(k.repeat_checked, 0), NULL) AS k_repeat_checked,
-    IIF(mc.source = 'lttng', IFNULL(k.round_trip_bytes, 0), NULL) AS k_round_trip,
-    IIF(mc.source = 'lttng', IFNULL(k.round_trip_checked, 0), NULL) AS k_round_trip_checked,
-    IIF(mc.source = 'lttng', IFNULL(k.managed_bytes, 0), NULL) AS k_managed,
-    IIF(mc.source = 'lttng', IFNULL(k.other_bytes, 0), mc.bytes) AS k_other
-  FROM memq_copy mc
-  LEFT JOIN _memq_copy_class k ON k.copy_id = mc.id
-  WHERE mc.source = 'lttng' OR NOT EXISTS (SELECT 1 FROM memq_source WHERE source = 'lttng' AND copies > 0)
-),
-u AS (
+WITH u AS (
   SELECT *,
-    -- a no-op copy's bytes are all no-op; the other classes then have none
-    IIF(no_op, bytes, IIF(source = 'lttng', 0, NULL)) AS no_op_bytes,
-    IIF(no_op, 0, k_repeat) AS repeat_bytes,
-    IIF(no_op, 0, k_repeat_checked) AS repeat_content_bytes,
-    IIF(no_op, 0, k_round_trip) AS round_trip_bytes,
-    IIF(no_op, 0, k_round_trip_checked) AS round_trip_content_bytes,
-    IIF(no_op, 0, k_managed) AS managed_bytes,
-    IIF(IFNULL(no_op, 0) = 0 AND unified_device AND direction IN ('HtoD', 'DtoH'), IFNULL(k_other, 0), 0)
-      AS unified_bytes
-  FROM c
+    CASE $unified WHEN 'yes' THEN 1 WHEN 'no' THEN 0 ELSE device_unified END AS unified_device
+  FROM _memq_copy_redundancy
 ),
 r AS (
   SELECT *,
+    IIF(unified_device, unified_candidate_bytes, 0) AS unified_bytes,
     IFNULL(no_op_bytes, 0) + IFNULL(repeat_bytes, 0) + IFNULL(round_trip_bytes, 0) + IFNULL(managed_bytes, 0)
-      + unified_bytes AS redundant_bytes,
+      + IIF(unified_device, unified_candidate_bytes, 0) AS redundant_bytes,
     IFNULL(no_op_bytes, 0) + IFNULL(repeat_content_bytes, 0) + IFNULL(round_trip_content_bytes, 0) AS content_bytes
   FROM u
 )
@@ -200,7 +212,7 @@ SELECT
   CASE WHEN redundant_bytes = 0 THEN NULL WHEN content_bytes = redundant_bytes THEN 'content' ELSE 'address' END
     AS evidence,
   IIF(bytes > 0, CAST(CAST(dur AS DOUBLE) * redundant_bytes / bytes AS INT), 0) AS redundant_dur,
-  IFNULL(pageable, 0) AS staged
+  staged
 FROM r
 ORDER BY id;
 
@@ -230,7 +242,7 @@ RETURNS TABLE(
   -- Wall-clock time: union of the prorated intervals.
   wall_dur DURATION
 ) AS
-WITH rc AS (SELECT * FROM memq_redundant_copy($unified)),
+WITH rc AS MATERIALIZED (SELECT * FROM memq_redundant_copy($unified)),
 per AS (
   SELECT upid, 'no_op' AS class, ts, dur, bytes AS total, no_op_bytes AS n, no_op_bytes AS proven FROM rc
   UNION ALL SELECT upid, 'repeat', ts, dur, bytes, repeat_bytes, repeat_content_bytes FROM rc
