@@ -143,13 +143,12 @@ def windows_rows(engine: Any) -> Rows:
 def trace_warnings(trace: Any) -> list[str]:
     """What the converter counted as lost or unusable (memq.meta) and what trace_processor could not
     import (its error / data-loss stats): one line each, empty when clean."""
-    from .engine.base import IMPORT_PROBLEMS_SQL
     from .engine.rows import is_null
 
     with load(trace) as engine:
         meta = module_rows(engine, ("trace",), f"SELECT {', '.join(META_COUNTS)} FROM memq_meta")
         unplaced = int(module_rows(engine, ("trace",), "SELECT unplaced FROM memq_trace").first("unplaced"))
-        problems = engine.rows(IMPORT_PROBLEMS_SQL)
+        problems = engine.import_problem_rows()
     lines = []
     for row in meta.records():
         row = {k: 0 if is_null(v) else int(v) for k, v in row.items()}

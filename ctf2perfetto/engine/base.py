@@ -65,9 +65,13 @@ class Engine(abc.ABC):
     def close(self) -> None:
         """Free trace_processor and everything it holds. Safe to call twice."""
 
-    def import_problems(self) -> pd.DataFrame:
+    def import_problem_rows(self) -> Rows:
         """`stats` rows with value > 0 and severity 'error' or 'data_loss' (empty when the import was clean)."""
-        return self.query(IMPORT_PROBLEMS_SQL)
+        return self.rows(IMPORT_PROBLEMS_SQL)
+
+    def import_problems(self) -> pd.DataFrame:
+        """import_problem_rows as a DataFrame."""
+        return self.import_problem_rows().frame()
 
     def __enter__(self) -> "Engine":
         return self

@@ -60,12 +60,16 @@ def protos() -> RpcProtos:
     return RpcProtos()
 
 
+def forced_memory64() -> bool | None:
+    """The build $MEMQ_WASM_MEMORY64 forces: True (memory64), False (32-bit), None when it forces none."""
+    forced = os.environ.get(MEMORY64_ENV, "")
+    return forced == "1" if forced in ("0", "1") else None
+
+
 def needs_memory64(source: TraceSource) -> bool:
     """Whether to use the memory64 build: $MEMQ_WASM_MEMORY64 if set, else size > MEMORY64_THRESHOLD_BYTES."""
-    forced = os.environ.get(MEMORY64_ENV, "")
-    if forced in ("0", "1"):
-        return forced == "1"
-    return source.expanded_size() > MEMORY64_THRESHOLD_BYTES
+    forced = forced_memory64()
+    return source.expanded_size() > MEMORY64_THRESHOLD_BYTES if forced is None else forced
 
 
 class EmbeddedEngine(Engine):
@@ -83,7 +87,7 @@ class EmbeddedEngine(Engine):
             # The 32-bit build's 4 GiB heap is too small for the trace (the up-front estimate is a minimum); the
             # memory64 build may load it. Unless the user chose the build, try that one.
             trap = exc.__cause__
-            if memory64 is not None or os.environ.get(MEMORY64_ENV, "") in ("0", "1") \
+            if memory64 is not None or forced_memory64() is not None \
                     or not (isinstance(trap, WasmTrap) and trap.bigger_heap_may_help):
                 raise
             print(f"memq: {self.label}: {trap.what}; loading it again with the memory64 build", file=sys.stderr,
