@@ -14,12 +14,18 @@ stage takes on a long recording.
              memory is printed per MiB of trace too). --reuse DIR converts and analyses the recordings a
              --keep DIR kept (long-<M>min) instead of recording again: the same traces under other code.
 
+  ranges     ranges of one long recording (DIR, e.g. one `long --keep` kept) converted with
+             ctf2perfetto --from/--to: --minutes (default 5) at its start, middle and end, each converted
+             and analysed (wall time, peak memory, .pftrace size). Goal: the same memory per byte of the
+             range's trace wherever the range lies, i.e. bounded by the range and the allocations live, not
+             by the run before it.
   writer     the converter's model and writer alone (no LTTng, nothing else on the machine in the
              figure) on a synthetic steady copy loop (alloc, HtoD, DtoH, free at one address) of --steps
              and 8x that: peak memory of each (a process each) and their ratio; goal: flat (<= 1.2x).
 
     python3 bench/long_run_stages.py analyses [--steps 200] [--repeat 3]
     python3 bench/long_run_stages.py long [--minutes 30] [--compare 5] [--keep DIR | --reuse DIR]
+    python3 bench/long_run_stages.py ranges DIR [--minutes 5]
     python3 bench/long_run_stages.py writer [--steps 400000]
 
 Wall-clock figures on a shared machine: compare ratios, and say the load (printed) beside them.
@@ -105,11 +111,13 @@ def own_trace(trace: Path, out: Path) -> None:
         write_trace(mine, lambda: batches.info, out)
 
 
-def stage_report(trace: Path, env: dict[str, str]) -> list[dict]:
-    """Convert `trace` and run each analysis on the result: name, seconds, peak bytes."""
-    out = trace.with_suffix(".pftrace")
+def stage_report(trace: Path, env: dict[str, str], span: tuple[float, float] | None = None) -> list[dict]:
+    """Convert `trace` (only seconds `span` of it: ctf2perfetto --from/--to) and run each analysis on the result:
+    name, seconds, peak bytes."""
+    out = trace.with_suffix(".pftrace" if span is None else ".range.pftrace")
     rows = []
-    seconds, peak = measured([*CONVERT, str(trace), "-o", str(out), "-q"], env)
+    limits = [] if span is None else ["--from", f"{span[0]:g}", "--to", f"{span[1]:g}"]
+    seconds, peak = measured([*CONVERT, str(trace), "-o", str(out), "-q", *limits], env)
     rows.append({"stage": "convert", "seconds": seconds, "peak": peak})
     foreign = strangers(trace)
     if foreign:
@@ -214,6 +222,41 @@ def long_goal(args: argparse.Namespace, work: Path) -> int:
     return 0
 
 
+# -- ranges of one long recording --------------------------------------------------------------------
+def ranges_goal(args: argparse.Namespace, work: Path) -> int:
+    env = environment()
+    trace = work / args.trace.name
+    shutil.copytree(args.trace, trace)
+    total = json.loads((trace / "memq-record.json").read_text())["duration_s"]
+    length = args.minutes * 60
+    if length >= total:
+        raise SystemExit(f"{args.trace}: the recording lasts {total:.0f} s, not more than --minutes {args.minutes:g}")
+    starts = {"start": 0.0, "middle": (total - length) / 2, "end": total - length - 1}
+    reports = {}
+    for where, start in starts.items():
+        print(f"converting and analysing {start:.0f} s to {start + length:.0f} s ...", file=sys.stderr, flush=True)
+        reports[where] = (start, stage_report(trace, env, (start, start + length)))
+    print(f"{args.minutes:g}-minute ranges of a {total / 60:.0f}-minute recording ({ctf_bytes(trace) / MiB:.0f} MiB "
+          f"of CTF); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for where, (start, rows) in reports.items():
+        print(f"  {where:<6} {start:6.0f} s to {start + length:6.0f} s: {rows[0]['trace'] / MiB:.0f} MiB .pftrace")
+        for row in rows:
+            if "failed" in row:
+                print(f"    {row['stage']:<10} FAILED ({row['failed']})")
+                continue
+            print(f"    {row['stage']:<10} {row['seconds']:7.1f} s  peak {row['peak'] / MiB:7.0f} MiB, "
+                  f"{row['peak'] / row['trace']:.1f}x the range's .pftrace")
+    # The run's event rate varies, so ranges of one length differ in size: what must not change with where the
+    # range lies is the memory per byte of the range's own trace (the run before it costs only its live set).
+    first, last = reports["start"][1], reports["end"][1]
+    print(f"  end against start: {last[0]['trace'] / first[0]['trace']:.2f}x the .pftrace; per MiB of it:")
+    for a, b in zip(first, last):
+        if a["peak"] and b["peak"]:
+            print(f"    {a['stage']:<10} peak memory {(b['peak'] / b['trace']) / (a['peak'] / a['trace']):.2f}x, "
+                  f"time {(b['seconds'] / b['trace']) / (a['seconds'] / a['trace']):.2f}x")
+    return 0
+
+
 # -- the writer alone ------------------------------------------------------------------------------
 GOAL_FLAT = 1.2
 
@@ -275,6 +318,10 @@ def main() -> int:
     kept.add_argument("--keep", type=Path, help="keep the recordings and their .pftrace files here")
     kept.add_argument("--reuse", type=Path, help="convert and analyse the recordings --keep kept in this "
                       "directory (long-<M>min) instead of recording")
+    r = sub.add_parser("ranges", help="ranges of one long recording at its start, middle and end (ctf2perfetto "
+                       "--from/--to): their memory must not depend on where they lie")
+    r.add_argument("trace", type=Path, metavar="DIR", help="a memq recording (e.g. long-30min that long --keep kept)")
+    r.add_argument("--minutes", type=float, default=5.0, help="length of each range (default 5)")
     w = sub.add_parser("writer", help="the writer's peak memory on a synthetic copy loop, and 8x as long")
     w.add_argument("--steps", type=int, default=400_000,
                    help="steps of the synthetic copy loop; the second run has 8x as many (default 400000)")
@@ -284,7 +331,7 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memq-long-"))
     try:
-        run = {"analyses": analyses_goal, "long": long_goal, "writer": writer_goal}[args.what]
+        run = {"analyses": analyses_goal, "long": long_goal, "ranges": ranges_goal, "writer": writer_goal}[args.what]
         return run(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -58,14 +58,18 @@ OUTLIVED = ("Allocations still live when their capture window closed before the 
 
 
 @contextlib.contextmanager
-def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None) -> Iterator[Any]:
-    """An engine over `trace` (path or an open engine, which is passed through)."""
+def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None, span: Any = None) -> Iterator[Any]:
+    """An engine over `trace` (path or an open engine, which is passed through); of a directory converted only over
+    `span` (a ranges.Range) when one is given."""
     if hasattr(trace, "query"):
         yield trace
         return
     path = Path(trace)
     if not path.exists():
         raise UsageError(f"{path}: no such trace file or directory")
+    if span is not None and not path.is_dir():
+        raise UsageError(f"{path}: --from/--to need an LTTng trace directory (a converted trace is converted "
+                         "already: ctf2perfetto DIR --from SEC --to SEC -o PART.pftrace)")
     from .engine import open_trace
 
     if path.is_dir():
@@ -73,7 +77,7 @@ def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None) -
 
         with tempfile.TemporaryDirectory(prefix="memq-") as tmp:
             converted = Path(tmp) / "trace.pftrace"
-            convert(path, converted)
+            convert(path, converted, span=span)
             with open_trace(converted, trace_processor=trace_processor) as engine:
                 yield engine
         return

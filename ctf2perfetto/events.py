@@ -113,6 +113,7 @@ class WindowCause(IntEnum):
     DURATION = 2  # --duration elapsed
     PROFILER_API = 3  # cuda/cu/hipProfilerStart or Stop
     EXIT = 4  # the process exited with its window open
+    RANGE = 5  # the converted range's start or end (`ctf2perfetto --from/--to`, ranges.py; never in a recording)
 
 
 class MemKind(IntEnum):

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
+from .errors import UsageError
 from .write import ConvertSummary
+
+if TYPE_CHECKING:
+    from .ranges import Range
 
 
 class Progress(Protocol):
@@ -66,8 +70,9 @@ def _realtime_offset(info) -> int:
 
 
 def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: bool = False,
-            progress: Progress | None = None, batch_size: int = 1 << 16) -> ConvertSummary:
-    """Convert the LTTng trace(s) under `trace_dir` (and a Kineto JSON of the same run) into `out`.
+            span: Range | None = None, progress: Progress | None = None, batch_size: int = 1 << 16) -> ConvertSummary:
+    """Convert the LTTng trace(s) under `trace_dir` (and a Kineto JSON of the same run) into `out`; only `span`
+    of it when given, as a capture window over it would have recorded it (ranges.py).
 
     Returns what was written; `warnings` holds every line the user should see (losses, clock
     source, what the Kineto merge could not place). Bad input raises MemqError / UsageError
@@ -80,6 +85,8 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
     from .decode import decode
     from .outfiles import check_output
 
+    if span is not None and kineto is not None:
+        raise UsageError("--kineto cannot be merged into a --from/--to range: convert the whole trace with it")
     inputs = [Path(trace_dir)] + ([Path(kineto)] if kineto is not None else [])
     check_output(out, inputs=inputs)
     merge = lttng_events = None
@@ -93,6 +100,11 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
     with decode(trace_dir, salvage=salvage, batch_size=batch_size,
                 progress=progress.decoded if progress else None) as decoding:
         batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load
+        from .ranges import RangeReport, clip
+
+        report = RangeReport()
+        if span is not None:
+            batches = clip(batches, span, report)
         from .write import write_trace
 
         if merge is not None and lttng_events is not None:
@@ -105,4 +117,7 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
                               extra_threads=merge.threads if merge else {}, inputs=inputs)
     if merge is not None:
         summary.warnings += merge.warnings(summary.lttng_threads)
+    if span is not None:
+        summary.range, summary.range_report = span, report
+        summary.warnings += report.warnings()
     return summary

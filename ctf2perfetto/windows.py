@@ -21,7 +21,7 @@ from .traceformat import names as N
 
 
 def cause_name(code: int) -> str:
-    """`delay`, `duration`, `profiler_api`, `exit` (or `unknown`)."""
+    """`delay`, `duration`, `profiler_api`, `exit`, `range` (or `unknown`)."""
     try:
         return WindowCause(code).name.lower()
     except ValueError:

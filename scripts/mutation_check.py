@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DETERMINISTIC = ["tests/test_analyses_property.py::test_pinned_logs_match_oracle", "tests/test_analyses_cases.py"]
+DETERMINISTIC = ["tests/test_analyses_property.py::test_pinned_logs_match_oracle", "tests/test_analyses_cases.py",
+                 "tests/test_windows_analyses.py::test_copies_returning_as_their_window_closes"]
 RANDOM = ["tests/test_analyses_property.py::test_sql_matches_oracle"]
 COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".hypothesis", "node_modules", "out",
                                      "test-artifacts", ".gpu-bundle", "build", "dist", "*.egg-info")
@@ -71,9 +72,17 @@ MUTATIONS = [
               ("OVER (ORDER BY end_ts, id) AS seq", "OVER (ORDER BY end_ts, id DESC) AS seq")),
              "writes ending together take effect in slice id order"),
     Mutation("writes_before_frees", "mirrors.sql",
-             (("WHERE q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq AND q.content_end > p.t\n",
-               "WHERE q.alloc_end >= p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq AND q.content_end > p.t\n"),),
+             (("WHERE q.alloc_end > p.t AND q.window_end >= p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq\n"
+               "    AND q.content_end > p.t\n",
+               "WHERE q.alloc_end >= p.t AND q.window_end >= p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq\n"
+               "    AND q.content_end > p.t\n"),),
              "at equal times frees come before writes (a mirror whose memory is freed as a copy ends is gone)"),
+    Mutation("window_closes_before_writes", "mirrors.sql",
+             (("WHERE q.alloc_end > p.t AND q.window_end >= p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq\n"
+               "    AND q.content_end > p.t\n",
+               "WHERE q.alloc_end > p.t AND q.window_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq\n"
+               "    AND q.content_end > p.t\n"),),
+             "a window closes after the writes at its time (a copy returning as it closes sees its mirrors)"),
     Mutation("dead_mirrors_listed", "mirrors.sql",
              (("WHERE p.end_raw > p.t", "WHERE p.end_raw >= p.t"),),
              "a mirror that ends as it is made is no mirror"),
@@ -126,7 +135,7 @@ MUTATIONS = [
                "MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end, window_end) AS end_raw"),),
              "a mirror ends when a fingerprint shows a side no longer holding what was copied"),
     Mutation("repeat_despite_changed_content", "mirrors.sql",
-             (("IFNULL(q.src_next_seq, p.seq) >= p.seq AND q.content_end > p.t\n  UNION ALL",
+             (("IFNULL(q.src_next_seq, p.seq) >= p.seq\n    AND q.content_end > p.t\n  UNION ALL",
                "IFNULL(q.src_next_seq, p.seq) >= p.seq\n  UNION ALL"),),
              "a repeat counts only where no fingerprint contradicted the mirror by the copy's end"),
     Mutation("fingerprint_at_start_ends_mirror", "mirrors.sql",

@@ -276,7 +276,11 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
             o.writes.append(w)
         elif kind == K.GPU_COPY_DONE:
             done.setdefault((pid, r["seq"]), (r["ts"], r["dst_hash_after"]))
-    o.windows += [(pid, t, None) for pid, t in open_window.items()]
+    # A window the log never closes ends with the trace (its last row: memq_window's `trace_end`), and so do its
+    # process's mirrors.
+    last = max((r["ts"] for r in rows), default=0)
+    o.windows += [(pid, t, last) for pid, t in open_window.items()]
+    o.closes += [(last, pid) for pid in open_window]
     for w in o.writes:
         if w.src is not None:
             if w.after is None and (w.pid, w.seq) in done:
@@ -404,7 +408,8 @@ def _classify(o: Oracle, w: Write, active: dict[tuple[int, int], "Mirror"], ends
 
 
 class _Close(NamedTuple):
-    """A capture window's close, as a mirror effect (before frees and writes at its time)."""
+    """A capture window's close, as a mirror effect (after frees and writes at its time: a copy that returns as
+    its window closes is in the window, and its mirror ends there)."""
     when: int
     pid: int
 
@@ -412,7 +417,7 @@ class _Close(NamedTuple):
 def _mirrors(o: Oracle) -> None:
     effects: list[Alloc | Write | _Close] = [a for a in o.allocs if a.end is not None] + o.writes
     effects += [_Close(when, pid) for when, pid in o.closes]  # a window's close ends its process's mirrors
-    effects.sort(key=lambda ev: (ev.when, 0, 0, -1) if isinstance(ev, _Close) else effect_key(ev))
+    effects.sort(key=lambda ev: (ev.when, 2, 0, 0) if isinstance(ev, _Close) else effect_key(ev))
     active: dict[tuple[int, int], Mirror] = {}  # (pid, dst byte) -> mirror
     by_src: dict[tuple[int, int], set[int]] = defaultdict(set)  # (pid, src byte) -> dst bytes
     ends = {w.index: content_end(o, w) for w in o.writes if w.src is not None}

@@ -92,3 +92,25 @@ def test_windowed_figures_match_oracle(tmp_path_factory) -> None:
 
     compare()
     assert len(executed) >= TRACES // 2
+
+
+def test_copies_returning_as_their_window_closes(tmp_path) -> None:
+    """A window's close comes after the writes at its time (the preload writes it after every call of the
+    window): a copy returning as its window closes at the process's exit, or at the end of a trace whose window
+    never closes (a `ctf2perfetto --from` range to the end), repeats the mirror an earlier copy of the same
+    bytes made, and its own mirror ends there. An early close ends the process's allocations at its time as a
+    free would, before the writes at that time: no repeat then."""
+    def row(kind, ts, **columns):
+        return dict(kind=kind, ts=ts, pid=1, tid=1, **columns)
+
+    common = [row(K.WINDOW, 10, aux=1, aux2=DELAY, flags=0, api=""),
+              row(K.GPU_ALLOC, 12, begin=11, ptr=0x100000, size=64, mem=M.DEVICE, api="hipMalloc"),
+              row(K.MALLOC, 13, ptr=0x200000, size=64, api="malloc")]
+    copies = [row(K.GPU_COPY, end, begin=begin, ptr=0x100000, src=0x200000, size=64, copy_kind=1, api="hipMemcpy")
+              for begin, end in ((20, 25), (26, 30))]
+    for name, end, repeats in (("exit", [row(K.WINDOW, 30, aux=0, aux2=EXIT, flags=0, api="")], [0, 64]),
+                               ("never closed", [], [0, 64]),
+                               ("early", [row(K.WINDOW, 30, aux=0, aux2=DURATION, flags=0, api="")], [0, 0])):
+        rows = common + copies + end
+        assert [w.repeat for w in oracle.build(rows).writes] == repeats, name
+        check_windows(rows, [], tmp_path / f"{name}.pftrace")

@@ -388,3 +388,24 @@ def test_empty_log_and_many_batches_are_valid(tmp_path):
         assert rows(a, sql) == rows(b, sql)
         csql = "SELECT c.ts, c.value FROM counter c ORDER BY c.ts, c.value"
         assert rows(a, csql) == rows(b, csql)
+
+
+def test_a_snapshot_of_thousands_of_live_allocations_keeps_every_one(tmp_path):
+    """A window's snapshot writes every live allocation at its opening time on one thread track. As instants
+    trace_processor nested them, and past 512 deep it dropped their arguments (allocation ids): memq.live
+    markers are zero-length slices side by side."""
+    n = 2000
+    rows = [dict(kind=K.WINDOW, ts=100, pid=1, tid=1, aux=1, aux2=1, api="")]
+    rows += [dict(kind=K.LIVE, ts=100, pid=1, tid=1, ptr=4096 * (i + 1), size=i + 1, mem=M.HOST, api="malloc")
+             for i in range(n)]
+    rows += [dict(kind=K.FREE, ts=200 + i, pid=1, tid=1, ptr=4096 * (i + 1)) for i in range(n)]
+    out = tmp_path / "t.pftrace"
+    write_trace([EventBatch.from_rows(rows)], TraceInfo(), out)
+    with open_trace(out) as tp:
+        live = tp.query("""SELECT COUNT(*) AS n, COUNT(EXTRACT_ARG(arg_set_id, 'debug.alloc_id')) AS ids,
+            SUM(EXTRACT_ARG(arg_set_id, 'debug.size')) AS bytes, MAX(depth) AS depth, MAX(dur) AS dur
+            FROM slice WHERE category = 'memq.live'""").iloc[0]
+        assert (live.n, live.ids, live.bytes, live.depth, live.dur) == (n, n, n * (n + 1) // 2, 0, 0)
+        freed = tp.query("""INCLUDE PERFETTO MODULE memq.allocations;
+            SELECT COUNT(*) AS n FROM memq_allocation WHERE live_at_start AND end_ts IS NOT NULL""")["n"][0]
+        assert freed == n

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..engine.rows import Rows, is_null
 from . import ticking
-from .output import add_engine_args, add_format_arg, add_unified_arg, print_frame
+from .output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame
 
 COMMANDS = {
     "duplicated": "bytes duplicated between host and device over time: peak, when, mean; by direction, "
@@ -56,6 +56,7 @@ def add_parser(subparsers: Any) -> None:
         parser.add_argument("trace", metavar="TRACE", help=TRACE_HELP)
         add_format_arg(parser)
         add_engine_args(parser)
+        add_range_args(parser, "when TRACE is an LTTng trace directory, analyse only")
         if name == "redundant":
             add_unified_arg(parser)
         if name in ("duplicated", "redundant") and _has_attribution():
@@ -71,10 +72,17 @@ TOP_ROWS = 20  # per-allocation / leak-group rows a human table shows (json/csv:
 def run(name: str, args: argparse.Namespace) -> int:
     from .. import analyses
 
+    span = None
+    if args.range_from is not None or args.range_to is not None:
+        from ..ranges import Range
+
+        span = Range.from_seconds(args.range_from, args.range_to)
+
     loading = f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else "")
     with contextlib.ExitStack() as stack:
         with ticking(loading):
-            engine = stack.enter_context(analyses.load(args.trace, trace_processor=args.trace_processor))
+            engine = stack.enter_context(analyses.load(args.trace, trace_processor=args.trace_processor,
+                                                       span=span))
         with ticking(f"running {name}"):
             if name == "summary":
                 tables = analyses.summary_rows(engine)

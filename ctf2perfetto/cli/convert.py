@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from . import run_command, stderr_is_terminal
+from .output import add_range_args
 
 DESCRIPTION = (
     "Convert the LTTng trace(s) under TRACE_DIR (a `memq record` output, or any LTTng output directory with "
@@ -20,6 +21,7 @@ EPILOG = """examples:
   ctf2perfetto trace/ -o out.pftrace
   ctf2perfetto damaged-trace/ -o out.pftrace --salvage
   ctf2perfetto trace/ --kineto profile.json -o out.pftrace
+  ctf2perfetto trace/ --from 600 --to 900 -o minutes-10-to-15.pftrace
 
 exit status: 0 converted, 1 the trace could not be read (one line naming the file and packet) or the output
 written, 2 bad usage (an -o that is not a new file or a regular file of yours, a missing input), 130 Ctrl-C."""
@@ -37,6 +39,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kineto", type=Path, metavar="PROFILE.json",
                         help="merge a PyTorch-profiler (Kineto) JSON trace of the same run (plain or .gz): its "
                              "events join the same process/thread tracks (docs/TIMELINE.md)")
+    add_range_args(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (warnings only)")
 
 
@@ -100,6 +103,13 @@ def _print_summary(summary, prog: str) -> None:
            f"{summary.small_frees:,} freed" if summary.small_allocations or summary.small_frees else ""),
         f"  lost: {summary.lost_events:,} events, {summary.lost_packets:,} packets",
     ]
+    if summary.range is not None:
+        r = summary.range_report
+        lines.append(f"  range: {summary.range.describe()} after the start of the trace: {r.before:,} events before "
+                     f"it and {r.after:,} after it not written; {_count(r.opened, 'window')} opened (with "
+                     f"{_count(r.live, 'allocation')} live at its start), {r.closed:,} closed at its end"
+                     + (f"; {_count(r.done_dropped, 'completion')} of copies made before it dropped"
+                        if r.done_dropped else ""))
     missing = []
     if summary.missing_events:
         missing.append(f"{_count(summary.missing_events, 'event')}" + (
@@ -124,11 +134,14 @@ def _count(n: int, noun: str) -> str:
 
 def convert(args: argparse.Namespace, prog: str) -> int:
     from ..pipeline import convert as convert_trace, keep_freed_memory
+    from ..ranges import Range
 
+    span = Range.from_seconds(args.range_from, args.range_to)
     keep_freed_memory()
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:
-        summary = convert_trace(args.trace, args.output, kineto=args.kineto, salvage=args.salvage, progress=progress)
+        summary = convert_trace(args.trace, args.output, kineto=args.kineto, salvage=args.salvage, span=span,
+                                progress=progress)
     finally:
         progress.close()
     if not args.quiet:

@@ -3,6 +3,7 @@
     add_format_arg(parser)     --format table|json|csv (default table)
     add_engine_args(parser)    --trace-processor PATH (native trace_processor_shell)
     add_unified_arg(parser)    --unified auto|yes|no (how redundant copies are classed)
+    add_range_args(parser)     --from SEC / --to SEC (convert only a range of an LTTng trace)
     print_frame(df, fmt)       the frame as an aligned table, JSON records or CSV
 """
 from __future__ import annotations
@@ -40,6 +41,23 @@ def add_unified_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unified", choices=("auto", "yes", "no"), default="auto",
                         help="count every host<->device copy as avoidable (unified-memory device, e.g. MI300A, "
                              "GH200): auto = as the device property the recorder stored says (default), yes, no")
+
+
+def add_range_args(parser: argparse.ArgumentParser, what: str = "convert only") -> None:
+    """Add `--from SEC` and `--to SEC` (ctf2perfetto.ranges; `args.range_from`, `args.range_to`)."""
+    parser.add_argument("--from", dest="range_from", type=float, metavar="SEC",
+                        help=f"{what} from SEC seconds after the start of the trace (0 on the timeline of the "
+                             "whole trace's conversion), as a capture window opening there would have recorded it "
+                             "(window cause `range`): the allocations live then are written at its start "
+                             "(memq.live), with the totals of the host blocks below the threshold; a call that "
+                             "began before it is cut at it. For recordings too long to analyse whole: the trace, "
+                             "and each analysis of it, grows with the range, not the run (README, \"Ranges of a "
+                             "long run\")")
+    parser.add_argument("--to", dest="range_to", type=float, metavar="SEC",
+                        help=f"{what} up to SEC seconds after the start of the trace (calls that returned by "
+                             "then): windows still open close there (cause `range`) and what is live then "
+                             "outlived the range, not a leak (default: the end of the trace, where what is live "
+                             "is a leak)")
 
 
 def print_frame(df: pd.DataFrame | Rows, fmt: str = "table", file: TextIO | None = None) -> None:

@@ -18,9 +18,9 @@ INGEST_FACTOR = 3.2
 RESERVE_BYTES = 512 << 20
 MEMINFO = Path("/proc/meminfo")
 
-WHAT_TO_DO = ("record less (a capture window: memq record --delay/--duration or --capture-range profiler-api; a "
-              "larger --host-min-size) or load it with a native trace_processor_shell (--trace-processor PATH or "
-              "MEMQ_TRACE_PROCESSOR)")
+WHAT_TO_DO = ("convert a part of it (ctf2perfetto TRACE_DIR --from SEC --to SEC), record less (a capture window: "
+              "memq record --delay/--duration or --capture-range profiler-api; a larger --host-min-size) or load it "
+              "with a native trace_processor_shell (--trace-processor PATH or MEMQ_TRACE_PROCESSOR)")
 
 
 def available_memory() -> int | None:

@@ -57,7 +57,7 @@ LOSS_EVENTS, LOSS_PACKETS, LOSS_MISSING, LOSS_DROPPED = 0, 1, 2, 3
 LOSS_NAMES = {LOSS_EVENTS: "lost events", LOSS_PACKETS: "lost packets", LOSS_MISSING: "missing packets",
               LOSS_DROPPED: "dropped packets"}
 EVENT_MEMSET = "memset"
-EVENT_LIVE = "live"  # a memq.live instant whose allocating function is unknown (else it is named after it)
+EVENT_LIVE = "live"  # a memq.live marker whose allocating function is unknown (else it is named after it)
 # A capture window's open and close causes (events.WindowCause, lower case); a window the trace never
 # opened or never closed gets WINDOW_UNKNOWN / WINDOW_TRACE_END.
 WINDOW_UNKNOWN = "unknown"
@@ -175,7 +175,7 @@ ARGS: dict[str, str | None] = {
     # content fingerprints (copies, memq.copy_done)
     "seq": None, "content": None, "content_mode": None, "src_hash": None, "dst_hash_before": None,
     "dst_hash_after": None,
-    # capture windows: memq.live instants, memq.window slices
+    # capture windows: memq.live markers, memq.window slices
     "window": None, "index": None, "open_cause": None, "close_cause": None, "open_api": None, "close_api": None,
     "live_allocations": None, "live_bytes": BYTES,
     # memq track: trace info, devices, binaries, losses

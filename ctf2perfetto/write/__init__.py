@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -68,6 +68,8 @@ class ConvertSummary:
     output: str = ""
     output_bytes: int = 0
     trace_duration_ns: int = 0  # last event - first event
+    range: Any = None  # the --from/--to range converted (ranges.Range), None for the whole trace ...
+    range_report: Any = None  # ... and what it left out and made (ranges.RangeReport)
     elapsed_s: float = 0.0  # wall-clock time the conversion took
 
     @property

@@ -1,4 +1,4 @@
-"""Capture windows: memq.live instants as the batches come, memq.window slices at the end (windows.py tracks them)."""
+"""Capture windows: memq.live markers as the batches come, memq.window slices at the end (windows.py tracks them)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from ..traceformat import tracks as T
 from ..windows import Window
 from .gpu import api_is, mem_names
 from .registry import TrackRegistry
-from .stream import PacketStream, instant_table, slice_table
+from .stream import PacketStream, slice_table
 
 A = N.A
 
@@ -23,9 +23,13 @@ class WindowWriter:
 
     def emit_live(self, batch: EventBatch, mb: ModelBatch, rows: np.ndarray, thread_uuid: np.ndarray,
                   window: np.ndarray) -> np.ndarray:
-        """memq.live instants (allocations live when a capture window opened) on the thread track of whoever
+        """memq.live markers (allocations live when a capture window opened) on the thread track of whoever
         opened it, named after the function that allocated them; their packet offsets (the allocations'
-        flows start there)."""
+        flows start there).
+
+        They are zero-length slices, not instants: trace_processor nests instants of one track at one time
+        inside each other, and past 512 deep it drops their arguments (a snapshot of thousands of allocations
+        lost most of them). A slice's END closes it before the next BEGIN, so these stay side by side."""
         g = len(rows)
         interner = self.out.interner
         name_iid = api_is(batch, batch["api"][rows], lambda nm: interner.name(nm or N.EVENT_LIVE), np.uint32)
@@ -44,9 +48,11 @@ class WindowWriter:
             (a(A.replaced_alloc_id), ARG_UINT, replaced, replaced > 0),
             interner.twin(A.size, size, ones),
         ]
-        return self.out.emit(instant_table(
-            batch["ts"][rows], thread_uuid[rows], name_iid, np.full(g, interner.category(N.CAT_LIVE), np.uint32),
-            args, flow_out=np.where(alloc_id > 0, alloc_id | N.FLOW_ALLOC, 0), pad=alloc_id > 0))
+        ts = batch["ts"][rows]
+        offsets = self.out.emit(slice_table(
+            ts, ts, thread_uuid[rows], name_iid, np.full(g, interner.category(N.CAT_LIVE), np.uint32), args,
+            end_flow_out=np.where(alloc_id > 0, alloc_id | N.FLOW_ALLOC, 0), end_pad=alloc_id > 0), slices=True)
+        return offsets[g:]  # the END packet carries the allocation (its flows start there), as for API calls
 
     def emit_windows(self, windows: list[Window], first_ts: int, last_ts: int) -> None:
         """One slice per capture window on its process's `Capture windows` track (written at the end: a

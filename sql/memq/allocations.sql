@@ -8,7 +8,7 @@
 -- * Never freed: `end_ts` is NULL, `dur` runs to trace_end() and `leaked` is 1.
 -- * `kind` is `host` (libc heap), `pinned`, `registered`, `device` or `managed`.
 -- * Capture windows (memq.windows): an allocation live when its window opened starts
---   at the window's start (`live_at_start` = 1; memq.live instant, named after the
+--   at the window's start (`live_at_start` = 1; memq.live marker, named after the
 --   function that allocated it, when the recorder knew it). One still live when its
 --   window closed before the process exited ends at the close (`outlived_window` = 1,
 --   `end_ts` = the close, not a leak: what happened to it outside the window is not
@@ -25,7 +25,7 @@ INCLUDE PERFETTO MODULE memq.windows;
 CREATE PERFETTO MACRO _memq_arg(a ColumnName) RETURNS Expr AS
 COALESCE($a.int_value, $a.string_value, $a.real_value);
 
--- Every memq.heap / memq.api slice, and memq.live instant, that starts an allocation.
+-- Every memq.heap / memq.api slice, and memq.live marker, that starts an allocation.
 -- EXTRACT_ARG, not a join of `args`: with these slice columns the join made
 -- trace_processor's heap grow by ~16 bytes per row of `args` (57 MiB on a 48 MiB trace).
 CREATE PERFETTO TABLE _memq_alloc_start AS
@@ -109,7 +109,7 @@ CREATE PERFETTO TABLE memq_allocation(
   -- Function that allocated it (`malloc`, `hipMalloc`, ...; `live` when a window's
   -- snapshot did not know it).
   api STRING,
-  -- Slice of the allocating call (heap instant or API slice; memq.live instant).
+  -- Slice of the allocating call (heap instant or API slice; memq.live marker).
   alloc_slice_id LONG,
   -- Slice of the freeing call; NULL when never freed.
   free_slice_id LONG,

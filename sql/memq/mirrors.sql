@@ -49,7 +49,10 @@
 -- * Upper bound: CPU and kernel writes are not traced, so a mirror may have ended
 --   earlier than shown (fingerprints see some of them, where and when they are taken).
 -- * Capture windows (memq.windows): a mirror ends at the latest when the window of the
---   copy that made it closes (nothing is known after), also between untracked bytes.
+--   copy that made it closes (nothing is known after), also between untracked bytes. A
+--   close comes after the writes at its time (the preload writes it after every call of
+--   its window): a copy returning as the window closes still sees the window's mirrors.
+--   An early close ends the process's allocations there, like a free: before them.
 
 INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE memq.allocations;
@@ -390,7 +393,7 @@ WITH p AS (
 SELECT
   *,
   MIN(dst_write_end, src_write_end, dst_alloc_end, src_alloc_end, window_end, content_end) AS end_raw,
-  MIN(dst_alloc_end, src_alloc_end, window_end) AS alloc_end
+  MIN(dst_alloc_end, src_alloc_end) AS alloc_end
 FROM p
 ORDER BY ord, lo;
 
@@ -410,12 +413,13 @@ WITH earlier AS (
   SELECT p.piece_id, p.copy_id, p.t, 'repeat' AS how, q.copy_id AS q_copy, q.t AS q_t, q.content AS q_content
   FROM _memq_piece p
   JOIN _memq_piece q ON q.ord = p.dst_prev_ord AND q.lo = p.lo AND q.k = p.k
-  WHERE q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq AND q.content_end > p.t
+  WHERE q.alloc_end > p.t AND q.window_end >= p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq
+    AND q.content_end > p.t
   UNION ALL
   SELECT p.piece_id, p.copy_id, p.t, 'round_trip', q.copy_id, q.t, q.content
   FROM _memq_piece p
   JOIN _memq_piece q ON q.ord = p.src_prev_ord AND q.lo = p.lo + p.k AND q.k = -p.k
-  WHERE q.alloc_end > p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq
+  WHERE q.alloc_end > p.t AND q.window_end >= p.t AND IFNULL(q.src_next_seq, p.seq) >= p.seq
     AND IFNULL(q.dst_next_seq, p.seq) >= p.seq AND q.content_end > p.t
 ),
 pair AS (

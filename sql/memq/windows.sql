@@ -4,7 +4,7 @@
 -- A trace recorded with windows holds memq events only inside them; each process has
 -- its own windows, numbered from 0 in that process (memq.window slices on the
 -- process's `Capture windows` track). When a window opens, every allocation live then
--- is written (memq.live instants): memq_allocation has them with `live_at_start` = 1,
+-- is written (memq.live markers): memq_allocation has them with `live_at_start` = 1,
 -- starting at the window's start. When a window closes before its process exits, the
 -- allocations still live end there (`outlived_window` = 1): what happens to them
 -- outside the window is not recorded, so they are not leaks.
@@ -35,9 +35,11 @@ CREATE PERFETTO TABLE memq_window(
   dur DURATION,
   -- When it closed (trace_end() when the trace does not say).
   end_ts TIMESTAMP,
-  -- `delay` (a --delay elapsed, or the process started inside the window) or `profiler_api`.
+  -- `delay` (a --delay elapsed, or the process started inside the window), `profiler_api` or `range` (the
+  -- start of a `ctf2perfetto --from` range).
   open_cause STRING,
-  -- `duration`, `profiler_api`, `exit` (the process exited inside it) or `trace_end`.
+  -- `duration`, `profiler_api`, `exit` (the process exited inside it), `trace_end` or `range` (the end of
+  -- a `ctf2perfetto --to` range).
   close_cause STRING,
   -- The profiler call that opened it (`cudaProfilerStart`, ...); NULL for a timer.
   open_api STRING,

@@ -1,0 +1,348 @@
+"""A time range of a recording, converted as if a capture window had recorded it (`ctf2perfetto --from/--to`).
+
+The analyses hold their whole trace in trace_processor, so an hours-long recording is
+analysed a range at a time: converting a range bounds the trace, and every analysis of
+it, by the range, not by the run. `clip()` sits between the decoder and the writer and
+turns the decoded batches into the batches a `memq record --delay/--duration` window
+over that range would have held (windows.py), so everything downstream (model, writer,
+SQL) treats a range as the window it is:
+
+* Times are nanoseconds after the start of the trace: the `begin` of its first row (the
+  first call to return; 0 on the timeline of the whole trace's conversion, unless a call
+  that began earlier returned later). A call belongs to the range when
+  it returns in it (`from <= ts <= to`); one that began before `from` is cut there
+  (`begin = from`), so nothing of the range lies outside it.
+* The memory model runs over everything before `from` (memory bounded by the live
+  allocations, as in a conversion). At `from` each process seen before it opens a window
+  (cause `range`) with one LIVE row per allocation then live, in the order they were made
+  (the latest started holds a byte, as in the whole trace), and one HOST_SMALL row with the
+  totals of its blocks below the threshold so far: what the preload writes when a window
+  opens. A process first seen in the range opens its window at its first event (cause
+  `delay`: a process started inside a window).
+* A recording with windows of its own is intersected: a window open at `from` is
+  reopened there under its own index; a process whose window is closed at `from` gets
+  nothing and its next window passes through.
+* At `to`, each window still open closes (cause `range`), and its allocations still live
+  outlived the range (not leaks), as at any early close. When the trace ends before `to`
+  nothing closes: what is live at the end is a leak, as in the whole trace.
+* GPU_COPY_DONE rows of copies made before the range are dropped (their copy is not
+  there). LOST rows pass whatever their time: loss is never dropped.
+* Events after `to` are still decoded (the loss and completeness checks read every file)
+  and counted, not written; only their loss, and per process the totals of its host blocks
+  below the threshold, at the last of them: the preload writes those totals at thread and
+  process exit outside windows too, so small blocks leak as in the whole trace.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import UsageError
+from .events import COLUMNS, EventBatch, EventKind, MemKind, WindowCause
+from .model import MemoryModel
+from .windows import Windows
+
+_NS = 1_000_000_000
+_CONTENT_AFTER_LATER = 8  # GPU_COPY `content` bit: the after-fingerprint comes in a GPU_COPY_DONE row
+
+
+@dataclass
+class Range:
+    """The part of a recording to convert: nanoseconds after its start (`end` None: to its end)."""
+
+    start: int = 0
+    end: int | None = None
+
+    @classmethod
+    def from_seconds(cls, start: float | None, end: float | None) -> "Range | None":
+        """The range of `--from SEC --to SEC` (None when neither is given); bad values are a UsageError."""
+        if start is None and end is None:
+            return None
+        for name, value in (("--from", start), ("--to", end)):
+            if value is not None and not (0 <= value < 1e9):  # NaN fails this too
+                raise UsageError(f"{name} {value}: not a time in seconds after the start of the trace (0 to 1e9)")
+        if end is not None and end <= (start or 0):
+            raise UsageError(f"--to {end} is not after --from {start or 0}")
+        return cls(round((start or 0) * _NS), None if end is None else round(end * _NS))
+
+    def describe(self) -> str:
+        """`600.000 s to 900.000 s` (seconds after the start of the trace)."""
+        return f"{self.start / _NS:.3f} s to " + ("the end" if self.end is None else f"{self.end / _NS:.3f} s")
+
+
+@dataclass
+class RangeReport:
+    """What clip() left out and made (for the summary)."""
+
+    first_ts: int | None = None  # the start of the trace's first call (the range's zero)
+    before: int = 0  # events before the range, not written (LOST rows excepted)
+    after: int = 0  # events after it, not written
+    done_dropped: int = 0  # GPU_COPY_DONE rows of copies made before the range
+    lost_before: int = 0  # LOST rows before the range (what they lost may be missing from its live snapshot)
+    opened: int = 0  # windows opened at the range's start (or at a process's first event in it)
+    closed: int = 0  # windows closed at its end
+    live: int = 0  # LIVE rows made at its start
+    ended_before: bool = False  # the trace ended before the range's end
+
+    def warnings(self) -> list[str]:
+        """What the user must know about the range's figures."""
+        warnings = []
+        if self.lost_before:
+            warnings.append(f"{self.lost_before:,} losses before --from: allocations or frees among what they lost "
+                            "are missing from the allocations live at its start")
+        if self.ended_before:
+            warnings.append("the trace ends before --to: nothing closed there, and what is live at the end is "
+                            "reported as leaks")
+        return warnings
+
+
+class _ApiNames:
+    """The clipped batches' function names: the decoder's, in its order as they come, plus "" (a window opened or
+    closed by no call). The decoder's list is its own (it checks its numbering), so the clipped batches carry this
+    one and their `api` column is mapped onto it."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.of_decoder = np.zeros(0, np.uint16)  # decoder's api index -> index here
+
+    def name(self, text: str) -> int:
+        if text not in self.index:
+            self.index[text] = len(self.names)
+            self.names.append(text)
+        return self.index[text]
+
+    def mapped(self, batch: EventBatch) -> EventBatch:
+        """`batch` with its `api` column on this list (its other columns shared, not copied)."""
+        known = len(self.of_decoder)
+        if len(batch.api_names) > known:
+            new = [self.name(t) for t in batch.api_names[known:]]
+            self.of_decoder = np.concatenate([self.of_decoder, np.array(new, np.uint16)])
+        columns = dict(batch.columns)
+        if len(batch):
+            columns["api"] = self.of_decoder[batch["api"]]
+        return EventBatch(columns, self.names)
+
+
+def _rows(names: _ApiNames, rows: list[dict]) -> EventBatch:
+    """A batch of made rows (dicts of column values; `api` a name)."""
+    batch = EventBatch.empty(len(rows), names.names)
+    for i, row in enumerate(rows):
+        for key, value in {"begin": row["ts"], **row, "api": names.name(row.get("api", ""))}.items():
+            batch.columns[key][i] = value
+    return batch
+
+
+def _take(batch: EventBatch, index) -> EventBatch:
+    return EventBatch({k: v[index] for k, v in batch.columns.items()}, batch.api_names)
+
+
+def _concat(parts: list[EventBatch], names: list[str]) -> EventBatch:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return EventBatch.empty(0, names)
+    return EventBatch({k: np.concatenate([p[k] for p in parts]) for k in COLUMNS}, names)
+
+
+class _Clipper:
+    """clip()'s state: the model and windows before the range, and which processes have a window in it."""
+
+    def __init__(self, span: Range, report: RangeReport) -> None:
+        self.span = span
+        self.report = report
+        self.names = _ApiNames()
+        self.model = MemoryModel()  # the allocations live at the range's start
+        self.windows = Windows()  # the recording's own windows before the range, then the range's
+        self.tid: dict[int, int] = {}  # pid -> a thread of it (its last one seen before the range)
+        self.small: dict[int, list[int]] = {}  # pid -> its HOST_SMALL rows before the range, summed (_add_small)
+        self.small_after: dict[int, list[int]] = {}  # ... and after it
+        self.lost_after: list[EventBatch] = []  # LOST rows after the range
+        self.in_range: set[int] = set()  # processes whose window state the range has settled
+        self.waiting_done: set[tuple[int, int]] = set()  # (pid, seq) of copies in the range awaiting COPY_DONE
+        self.start = self.end = 0  # absolute ns, set at the first event
+        self.last_ts = 0  # of the last event before the range
+        self.phase = 0  # 0 before the range, 1 in it, 2 after it
+
+    def batches(self, batches: Iterable[EventBatch]) -> Iterator[EventBatch]:
+        for raw in batches:
+            if len(raw) == 0:
+                continue
+            batch = self.names.mapped(raw)
+            if self.report.first_ts is None:  # the first row's begin: not the batching's choice
+                self.report.first_ts = int(batch["begin"][0])
+                self.start = self.report.first_ts + self.span.start
+                self.end = np.iinfo(np.int64).max if self.span.end is None else self.report.first_ts + self.span.end
+            ts = batch["ts"]
+            cut_start = int(np.searchsorted(ts, self.start, "left")) if self.phase == 0 else 0
+            cut_end = int(np.searchsorted(ts, self.end, "right")) if self.phase < 2 else 0
+            parts = []
+            if cut_start > 0:
+                parts.append(self._before(_take(batch, slice(0, cut_start))))
+            if self.phase == 0 and cut_start < len(batch):
+                parts.append(self._open())
+            if self.phase == 1 and cut_end > cut_start:
+                parts.append(self._inside(_take(batch, slice(cut_start, cut_end))))
+            if cut_end < len(batch) and self.phase == 1:
+                parts.append(self._close())
+            if self.phase == 2 and max(cut_start, cut_end) < len(batch):
+                parts.append(self._after(_take(batch, slice(max(cut_start, cut_end), len(batch)))))
+            out = _concat(parts, self.names.names)
+            if len(out):
+                yield out
+        if self.report.first_ts is None:
+            return
+        if self.phase == 2:
+            last = self._last()
+            if len(last):
+                yield last
+        if self.phase == 0:
+            raise UsageError(f"--from {self.span.start / _NS:g}: the trace ends before it (its events span "
+                             f"{(self.last_ts - self.report.first_ts) / _NS:.3f} s)")
+        self.report.ended_before = self.phase == 1 and self.span.end is not None
+
+    # -- before the range: the model and the windows, nothing written but loss -----------------------------
+    def _before(self, batch: EventBatch) -> EventBatch:
+        kind = batch["kind"]
+        self.last_ts = int(batch["ts"][-1])
+        for part, closed in self.windows.split(batch):
+            self.model.process(part)
+            self.model.set_tags(part["api"].astype(np.int64))  # LIVE rows are named after the allocating call
+            self.windows.note(part, np.zeros(0, np.int64))
+            if closed is not None:
+                self.model.end_process(*closed)
+        pid = batch["pid"]
+        real = kind != EventKind.LOST
+        backwards_pid, backwards_tid = pid[real][::-1], batch["tid"][real][::-1]
+        uniq, last = np.unique(backwards_pid, return_index=True)
+        self.tid.update(zip(uniq.tolist(), backwards_tid[last].tolist()))
+        self._add_small(batch, self.small)
+        self.report.before += int(real.sum())
+        self.report.lost_before += int((~real).sum())
+        return _take(batch, ~real)  # loss passes
+
+    # -- at the range's start: the window openings, what is live, the small blocks' totals -------------------
+    def _open(self) -> EventBatch:
+        self.phase = 1
+        at, rows = self.start, []
+        live = self.model.live.all()
+        has_windows = {pid for pid, _ in self.windows.by_key}
+        for pid in sorted(self.tid):
+            self.in_range.add(pid)
+            if pid in has_windows and pid not in self.windows.current:
+                continue  # between two of its own windows: its next opening comes in the range
+            index = self.windows.current.get(pid, 0)
+            tid = self.tid[pid]
+            rows.append(dict(kind=EventKind.WINDOW, ts=at, pid=pid, tid=tid, aux=1, aux2=WindowCause.RANGE,
+                             flags=index))
+            # The small blocks first: the writer puts a heap row's counter sample ahead of the others at the same
+            # time, so the host counter's last sample at `at` is only right when the heap row is the first one.
+            if pid in self.small:
+                size, freed, allocated, frees, _, _ = self.small[pid]
+                rows.append(dict(kind=EventKind.HOST_SMALL, ts=at, pid=pid, tid=tid, size=size, flags=freed,
+                                 aux=allocated, aux2=frees))
+            mine = np.flatnonzero(live.pid == pid)
+            mine = mine[np.lexsort((live.alloc_id[mine], live.start[mine]))]
+            for i in mine.tolist():
+                rows.append(dict(kind=EventKind.LIVE, ts=at, pid=pid, tid=tid, ptr=live.addr[i], size=live.size[i],
+                                 mem=live.mem[i], device=live.device[i] if live.mem[i] != MemKind.HOST else 0,
+                                 api=self._api_name(int(live.tag[i]))))
+            self.report.opened += 1
+            self.report.live += len(mine)
+        self.model = None  # type: ignore[assignment]  # its live set is written: free it
+        return self._noted(_rows(self.names, rows))
+
+    def _api_name(self, api: int) -> str:
+        names = self.names.names
+        return names[api] if 0 <= api < len(names) else ""
+
+    # -- in the range: rows as they are, cut at its start; processes new to it open their window ------------
+    def _inside(self, batch: EventBatch) -> EventBatch:
+        batch.columns["begin"] = np.maximum(batch["begin"], self.start)
+        kind = batch["kind"]
+        keep = np.ones(len(batch), bool)
+        if int(kind.max()) >= EventKind.GPU_COPY:
+            keep &= self._copy_done_kept(batch)
+        pid = batch["pid"]
+        real = kind != EventKind.LOST
+        new = [p for p in np.unique(pid[real]).tolist() if p not in self.in_range]
+        parts, lo = [], 0
+        for first in sorted(int(np.flatnonzero((pid == p) & real)[0]) for p in new):
+            p = int(pid[first])
+            parts.append(_take(batch, np.flatnonzero(keep[lo:first]) + lo))
+            self.in_range.add(p)
+            self.tid.setdefault(p, int(batch["tid"][first]))
+            if not (kind[first] == EventKind.WINDOW and batch["aux"][first] == 1):
+                parts.append(_rows(self.names, [dict(kind=EventKind.WINDOW, ts=int(batch["ts"][first]), pid=p,
+                                                     tid=int(batch["tid"][first]), aux=1, aux2=WindowCause.DELAY)]))
+                self.report.opened += 1
+            lo = first
+        parts.append(_take(batch, np.flatnonzero(keep[lo:]) + lo))
+        return self._noted(_concat(parts, self.names.names))
+
+    def _copy_done_kept(self, batch: EventBatch) -> np.ndarray:
+        """False for the GPU_COPY_DONE rows of copies made before the range."""
+        kind, keep = batch["kind"], np.ones(len(batch), bool)
+        for r in np.flatnonzero((kind == EventKind.GPU_COPY) | (kind == EventKind.GPU_COPY_DONE)).tolist():
+            key = (int(batch["pid"][r]), int(batch["seq"][r]))
+            if kind[r] == EventKind.GPU_COPY:
+                if batch["content"][r] & _CONTENT_AFTER_LATER:
+                    self.waiting_done.add(key)
+            elif key in self.waiting_done:
+                self.waiting_done.discard(key)
+            else:
+                keep[r] = False
+                self.report.done_dropped += 1
+        return keep
+
+    def _noted(self, batch: EventBatch) -> EventBatch:
+        if len(batch):
+            self.windows.note(batch, np.zeros(0, np.int64))
+        return batch
+
+    # -- at the range's end: every window still open closes -----------------------------------------------
+    def _close(self) -> EventBatch:
+        self.phase = 2
+        rows = [dict(kind=EventKind.WINDOW, ts=self.end, pid=pid, tid=self.tid[pid], aux=0,
+                     aux2=WindowCause.RANGE, flags=index) for pid, index in sorted(self.windows.current.items())]
+        self.report.closed += len(rows)
+        return self._noted(_rows(self.names, rows))
+
+    def _after(self, batch: EventBatch) -> EventBatch:
+        """Nothing now: loss and the small blocks' totals wait for the end (_last)."""
+        kind = batch["kind"]
+        lost = kind == EventKind.LOST
+        self.report.after += int((~lost).sum())
+        if lost.any():
+            self.lost_after.append(_take(batch, lost))
+        self._add_small(batch, self.small_after)
+        return _take(batch, slice(0, 0))
+
+    def _last(self) -> EventBatch:
+        """After the range, in time order: its loss, and per process one HOST_SMALL row with the totals of its
+        small blocks after it, at the last of them. Those totals are written at thread and process exit, windows or
+        not, so the leaks report counts what was live at the exit, as in the whole trace (sql/memq/leaks.sql)."""
+        rows = []
+        for pid, (size, freed, allocated, frees, ts, tid) in sorted(self.small_after.items()):
+            rows.append(dict(kind=EventKind.HOST_SMALL, ts=ts, pid=pid, tid=tid, size=size, flags=freed,
+                             aux=allocated, aux2=frees))
+        out = _concat(self.lost_after + [_rows(self.names, rows)], self.names.names)
+        return _take(out, np.argsort(out["ts"], kind="stable"))
+
+    def _add_small(self, batch: EventBatch, sums: dict[int, list[int]]) -> None:
+        """Adds the HOST_SMALL rows of `batch` to per-process sums [size, flags, aux, aux2, last ts, its tid]."""
+        kind = batch["kind"]
+        if int(kind.max()) < EventKind.HOST_SMALL or int(kind.min()) > EventKind.HOST_SMALL:
+            return
+        for r in np.flatnonzero(kind == EventKind.HOST_SMALL).tolist():
+            total = sums.setdefault(int(batch["pid"][r]), [0] * 6)
+            for i, column in enumerate(("size", "flags", "aux", "aux2")):
+                total[i] += int(batch[column][r])
+            total[4], total[5] = int(batch["ts"][r]), int(batch["tid"][r])
+
+
+def clip(batches: Iterable[EventBatch], span: Range, report: RangeReport) -> Iterator[EventBatch]:
+    """The batches a capture window over `span` would have held (see the module docstring); `report` is filled
+    as they go (complete after the last)."""
+    return _Clipper(span, report).batches(batches)
