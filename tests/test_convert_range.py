@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ctf2perfetto.cli.output import seconds
 from ctf2perfetto.engine import open_trace
 from support.lttng import record
 from test_convert import _assert_one_line_failure, convert
@@ -142,7 +143,8 @@ def test_range_of_a_windowed_recording(fake_gpu, tmp_path):
 
 @pytest.mark.parametrize("extra, code, needle", [
     (("--from", "-1"), 2, "--from -1"),
-    (("--from", "nan"), 2, "--from nan"),
+    (("--from", "nan"), 2, "'nan': not a time"),
+    (("--to", "5x"), 2, "'5x': not a time"),
     (("--from", "abc"), 2, "--from"),
     (("--from", "2", "--to", "1"), 2, "--to 1.0 is not after --from 2.0"),
     (("--from", "100000"), 2, "the trace ends before it"),
@@ -183,3 +185,12 @@ def test_analyses_of_a_range_of_a_trace_directory(fake_hip_trace, tmp_path):
     proc = memq("leaks", str(part), "--from", "0")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "need an LTTng trace directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_times_take_units(fake_hip_trace, tmp_path):
+    assert [seconds(t) for t in ("90", "90s", "1.5m", "10min", "2h", "250ms", "1e3")] == \
+        [90, 90, 90, 600, 7200, 0.25, 1000]
+    out = tmp_path / "part.pftrace"
+    proc = convert(fake_hip_trace.dir, out, "--from", "0.5ms", "--to", "1h")
+    assert proc.returncode == 0, proc.stderr
+    assert "range: 0.001 s to 3600.000 s" in proc.stderr

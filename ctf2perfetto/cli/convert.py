@@ -21,7 +21,7 @@ EPILOG = """examples:
   ctf2perfetto trace/ -o out.pftrace
   ctf2perfetto damaged-trace/ -o out.pftrace --salvage
   ctf2perfetto trace/ --kineto profile.json -o out.pftrace
-  ctf2perfetto trace/ --from 600 --to 900 -o minutes-10-to-15.pftrace
+  ctf2perfetto trace/ --from 10m --to 15m -o minutes-10-to-15.pftrace
 
 exit status: 0 converted, 1 the trace could not be read (one line naming the file and packet) or the output
 written, 2 bad usage (an -o that is not a new file or a regular file of yours, a missing input), 130 Ctrl-C."""

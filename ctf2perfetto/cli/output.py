@@ -43,17 +43,35 @@ def add_unified_arg(parser: argparse.ArgumentParser) -> None:
                              "GH200): auto = as the device property the recorder stored says (default), yes, no")
 
 
+_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def seconds(text: str) -> float:
+    """A time on the command line in seconds: `90`, `90s`, `1.5m`, `2h`, `250ms` (argparse type)."""
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number):] or "s"
+    if unit not in _TIME_UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a time (a number of seconds, or with a unit: "
+                                         f"{', '.join(_TIME_UNITS)})")
+    try:
+        return float(number) * _TIME_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a time (a number of seconds, or with a unit: "
+                                         f"{', '.join(_TIME_UNITS)})") from None
+
+
 def add_range_args(parser: argparse.ArgumentParser, what: str = "convert only") -> None:
-    """Add `--from SEC` and `--to SEC` (ctf2perfetto.ranges; `args.range_from`, `args.range_to`)."""
-    parser.add_argument("--from", dest="range_from", type=float, metavar="SEC",
-                        help=f"{what} from SEC seconds after the start of the trace (0 on the timeline of the "
+    """Add `--from SEC` and `--to SEC` (ctf2perfetto.ranges; `args.range_from`, `args.range_to` in seconds)."""
+    parser.add_argument("--from", dest="range_from", type=seconds, metavar="SEC",
+                        help=f"{what} from SEC seconds (or 10m, 1.5h, 250ms) after the start of the trace (0 on "
+                             "the timeline of the "
                              "whole trace's conversion), as a capture window opening there would have recorded it "
                              "(window cause `range`): the allocations live then are written at its start "
                              "(memq.live), with the totals of the host blocks below the threshold; a call that "
                              "began before it is cut at it. For recordings too long to analyse whole: the trace, "
                              "and each analysis of it, grows with the range, not the run (README, \"Ranges of a "
                              "long run\")")
-    parser.add_argument("--to", dest="range_to", type=float, metavar="SEC",
+    parser.add_argument("--to", dest="range_to", type=seconds, metavar="SEC",
                         help=f"{what} up to SEC seconds after the start of the trace (calls that returned by "
                              "then): windows still open close there (cause `range`) and what is live then "
                              "outlived the range, not a leak (default: the end of the trace, where what is live "
