@@ -236,8 +236,8 @@ class _Clipper:
             tid = self.tid[pid]
             rows.append(dict(kind=EventKind.WINDOW, ts=at, pid=pid, tid=tid, aux=1, aux2=WindowCause.RANGE,
                              flags=index))
-            # The small blocks first: the writer puts a heap row's counter sample ahead of the others at the same
-            # time, so the host counter's last sample at `at` is only right when the heap row is the first one.
+            # The small blocks' totals, then the allocations live (any order gives the same counter: the writer
+            # keeps the samples of one time in row order).
             if pid in self.small:
                 size, freed, allocated, frees, _, _ = self.small[pid]
                 rows.append(dict(kind=EventKind.HOST_SMALL, ts=at, pid=pid, tid=tid, size=size, flags=freed,

@@ -198,6 +198,7 @@ def test_one_client_at_a_time(served) -> None:
         assert message.fatal_error.endswith("(ERR:ws)")  # the UI shows it in a plain dialog
         opcode, payload = second.recv_frame()
         assert opcode == 8 and close_reason(payload).startswith("1008 ")
+        assert "close that tab, then reload this page" in close_reason(payload)  # what the UI shows if it closes first
         second.close()
         assert first.query("SELECT 2 AS x")["x"].tolist() == [2]  # the first one never noticed
     finally:

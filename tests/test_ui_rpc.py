@@ -85,7 +85,8 @@ def test_server_survives_closed_tabs_and_a_cancelled_query(hip_annotated: Path) 
             # A second tab while the first holds the engine: told so, in the UI.
             {"open": "b", "url": server.url},
             {"accept": "b"},
-            {"modal": "b", "contains": "another tab"},
+            # (the server's words: in its error message, or in the close reason a busy UI may show instead)
+            {"modal": "b", "contains": "close that tab, then reload this page"},
             {"close": "b"},
             {"close": "a"},  # cancels the runaway query
             {"open": "c", "url": server.url},
@@ -105,7 +106,10 @@ def test_server_survives_closed_tabs_and_a_cancelled_query(hip_annotated: Path) 
     finally:
         code, err = server.stop()
     assert code == 0 and "Traceback" not in err, err
-    assert err.count("refused a second tab") == 1
+    # Tab b is refused (and told so, steps[7]). Tab c may be refused too, in the moment between tab a's close and
+    # the server's thread of tab a seeing it, and then get through on the UI's retry: c's steps above (its tracks
+    # with no dialog staying up, its query) are what must hold, not how many retries that took.
+    assert err.count("refused a second tab") >= 1, err
     assert err.count("stopped a request after") == 1 and err.count("loaded again in") == 1, err
     assert err.count("tab connected") == 3
 

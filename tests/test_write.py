@@ -409,3 +409,23 @@ def test_a_snapshot_of_thousands_of_live_allocations_keeps_every_one(tmp_path):
         freed = tp.query("""INCLUDE PERFETTO MODULE memq.allocations;
             SELECT COUNT(*) AS n FROM memq_allocation WHERE live_at_start AND end_ts IS NOT NULL""")["n"][0]
         assert freed == n
+
+
+def test_counter_samples_at_one_time_keep_row_order(tmp_path):
+    """A heap row's counter sample rides on its instant, written before the other rows' samples. Where a
+    memq.live at a window's start and a free of it share that time, the free's value (the later row) must
+    still be the counter's value then: the samples of one time go out in row order."""
+    rows = [dict(kind=K.WINDOW, ts=100, pid=1, tid=1, aux=1, aux2=1, api=""),
+            dict(kind=K.LIVE, ts=100, pid=1, tid=1, ptr=0x1000, size=17, mem=M.HOST, api="malloc"),
+            dict(kind=K.FREE, ts=100, pid=1, tid=1, ptr=0x1000),
+            dict(kind=K.MALLOC, ts=200, pid=1, tid=1, ptr=0x2000, size=5)]
+    out = tmp_path / "t.pftrace"
+    write_trace([EventBatch.from_rows(rows)], TraceInfo(), out)
+    with open_trace(out) as tp:
+        values = tp.query("""SELECT c.ts, CAST(c.value AS INT) AS v FROM counter c
+            JOIN process_counter_track t ON t.id = c.track_id WHERE t.name = 'Host heap live bytes'
+            ORDER BY c.ts, c.id""")
+        assert [tuple(r) for r in values.itertuples(index=False)][-2:] == [(100, 0), (200, 5)]
+        peak = tp.query("""INCLUDE PERFETTO MODULE memq.summary;
+            SELECT peak_live_bytes FROM memq_summary_allocation WHERE kind = 'host'""")
+        assert peak["peak_live_bytes"].tolist() == [5]

@@ -23,7 +23,7 @@ from typing import Callable
 from ..serve import LoopbackServer, QuietHTTPServer, StaticHandler, UiBuild, bind_loopback
 from . import page, websocket, wire
 from .access import AccessPolicy
-from .session import UI_CONNECTION_ERROR, Session
+from .session import SECOND_TAB, UI_CONNECTION_ERROR, Session
 
 MAX_BODY_BYTES = 1 << 20  # /status and preflights carry no body; anything bigger is not the UI
 STATUS_PATHS = ("/status",)
@@ -138,7 +138,7 @@ class _Handler(StaticHandler):
         if refusal is not None:
             self.server.log(f"refused a second tab ({client.label}): one client at a time")
             ws.send(wire.fatal_error(refusal))
-            ws.close(websocket.POLICY_VIOLATION, "another tab is using this trace processor")
+            ws.close(websocket.POLICY_VIOLATION, SECOND_TAB)
             return
         self.server.log(f"tab connected ({client.label})")
         splitter = wire.MessageSplitter()

@@ -22,6 +22,9 @@ from .backend import Backend, Interrupted
 
 # Marks the UI shows as a websocket problem (a plain dialog with our text, not a crash report).
 UI_CONNECTION_ERROR = "(ERR:ws)"
+# What a second tab is told, in the error message and as the close frame's reason (at most 123 bytes): under load
+# the UI may show the close before the message, so both must say what to do.
+SECOND_TAB = "another tab is using this trace processor; close that tab, then reload this page"
 # A request whose tab closed may finish in this time; after it, a reload is cheaper than waiting on (the
 # UI's own queries take seconds at most; a reload costs a trace load).
 DISCONNECT_GRACE_S = 2.0
@@ -79,8 +82,7 @@ class Session:
         """Make `client` the one client; or the message saying why it cannot be."""
         with self._lock:
             if self._client is not None:
-                return (f"memq serve: another tab ({self._client.label}) is using this trace processor; "
-                        f"close that tab, then reload this page {UI_CONNECTION_ERROR}")
+                return f"memq serve: {SECOND_TAB} (the other tab: {self._client.label}) {UI_CONNECTION_ERROR}"
             self._client = client
         return None
 

@@ -136,7 +136,10 @@ class HeapWriter:
             *twins,
         ]
         # The heap counter sample of a row rides on its instant (same time): no packet of its own,
-        # and no uuid when it is the process's heap counter (the sequence's default).
+        # and no uuid when it is the process's heap counter (the sequence's default). Not where another
+        # row's sample of that counter has the same time (a memq.live at a window's start): samples at
+        # one time must reach trace_processor in row order, the last one being the counter's value
+        # then, so those all go out together after the instants (sample_done stays False).
         pair = pair_of_row[rows]
         seq_of_pair = np.zeros(len(pairs), np.uint32)
         for i in (np.unique(pair).tolist() if len(pairs) > 1 else [0]):
@@ -149,7 +152,10 @@ class HeapWriter:
         pos = np.full(len(batch), -1, np.int64)
         pos[rows] = np.arange(g)
         at = pos[mb.sample_row]
-        ride = np.flatnonzero((at >= 0) & (mb.sample_ts == batch["ts"][mb.sample_row]))
+        rides = (at >= 0) & (mb.sample_ts == batch["ts"][mb.sample_row])
+        ride = np.flatnonzero(rides)
+        if len(ride) and not rides.all():
+            ride = ride[~np.isin(_key_time(mb, ride), _key_time(mb, np.flatnonzero(~rides)))]
         if len(ride):
             keys = mb.sample_key[ride]
             own = keys == (counter_key(CNT_HOST, 0) | batch["pid"][mb.sample_row[ride]])
@@ -166,3 +172,10 @@ class HeapWriter:
             xc_track=xc_track, xc_value=xc_value, xc_has=xc_has, pad=(alloc_id > 0).astype(np.uint8), seq=seq,
             args=args)
         return self.out.emit(table)
+
+
+def _key_time(mb: ModelBatch, samples: np.ndarray) -> np.ndarray:
+    """(counter key, time) of counter samples, as one structured column (for np.isin)."""
+    out = np.zeros(len(samples), np.dtype([("key", np.int64), ("ts", np.int64)]))
+    out["key"], out["ts"] = mb.sample_key[samples], mb.sample_ts[samples]
+    return out
