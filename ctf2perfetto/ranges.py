@@ -122,7 +122,10 @@ class _ApiNames:
             self.of_decoder = np.concatenate([self.of_decoder, np.array(new, np.uint16)])
         columns = dict(batch.columns)
         if len(batch):
-            columns["api"] = self.of_decoder[batch["api"]]
+            lut, top = self.of_decoder, int(batch["api"].max())
+            if top >= len(lut):  # rows that name no function (api 0) before the decoder has named any: ""
+                lut = np.concatenate([lut, np.full(top + 1 - len(lut), self.name(""), np.uint16)])
+            columns["api"] = lut[batch["api"]]
         return EventBatch(columns, self.names)
 
 

@@ -449,3 +449,14 @@ def test_range_from_seconds() -> None:
     assert Range.from_seconds(1.5, None) == Range(1_500_000_000, None)
     assert Range.from_seconds(None, 2) == Range(0, 2_000_000_000)
     assert Range.from_seconds(0, 1e-9) == Range(0, 1)
+
+
+def test_rows_before_any_function_is_named() -> None:
+    """The decoder's first batch may hold rows naming no function (api 0: loss) before it has named any: they map
+    to "", and the names that come later keep their own."""
+    names: list[str] = []
+    lost = EventBatch.empty(1, [])
+    lost["kind"][0], lost["ts"][0], lost["begin"][0] = K.LOST, 5, 5
+    later = EventBatch.from_rows([dict(kind=K.MALLOC, ts=10, pid=1, tid=1, ptr=16, size=8, api="malloc")], names)
+    out = list(clip([lost, later], Range(0, None), RangeReport()))
+    assert [[b.api_names[a] for a in b["api"].tolist()] for b in out] == [[""], ["", "malloc"]]
