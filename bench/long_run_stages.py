@@ -101,13 +101,11 @@ def strangers(trace: Path) -> int:
 def own_trace(trace: Path, out: Path) -> None:
     """Write the .pftrace of the command's processes only (what the goal is about)."""
     from ctf2perfetto.decode import decode
-    from ctf2perfetto.events import EventBatch
     from ctf2perfetto.write import write_trace
 
     own = np.array(sorted(command_pids(trace)), np.int64)
     with decode(trace) as batches:
-        mine = (EventBatch({k: v[np.isin(b["pid"], own)] for k, v in b.columns.items()}, b.api_names)
-                for b in batches)
+        mine = (b.take(np.isin(b["pid"], own)) for b in batches)
         write_trace(mine, lambda: batches.info, out)
 
 

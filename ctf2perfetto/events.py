@@ -184,6 +184,18 @@ class EventBatch:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
 
+    def take(self, index) -> "EventBatch":
+        """The rows at `index` (a slice, indices or a mask), with the same function names."""
+        return EventBatch({k: v[index] for k, v in self.columns.items()}, self.api_names)
+
+    @classmethod
+    def concat(cls, parts: list["EventBatch"], api_names: list[str]) -> "EventBatch":
+        """The rows of `parts` one after the other (their `api` columns index `api_names`)."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.empty(0, api_names)
+        return cls({k: np.concatenate([p[k] for p in parts]) for k in COLUMNS}, api_names)
+
     @classmethod
     def empty(cls, n: int = 0, api_names: list[str] | None = None) -> "EventBatch":
         """A batch of n zeroed rows (copy_kind -1), to be filled by a producer."""

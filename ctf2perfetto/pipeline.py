@@ -100,10 +100,11 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
     with decode(trace_dir, salvage=salvage, batch_size=batch_size,
                 progress=progress.decoded if progress else None) as decoding:
         batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load
-        from .ranges import RangeReport, clip
-
-        report = RangeReport()
+        report = None
         if span is not None:
+            from .ranges import RangeReport, clip
+
+            report = RangeReport()
             batches = clip(batches, span, report)
         from .write import write_trace
 
@@ -117,7 +118,7 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
                               extra_threads=merge.threads if merge else {}, inputs=inputs)
     if merge is not None:
         summary.warnings += merge.warnings(summary.lttng_threads)
-    if span is not None:
+    if report is not None:
         summary.range, summary.range_report = span, report
         summary.warnings += report.warnings()
     return summary

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import UsageError
-from .events import COLUMNS, EventBatch, EventKind, MemKind, WindowCause
+from .events import EventBatch, EventKind, MemKind, WindowCause
 from .model import MemoryModel
 from .windows import Windows
 
@@ -130,23 +130,8 @@ class _ApiNames:
 
 
 def _rows(names: _ApiNames, rows: list[dict]) -> EventBatch:
-    """A batch of made rows (dicts of column values; `api` a name)."""
-    batch = EventBatch.empty(len(rows), names.names)
-    for i, row in enumerate(rows):
-        for key, value in {"begin": row["ts"], **row, "api": names.name(row.get("api", ""))}.items():
-            batch.columns[key][i] = value
-    return batch
-
-
-def _take(batch: EventBatch, index) -> EventBatch:
-    return EventBatch({k: v[index] for k, v in batch.columns.items()}, batch.api_names)
-
-
-def _concat(parts: list[EventBatch], names: list[str]) -> EventBatch:
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return EventBatch.empty(0, names)
-    return EventBatch({k: np.concatenate([p[k] for p in parts]) for k in COLUMNS}, names)
+    """A batch of made rows (dicts of column values; `api` a name, "" when absent)."""
+    return EventBatch.from_rows([{**row, "api": names.name(row.get("api", ""))} for row in rows], names.names)
 
 
 class _Clipper:
@@ -182,16 +167,16 @@ class _Clipper:
             cut_end = int(np.searchsorted(ts, self.end, "right")) if self.phase < 2 else 0
             parts = []
             if cut_start > 0:
-                parts.append(self._before(_take(batch, slice(0, cut_start))))
+                parts.append(self._before(batch.take(slice(0, cut_start))))
             if self.phase == 0 and cut_start < len(batch):
                 parts.append(self._open())
             if self.phase == 1 and cut_end > cut_start:
-                parts.append(self._inside(_take(batch, slice(cut_start, cut_end))))
+                parts.append(self._inside(batch.take(slice(cut_start, cut_end))))
             if cut_end < len(batch) and self.phase == 1:
                 parts.append(self._close())
             if self.phase == 2 and max(cut_start, cut_end) < len(batch):
-                parts.append(self._after(_take(batch, slice(max(cut_start, cut_end), len(batch)))))
-            out = _concat(parts, self.names.names)
+                parts.append(self._after(batch.take(slice(max(cut_start, cut_end), len(batch)))))
+            out = EventBatch.concat(parts, self.names.names)
             if len(out):
                 yield out
         if self.report.first_ts is None:
@@ -223,7 +208,7 @@ class _Clipper:
         self._add_small(batch, self.small)
         self.report.before += int(real.sum())
         self.report.lost_before += int((~real).sum())
-        return _take(batch, ~real)  # loss passes
+        return batch.take(~real)  # loss passes
 
     # -- at the range's start: the window openings, what is live, the small blocks' totals -------------------
     def _open(self) -> EventBatch:
@@ -273,7 +258,7 @@ class _Clipper:
         parts, lo = [], 0
         for first in sorted(int(np.flatnonzero((pid == p) & real)[0]) for p in new):
             p = int(pid[first])
-            parts.append(_take(batch, np.flatnonzero(keep[lo:first]) + lo))
+            parts.append(batch.take(np.flatnonzero(keep[lo:first]) + lo))
             self.in_range.add(p)
             self.tid.setdefault(p, int(batch["tid"][first]))
             if not (kind[first] == EventKind.WINDOW and batch["aux"][first] == 1):
@@ -281,8 +266,8 @@ class _Clipper:
                                                      tid=int(batch["tid"][first]), aux=1, aux2=WindowCause.DELAY)]))
                 self.report.opened += 1
             lo = first
-        parts.append(_take(batch, np.flatnonzero(keep[lo:]) + lo))
-        return self._noted(_concat(parts, self.names.names))
+        parts.append(batch.take(np.flatnonzero(keep[lo:]) + lo))
+        return self._noted(EventBatch.concat(parts, self.names.names))
 
     def _copy_done_kept(self, batch: EventBatch) -> np.ndarray:
         """False for the GPU_COPY_DONE rows of copies made before the range."""
@@ -318,9 +303,9 @@ class _Clipper:
         lost = kind == EventKind.LOST
         self.report.after += int((~lost).sum())
         if lost.any():
-            self.lost_after.append(_take(batch, lost))
+            self.lost_after.append(batch.take(lost))
         self._add_small(batch, self.small_after)
-        return _take(batch, slice(0, 0))
+        return batch.take(slice(0, 0))
 
     def _last(self) -> EventBatch:
         """After the range, in time order: its loss, and per process one HOST_SMALL row with the totals of its
@@ -330,19 +315,19 @@ class _Clipper:
         for pid, (size, freed, allocated, frees, ts, tid) in sorted(self.small_after.items()):
             rows.append(dict(kind=EventKind.HOST_SMALL, ts=ts, pid=pid, tid=tid, size=size, flags=freed,
                              aux=allocated, aux2=frees))
-        out = _concat(self.lost_after + [_rows(self.names, rows)], self.names.names)
-        return _take(out, np.argsort(out["ts"], kind="stable"))
+        out = EventBatch.concat(self.lost_after + [_rows(self.names, rows)], self.names.names)
+        return out.take(np.argsort(out["ts"], kind="stable"))
 
     def _add_small(self, batch: EventBatch, sums: dict[int, list[int]]) -> None:
         """Adds the HOST_SMALL rows of `batch` to per-process sums [size, flags, aux, aux2, last ts, its tid]."""
-        kind = batch["kind"]
-        if int(kind.max()) < EventKind.HOST_SMALL or int(kind.min()) > EventKind.HOST_SMALL:
-            return
-        for r in np.flatnonzero(kind == EventKind.HOST_SMALL).tolist():
-            total = sums.setdefault(int(batch["pid"][r]), [0] * 6)
+        rows = np.flatnonzero(batch["kind"] == EventKind.HOST_SMALL)
+        pids = batch["pid"][rows]
+        for pid in np.unique(pids).tolist():
+            mine = rows[pids == pid]
+            total = sums.setdefault(pid, [0] * 6)
             for i, column in enumerate(("size", "flags", "aux", "aux2")):
-                total[i] += int(batch[column][r])
-            total[4], total[5] = int(batch["ts"][r]), int(batch["tid"][r])
+                total[i] += int(batch[column][mine].sum())
+            total[4], total[5] = int(batch["ts"][mine[-1]]), int(batch["tid"][mine[-1]])
 
 
 def clip(batches: Iterable[EventBatch], span: Range, report: RangeReport) -> Iterator[EventBatch]:

@@ -66,10 +66,10 @@ class Windows:
             return
         lo = 0
         for r in closes:
-            yield _slice(batch, lo, r + 1), (int(batch["pid"][r]), int(batch["ts"][r]))
+            yield batch.take(slice(lo, r + 1)), (int(batch["pid"][r]), int(batch["ts"][r]))
             lo = r + 1
         if lo < len(batch):
-            yield _slice(batch, lo, len(batch)), None
+            yield batch.take(slice(lo, len(batch))), None
 
     def note(self, batch: EventBatch, live_rows: np.ndarray) -> np.ndarray:
         """Takes in the WINDOW rows of `batch` (in order) and returns the window index of each
@@ -117,6 +117,3 @@ class Windows:
         """Every window, by process and index."""
         return [self.by_key[k] for k in sorted(self.by_key)]
 
-
-def _slice(batch: EventBatch, lo: int, hi: int) -> EventBatch:
-    return EventBatch({k: v[lo:hi] for k, v in batch.columns.items()}, batch.api_names)

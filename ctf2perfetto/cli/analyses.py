@@ -19,7 +19,7 @@ from typing import Any
 
 from ..engine.rows import Rows, is_null
 from . import ticking
-from .output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame
+from .output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame, range_of
 
 COMMANDS = {
     "duplicated": "bytes duplicated between host and device over time: peak, when, mean; by direction, "
@@ -72,11 +72,7 @@ TOP_ROWS = 20  # per-allocation / leak-group rows a human table shows (json/csv:
 def run(name: str, args: argparse.Namespace) -> int:
     from .. import analyses
 
-    span = None
-    if args.range_from is not None or args.range_to is not None:
-        from ..ranges import Range
-
-        span = Range.from_seconds(args.range_from, args.range_to)
+    span = range_of(args)
 
     loading = f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else "")
     with contextlib.ExitStack() as stack:

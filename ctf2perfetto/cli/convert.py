@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from . import run_command, stderr_is_terminal
-from .output import add_range_args
+from .output import add_range_args, range_of
 
 DESCRIPTION = (
     "Convert the LTTng trace(s) under TRACE_DIR (a `memq record` output, or any LTTng output directory with "
@@ -134,9 +134,8 @@ def _count(n: int, noun: str) -> str:
 
 def convert(args: argparse.Namespace, prog: str) -> int:
     from ..pipeline import convert as convert_trace, keep_freed_memory
-    from ..ranges import Range
 
-    span = Range.from_seconds(args.range_from, args.range_to)
+    span = range_of(args)
     keep_freed_memory()
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:

@@ -4,6 +4,7 @@
     add_engine_args(parser)    --trace-processor PATH (native trace_processor_shell)
     add_unified_arg(parser)    --unified auto|yes|no (how redundant copies are classed)
     add_range_args(parser)     --from SEC / --to SEC (convert only a range of an LTTng trace)
+    range_of(args)             ... as a ranges.Range, None without them
     print_frame(df, fmt)       the frame as an aligned table, JSON records or CSV
 """
 from __future__ import annotations
@@ -76,6 +77,15 @@ def add_range_args(parser: argparse.ArgumentParser, what: str = "convert only") 
                              "then): windows still open close there (cause `range`) and what is live then "
                              "outlived the range, not a leak (default: the end of the trace, where what is live "
                              "is a leak)")
+
+
+def range_of(args: argparse.Namespace) -> Any:
+    """The ranges.Range of `--from/--to` (a UsageError for bad values), None when neither is given."""
+    if args.range_from is None and args.range_to is None:
+        return None
+    from ..ranges import Range  # numpy and the model: only where a range is asked for
+
+    return Range.from_seconds(args.range_from, args.range_to)
 
 
 def print_frame(df: pd.DataFrame | Rows, fmt: str = "table", file: TextIO | None = None) -> None:
