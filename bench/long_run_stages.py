@@ -19,6 +19,11 @@ stage takes on a long recording.
              and analysed (wall time, peak memory, .pftrace size). Goal: the same memory per byte of the
              range's trace wherever the range lies, i.e. bounded by the range and the allocations live, not
              by the run before it.
+  parts      the whole run's figures of recordings (DIR ..., e.g. long-5min and long-30min that `long
+             --keep` kept) with `memq NAME DIR --parts` (--minutes, default 5): each analysis's wall time
+             and peak memory, against the same analysis of the whole .pftrace (converted once) in the same
+             run, whose output it must equal. Goal: the peak memory of --parts the same for a recording
+             6x as long (bounded by a part and the allocations live, not by the run).
   writer     the converter's model and writer alone (no LTTng, nothing else on the machine in the
              figure) on a synthetic steady copy loop (alloc, HtoD, DtoH, free at one address) of --steps
              and 8x that: peak memory of each (a process each) and their ratio; goal: flat (<= 1.2x).
@@ -26,6 +31,7 @@ stage takes on a long recording.
     python3 bench/long_run_stages.py analyses [--steps 200] [--repeat 3]
     python3 bench/long_run_stages.py long [--minutes 30] [--compare 5] [--keep DIR | --reuse DIR]
     python3 bench/long_run_stages.py ranges DIR [--minutes 5]
+    python3 bench/long_run_stages.py parts DIR [DIR ...] [--minutes 5] [--no-whole]
     python3 bench/long_run_stages.py writer [--steps 400000]
 
 Wall-clock figures on a shared machine: compare ratios, and say the load (printed) beside them.
@@ -255,6 +261,69 @@ def ranges_goal(args: argparse.Namespace, work: Path) -> int:
     return 0
 
 
+# -- the whole run in parts -----------------------------------------------------------------------
+def _same_output(a: str, b: str) -> bool:
+    """Two `--format json` outputs equal, floats to 1e-9 and rows in any order (the tests check the order)."""
+    def norm(value):
+        if isinstance(value, float):
+            return float(f"{value:.9e}")
+        if isinstance(value, dict):
+            return {k: norm(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return sorted((norm(v) for v in value), key=repr)
+        return value
+
+    return norm(json.loads(a)) == norm(json.loads(b))
+
+
+def _output(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+    """measured(), with the command's standard output."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise Failed(f"exit {os.waitstatus_to_exitcode(status)}: {' '.join(argv)}")
+        out.seek(0)
+        return seconds, usage.ru_maxrss * 1024, out.read().decode()
+
+
+def parts_goal(args: argparse.Namespace, work: Path) -> int:
+    env = environment()
+    peaks: dict[str, list[int]] = {name: [] for name in ANALYSES}
+    for source in args.traces:
+        trace = work / source.name
+        shutil.copytree(source, trace)
+        total = json.loads((trace / "memq-record.json").read_text())["duration_s"]
+        print(f"{source.name}: a {total / 60:.1f}-minute recording ({ctf_bytes(trace) / MiB:.0f} MiB of CTF), "
+              f"parts of {args.minutes:g} minutes; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+              flush=True)
+        whole = trace.with_suffix(".pftrace")
+        if args.whole:
+            seconds, peak = measured([*CONVERT, str(trace), "-o", str(whole), "-q"], env)
+            print(f"  whole trace: convert {seconds:.1f} s, peak {peak / MiB:.0f} MiB, "
+                  f"{whole.stat().st_size / MiB:.0f} MiB .pftrace", flush=True)
+        for name in ANALYSES:
+            seconds, peak, got = _output([*MEMQ, name, str(trace), "--parts", f"{args.minutes:g}m", "--format",
+                                          "json"], env)
+            peaks[name].append(peak)
+            line = f"  memq {name:<10} --parts: {seconds:6.1f} s, peak {peak / MiB:5.0f} MiB"
+            if args.whole:
+                w_seconds, w_peak, expect = _output([*MEMQ, name, str(whole), "--format", "json"], env)
+                line += (f"; whole trace: {w_seconds:6.1f} s, peak {w_peak / MiB:5.0f} MiB; parts/whole: time "
+                         f"{seconds / w_seconds:.2f}x, memory {peak / w_peak:.2f}x; output "
+                         f"{'the same' if _same_output(got, expect) else 'DIFFERENT'}")
+            print(line, flush=True)
+        shutil.rmtree(trace)
+        whole.unlink(missing_ok=True)
+    if len(args.traces) > 1:
+        print("the last recording against the first, peak memory with --parts (goal: about 1x):")
+        for name, values in peaks.items():
+            print(f"  memq {name:<10} {values[-1] / values[0]:.2f}x")
+    return 0
+
+
 # -- the writer alone ------------------------------------------------------------------------------
 GOAL_FLAT = 1.2
 
@@ -320,16 +389,23 @@ def main() -> int:
                        "--from/--to): their memory must not depend on where they lie")
     r.add_argument("trace", type=Path, metavar="DIR", help="a memq recording (e.g. long-30min that long --keep kept)")
     r.add_argument("--minutes", type=float, default=5.0, help="length of each range (default 5)")
+    p = sub.add_parser("parts", help="the analyses with --parts against the whole trace: output, time, memory")
+    p.add_argument("traces", type=Path, nargs="+", metavar="DIR", help="memq recordings (e.g. long-5min "
+                   "long-30min that long --keep kept)")
+    p.add_argument("--minutes", type=float, default=5.0, help="length of each part (default 5)")
+    p.add_argument("--no-whole", dest="whole", action="store_false",
+                   help="skip the whole trace (the reference: its analyses take minutes and GiB on a long run)")
     w = sub.add_parser("writer", help="the writer's peak memory on a synthetic copy loop, and 8x as long")
     w.add_argument("--steps", type=int, default=400_000,
                    help="steps of the synthetic copy loop; the second run has 8x as many (default 400000)")
-    for p in (a, g):
-        p.add_argument("--record-args", nargs=argparse.REMAINDER, default=[],
+    for cmd in (a, g):
+        cmd.add_argument("--record-args", nargs=argparse.REMAINDER, default=[],
                        help="extra `memq record` options (the rest of the line), e.g. --api hip,cuda")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memq-long-"))
     try:
-        run = {"analyses": analyses_goal, "long": long_goal, "ranges": ranges_goal, "writer": writer_goal}[args.what]
+        run = {"analyses": analyses_goal, "long": long_goal, "ranges": ranges_goal, "parts": parts_goal,
+               "writer": writer_goal}[args.what]
         return run(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

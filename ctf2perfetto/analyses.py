@@ -105,11 +105,14 @@ def frame(rows: Rows) -> pd.DataFrame:
     return df
 
 
-def _with_attrs(rows: Rows, *, applies: bool, note: str, sources: list[str], engine: Any = None) -> Rows:
+def _with_attrs(rows: Rows, *, applies: bool, note: str, sources: list[str], engine: Any = None,
+                windows: Rows | None = None) -> Rows:
+    """`rows` with the attrs every analysis carries; the capture windows those of `engine`, or `windows`."""
     rows.attrs.update(applies=applies, note=note, source=",".join(sources) or "none")
     if engine is not None:
-        found = windows_rows(engine)  # `frame` turns it into records
-        rows.attrs.update(windows=found, windows_note=found.attrs["windows_note"])
+        windows = windows_rows(engine)
+    if windows is not None:  # `frame` turns it into records
+        rows.attrs.update(windows=windows, windows_note=windows.attrs["windows_note"])
     return rows
 
 
@@ -132,12 +135,20 @@ def windows(trace: Any) -> pd.DataFrame:
 def windows_rows(engine: Any) -> Rows:
     """windows() as Rows."""
     rows = module_rows(engine, ("windows",), "SELECT * FROM memq_window_report")
+    if not len(rows):
+        return with_windows_note(rows, 0, 0)
+    span = module_rows(engine, ("trace",), "SELECT recorded_dur, end_ts - start_ts AS span FROM memq_trace")
+    return with_windows_note(rows, span.first("recorded_dur"), span.first("span"))
+
+
+def with_windows_note(rows: Rows, recorded: int, span: int) -> Rows:
+    """memq_window_report rows with attrs["windows_note"]: what the figures cover, in one sentence ("" without
+    windows); `recorded` ns of a `span` ns trace."""
     note = ""
     if len(rows):
-        span = module_rows(engine, ("trace",), "SELECT recorded_dur, end_ts - start_ts AS span FROM memq_trace")
         pids = sorted({int(pid) for pid in rows.column("pid")})
         note = (f"Figures cover the {len(rows)} capture window(s) of {len(pids)} process(es) listed (table "
-                f"`windows`): {_seconds(span.first('recorded_dur'))} recorded of a {_seconds(span.first('span'))} "
+                f"`windows`): {_seconds(recorded)} recorded of a {_seconds(span)} "
                 "trace; nothing outside them was recorded. Allocations live when a window opened start at its "
                 "start (live_at_start); means and shares are over the recorded time.")
     rows.attrs.update(windows_note=note)
@@ -147,15 +158,28 @@ def windows_rows(engine: Any) -> Rows:
 def trace_warnings(trace: Any) -> list[str]:
     """What the converter counted as lost or unusable (memq.meta) and what trace_processor could not
     import (its error / data-loss stats): one line each, empty when clean."""
+    with load(trace) as engine:
+        return warning_lines(*warning_counts(engine))
+
+
+def warning_counts(engine: Any) -> tuple[list[dict[str, int]], int, dict[str, int]]:
+    """What trace_warnings reports, as numbers: the memq.meta counts (one dict per memq.meta event), the
+    copies and memsets left unplaced, and trace_processor's import problems (name -> value)."""
     from .engine.rows import is_null
 
-    with load(trace) as engine:
-        meta = module_rows(engine, ("trace",), f"SELECT {', '.join(META_COUNTS)} FROM memq_meta")
-        unplaced = int(module_rows(engine, ("trace",), "SELECT unplaced FROM memq_trace").first("unplaced"))
-        problems = engine.import_problem_rows()
+    meta = module_rows(engine, ("trace",), f"SELECT {', '.join(META_COUNTS)} FROM memq_meta")
+    unplaced = int(module_rows(engine, ("trace",), "SELECT unplaced FROM memq_trace").first("unplaced"))
+    problems: dict[str, int] = {}
+    for row in engine.import_problem_rows().records():
+        problems[row["name"]] = problems.get(row["name"], 0) + int(row["value"])
+    return ([{k: 0 if is_null(v) else int(v) for k, v in row.items()} for row in meta.records()], unplaced,
+            problems)
+
+
+def warning_lines(meta: list[dict[str, int]], unplaced: int, problems: dict[str, int]) -> list[str]:
+    """trace_warnings' lines from warning_counts' numbers."""
     lines = []
-    for row in meta.records():
-        row = {k: 0 if is_null(v) else int(v) for k, v in row.items()}
+    for row in meta:
         if row["lost_events"] or row["lost_packets"]:
             lines.append(f"the trace lost {row['lost_events']:,} events and {row['lost_packets']:,}"
                          " packets: allocations, frees or copies may be missing from every figure")
@@ -173,8 +197,8 @@ def trace_warnings(trace: Any) -> list[str]:
     if unplaced:
         lines.append(f"{unplaced:,} copies or memsets have no thread (pid, tid) or no address in the trace: they are "
                      "left out of the mirror, duplicated and redundant figures")
-    for row in problems.records():
-        lines.append(f"trace_processor could not import everything: {row['name']} = {int(row['value']):,} "
+    for name, value in problems.items():
+        lines.append(f"trace_processor could not import everything: {name} = {value:,} "
                      "(events it dropped are missing from every figure)")
     return lines
 
@@ -189,7 +213,7 @@ def _sources(engine: Any) -> Rows:
     return module_rows(engine, ("copies",), "SELECT * FROM memq_source ORDER BY source")
 
 
-def _source_info(engine: Any) -> tuple[list[str], bool, bool]:
+def source_info(engine: Any) -> tuple[list[str], bool, bool]:
     """(sources, has addresses, has any memory event)."""
     found = _sources(engine)
     events = module_rows(engine, ("trace",), "SELECT allocations + small_block_processes AS n FROM memq_trace"
@@ -219,19 +243,26 @@ def duplicated(trace: Any) -> pd.DataFrame:
 
 def duplicated_rows(engine: Any) -> Rows:
     """duplicated() as Rows."""
-    names, addressed, has_events = _source_info(engine)
     rows = module_rows(engine, ("duplicated",), "SELECT * FROM memq_duplicated_report")
+    window = module_rows(engine, ("trace",), "SELECT start_ts, end_ts, recorded_dur FROM memq_trace").records()[0]
+    return duplicated_result(rows, window, source_info(engine), windows_rows(engine))
+
+
+def duplicated_result(rows: Rows, window: dict[str, Any], info: tuple[list[str], bool, bool], windows: Rows) -> Rows:
+    """duplicated's Rows from memq_duplicated_report rows, the trace window (start_ts, end_ts, recorded_dur), the
+    trace's sources (source_info) and capture windows: a zero `total` row when nothing was duplicated, and the
+    attrs (wholerun.py merges the rows of the parts of a recording and finishes them here too)."""
+    names, addressed, has_events = info
     applies = addressed or not has_events
     if not applies:
         rows = Rows(rows.columns, [], lambda got=rows: got.frame().iloc[0:0])
     elif not any(g == "total" and p is None for g, p in zip(rows.column("grouping"), rows.column("pid"))):
-        window = module_rows(engine, ("trace",), "SELECT start_ts, end_ts, recorded_dur FROM memq_trace").records()[0]
         zero = {"grouping": "total", "pid": None, "key": None, "peak_bytes": 0, "peak_ts": None, "mean_bytes": 0.0,
                 "byte_ns": 0.0, "window_start": window["start_ts"], "window_end": window["end_ts"],
                 "recorded_dur": window["recorded_dur"]}
         rows = Rows(list(zero), [tuple(zero.values())] + [tuple(r.get(c) for c in zero) for r in rows.records()],
                     lambda got=rows: _zero_total(zero, got))
-    return _with_attrs(rows, applies=applies, note=_note(has_events, applies), sources=names, engine=engine)
+    return _with_attrs(rows, applies=applies, note=_note(has_events, applies), sources=names, windows=windows)
 
 
 def _zero_total(zero: dict[str, Any], got: Rows) -> pd.DataFrame:
@@ -264,14 +295,14 @@ def mirrors(trace: Any) -> pd.DataFrame:
 
 def _addressed(engine: Any, modules: tuple[str, ...], sql: str) -> pd.DataFrame:
     """A figure that applies to a trace whose copies carry addresses, as a frame with its attrs."""
-    names, addressed, has_events = _source_info(engine)
+    names, addressed, has_events = source_info(engine)
     rows = module_rows(engine, modules, sql)
     return frame(_with_attrs(rows, applies=addressed, note=_note(has_events, addressed), sources=names,
                              engine=engine))
 
 
 # -- redundant ---------------------------------------------------------------------------
-def _check_unified(unified: str) -> str:
+def check_unified(unified: str) -> str:
     if unified not in UNIFIED_MODES:
         raise UsageError(f"--unified {unified}: expected one of {', '.join(UNIFIED_MODES)}")
     return unified
@@ -281,9 +312,9 @@ def redundant_copies(trace: Any, unified: str = "auto") -> pd.DataFrame:
     """Per copy: redundant bytes per class (no_op, repeat, round_trip, managed, unified), class,
     evidence (content / address) with the bytes content proves, prorated time, staged; keeps `id`
     (memq.copy slice) and `call_id`."""
-    _check_unified(unified)
+    check_unified(unified)
     with load(trace) as engine:
-        names, addressed, has_events = _source_info(engine)
+        names, addressed, has_events = source_info(engine)
         rows = module_rows(engine, ("redundant",), f"SELECT * FROM memq_redundant_copy_report!('{unified}')")
         return frame(_with_attrs(rows, applies=True, note=_note(has_events, True, _redundant_note(addressed)),
                                  sources=names, engine=engine))
@@ -309,12 +340,19 @@ def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:
 
 def redundant_rows(engine: Any, unified: str = "auto") -> Rows:
     """redundant() as Rows."""
-    _check_unified(unified)
-    names, addressed, has_events = _source_info(engine)
+    check_unified(unified)
     got = module_rows(engine, ("redundant",), f"SELECT * FROM memq_redundant_total_report!('{unified}')")
+    return redundant_result(got.records(), source_info(engine), windows_rows(engine))
+
+
+def redundant_result(totals: list[dict[str, Any]], info: tuple[list[str], bool, bool], windows: Rows) -> Rows:
+    """redundant's Rows from memq_redundant_total_report rows, the trace's sources (source_info) and capture
+    windows: one row per (process, class), the evidence split side by side (wholerun.py sums the rows of the parts
+    of a recording and finishes them here too)."""
+    names, addressed, has_events = info
     columns = [prefix + f for prefix in ("", "content_", "address_") for f in FIGURES]
     wide: dict[tuple, dict] = {}
-    for row in got.records():
+    for row in totals:
         pid = None if row["pid"] is None else int(row["pid"])
         prefix = "" if row["evidence"] == "all" else f"{row['evidence']}_"
         figures = wide.setdefault((pid, row["class"]), dict.fromkeys(columns, 0))
@@ -327,7 +365,7 @@ def redundant_rows(engine: Any, unified: str = "auto") -> Rows:
                         **wide.get(key, dict.fromkeys(columns, 0))})
     rows = Rows.from_records(records, ["pid", "class", "applies", *columns])
     return _with_attrs(rows, applies=True, note=_note(has_events, True, _redundant_note(addressed)), sources=names,
-                       engine=engine)
+                       windows=windows)
 
 
 # -- summary -----------------------------------------------------------------------------
@@ -348,12 +386,19 @@ def summary(trace: Any) -> dict[str, pd.DataFrame]:
 
 def summary_rows(engine: Any) -> dict[str, Rows]:
     """summary() as Rows."""
-    names, addressed, has_events = _source_info(engine)
+    tables = {key: module_rows(engine, ("summary",), sql) for key, sql in SUMMARY_TABLES.items()}
+    return summary_result(tables, source_info(engine), windows_rows(engine))
+
+
+def summary_result(tables: dict[str, Rows], info: tuple[list[str], bool, bool], windows: Rows) -> dict[str, Rows]:
+    """summary's Rows from the SUMMARY_TABLES' rows, the trace's sources and capture windows (wholerun.py merges
+    the tables of the parts of a recording and finishes them here too)."""
+    names, addressed, has_events = info
     out = {}
-    for key, sql in SUMMARY_TABLES.items():
-        rows = module_rows(engine, ("summary",), sql)
+    for key, rows in tables.items():
         applies = addressed or key != "allocations"
-        out[key] = _with_attrs(rows, applies=applies, note=_note(has_events, applies), sources=names, engine=engine)
+        out[key] = _with_attrs(rows, applies=applies, note=_note(has_events, applies), sources=names,
+                               windows=windows)
     return out
 
 
@@ -366,22 +411,27 @@ def leaks(trace: Any) -> pd.DataFrame:
 
 def leaks_rows(engine: Any) -> Rows:
     """leaks() as Rows."""
-    names, addressed, has_events = _source_info(engine)
     rows = module_rows(engine, ("leaks",), "SELECT * FROM memq_leak_by_kind_size")
+    return leaks_result(rows, source_info(engine), windows_rows(engine), host_min_size(engine))
+
+
+def leaks_result(rows: Rows, info: tuple[list[str], bool, bool], windows: Rows, threshold: int | None) -> Rows:
+    """leaks' Rows from memq_leak_by_kind_size rows, the trace's sources, capture windows and host threshold
+    (wholerun.py merges the rows of the parts of a recording and finishes them here too)."""
+    names, addressed, has_events = info
     caveat = "Allocations with no free in the trace; a lost free shows as a leak."
     if any(size is None for size in rows.column("size")):
-        threshold = _host_min_size(engine)
         caveat += (" The host row with no size is the blocks below the recording's threshold"
                    + (f" ({threshold:,} bytes)" if threshold is not None else "")
                    + " still live at the end, which the trace holds as totals only.")
     rows = _with_attrs(rows, applies=addressed or not has_events,
-                       note=_note(has_events, addressed or not has_events, caveat), sources=names, engine=engine)
+                       note=_note(has_events, addressed or not has_events, caveat), sources=names, windows=windows)
     if rows.attrs["windows"]:
         rows.attrs["note"] = " ".join([rows.attrs["note"], OUTLIVED])
     return rows
 
 
-def _host_min_size(engine: Any) -> int | None:
+def host_min_size(engine: Any) -> int | None:
     """The recording's host heap threshold (`memq record --host-min-size`), when the trace says."""
     found = module_rows(engine, ("trace",),
                         "SELECT host_min_size AS n FROM memq_meta WHERE host_min_size IS NOT NULL")
@@ -398,9 +448,14 @@ def outlived(trace: Any) -> pd.DataFrame:
 
 def outlived_rows(engine: Any) -> Rows:
     """outlived() as Rows."""
-    names, addressed, has_events = _source_info(engine)
     rows = module_rows(engine, ("leaks",), "SELECT * FROM memq_outlived_by_kind_size")
-    return _with_attrs(rows, applies=addressed or not has_events, note=OUTLIVED, sources=names, engine=engine)
+    return outlived_result(rows, source_info(engine), windows_rows(engine))
+
+
+def outlived_result(rows: Rows, info: tuple[list[str], bool, bool], windows: Rows) -> Rows:
+    """outlived's Rows from memq_outlived_by_kind_size rows, the trace's sources and capture windows."""
+    names, addressed, has_events = info
+    return _with_attrs(rows, applies=addressed or not has_events, note=OUTLIVED, sources=names, windows=windows)
 
 
 def leaked_allocations(trace: Any) -> pd.DataFrame:

@@ -18,10 +18,12 @@ SQL) treats a range as the window it is:
   (the latest started holds a byte, as in the whole trace), and one HOST_SMALL row with the
   totals of its blocks below the threshold so far: what the preload writes when a window
   opens. A process first seen in the range opens its window at its first event (cause
-  `delay`: a process started inside a window).
+  `delay`: a process started inside a window). Small-block totals alone do not make a
+  process seen (the preload writes them at thread exit outside windows too): one seen
+  before only through them gets its totals at `from`, and no window.
 * A recording with windows of its own is intersected: a window open at `from` is
   reopened there under its own index; a process whose window is closed at `from` gets
-  nothing and its next window passes through.
+  only its small-block totals, and its next window passes through.
 * At `to`, each window still open closes (cause `range`), and its allocations still live
   outlived the range (not leaks), as at any early close. When the trace ends before `to`
   nothing closes: what is live at the end is a leak, as in the whole trace.
@@ -84,6 +86,7 @@ class RangeReport:
     opened: int = 0  # windows opened at the range's start (or at a process's first event in it)
     closed: int = 0  # windows closed at its end
     live: int = 0  # LIVE rows made at its start
+    first_alloc_id: int = 1  # the whole trace's id of the range's first allocation after them (parts.py)
     ended_before: bool = False  # the trace ended before the range's end
 
     def warnings(self) -> list[str]:
@@ -144,6 +147,7 @@ class _Clipper:
         self.model = MemoryModel()  # the allocations live at the range's start
         self.windows = Windows()  # the recording's own windows before the range, then the range's
         self.tid: dict[int, int] = {}  # pid -> a thread of it (its last one seen before the range)
+        self.seen: set[int] = set()  # processes with events before the range (small-block totals aside)
         self.small: dict[int, list[int]] = {}  # pid -> its HOST_SMALL rows before the range, summed (_add_small)
         self.small_after: dict[int, list[int]] = {}  # ... and after it
         self.lost_after: list[EventBatch] = []  # LOST rows after the range
@@ -205,6 +209,7 @@ class _Clipper:
         backwards_pid, backwards_tid = pid[real][::-1], batch["tid"][real][::-1]
         uniq, last = np.unique(backwards_pid, return_index=True)
         self.tid.update(zip(uniq.tolist(), backwards_tid[last].tolist()))
+        self.seen.update(np.unique(pid[_makes_seen(kind)]).tolist())
         self._add_small(batch, self.small)
         self.report.before += int(real.sum())
         self.report.lost_before += int((~real).sum())
@@ -217,19 +222,22 @@ class _Clipper:
         live = self.model.live.all()
         has_windows = {pid for pid, _ in self.windows.by_key}
         for pid in sorted(self.tid):
-            self.in_range.add(pid)
-            if pid in has_windows and pid not in self.windows.current:
-                continue  # between two of its own windows: its next opening comes in the range
-            index = self.windows.current.get(pid, 0)
             tid = self.tid[pid]
-            rows.append(dict(kind=EventKind.WINDOW, ts=at, pid=pid, tid=tid, aux=1, aux2=WindowCause.RANGE,
-                             flags=index))
+            # between two of its own windows its next opening comes in the range; small blocks alone open none
+            opens = pid in self.seen and not (pid in has_windows and pid not in self.windows.current)
+            if pid in self.seen:
+                self.in_range.add(pid)
+            if opens:
+                rows.append(dict(kind=EventKind.WINDOW, ts=at, pid=pid, tid=tid, aux=1, aux2=WindowCause.RANGE,
+                                 flags=self.windows.current.get(pid, 0)))
             # The small blocks' totals, then the allocations live (any order gives the same counter: the writer
             # keeps the samples of one time in row order).
             if pid in self.small:
                 size, freed, allocated, frees, _, _ = self.small[pid]
                 rows.append(dict(kind=EventKind.HOST_SMALL, ts=at, pid=pid, tid=tid, size=size, flags=freed,
                                  aux=allocated, aux2=frees))
+            if not opens:
+                continue
             mine = np.flatnonzero(live.pid == pid)
             mine = mine[np.lexsort((live.alloc_id[mine], live.start[mine]))]
             for i in mine.tolist():
@@ -238,6 +246,8 @@ class _Clipper:
                                  api=self._api_name(int(live.tag[i]))))
             self.report.opened += 1
             self.report.live += len(mine)
+        # The whole trace numbers allocations in the order they start; the range's own after its LIVE rows.
+        self.report.first_alloc_id = self.model.next_id
         self.model = None  # type: ignore[assignment]  # its live set is written: free it
         return self._noted(_rows(self.names, rows))
 
@@ -253,14 +263,14 @@ class _Clipper:
         if int(kind.max()) >= EventKind.GPU_COPY:
             keep &= self._copy_done_kept(batch)
         pid = batch["pid"]
-        real = kind != EventKind.LOST
+        real = _makes_seen(kind)
         new = [p for p in np.unique(pid[real]).tolist() if p not in self.in_range]
         parts, lo = [], 0
         for first in sorted(int(np.flatnonzero((pid == p) & real)[0]) for p in new):
             p = int(pid[first])
             parts.append(batch.take(np.flatnonzero(keep[lo:first]) + lo))
             self.in_range.add(p)
-            self.tid.setdefault(p, int(batch["tid"][first]))
+            self.tid[p] = int(batch["tid"][first])
             if not (kind[first] == EventKind.WINDOW and batch["aux"][first] == 1):
                 parts.append(_rows(self.names, [dict(kind=EventKind.WINDOW, ts=int(batch["ts"][first]), pid=p,
                                                      tid=int(batch["tid"][first]), aux=1, aux2=WindowCause.DELAY)]))
@@ -328,6 +338,11 @@ class _Clipper:
             for i, column in enumerate(("size", "flags", "aux", "aux2")):
                 total[i] += int(batch[column][mine].sum())
             total[4], total[5] = int(batch["ts"][mine[-1]]), int(batch["tid"][mine[-1]])
+
+
+def _makes_seen(kind: np.ndarray) -> np.ndarray:
+    """Rows that show a process running (for its windows): not loss, not small-block totals."""
+    return (kind != EventKind.LOST) & (kind != EventKind.HOST_SMALL)
 
 
 def clip(batches: Iterable[EventBatch], span: Range, report: RangeReport) -> Iterator[EventBatch]:

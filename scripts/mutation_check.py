@@ -28,7 +28,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DETERMINISTIC = ["tests/test_analyses_property.py::test_pinned_logs_match_oracle", "tests/test_analyses_cases.py",
-                 "tests/test_windows_analyses.py::test_copies_returning_as_their_window_closes"]
+                 "tests/test_windows_analyses.py::test_copies_returning_as_their_window_closes",
+                 "tests/test_parts.py::test_pinned_parts"]
 RANDOM = ["tests/test_analyses_property.py::test_sql_matches_oracle"]
 COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".hypothesis", "node_modules", "out",
                                      "test-artifacts", ".gpu-bundle", "build", "dist", "*.egg-info")
@@ -152,6 +153,29 @@ MUTATIONS = [
     Mutation("peak_at_last_time", "duplicated.sql",
              (("MIN(IIF(value = peak, ts, NULL)) AS peak_ts", "MAX(IIF(value = peak, ts, NULL)) AS peak_ts"),),
              "the peak's time is the first time it is reached"),
+    Mutation("carried_pieces_ignored", "mirrors.sql",
+             (("SELECT id, upid, call_id, ts, end_ts, direction, r, dst, src, bytes, 1 FROM _memq_carried_copy\n"
+               "WHERE bytes > 0", "SELECT id, upid, call_id, ts, end_ts, direction, r, dst, src, bytes, 1 FROM "
+               "_memq_carried_copy\nWHERE 0"),),
+             "a part starts with the mirror pieces the previous part left alive"),
+    Mutation("carried_held_by_any_live_allocation", "mirrors.sql",
+             (("AND (NOT r.carried OR EXISTS (", "AND (1 OR EXISTS ("),),
+             "a carried piece is held by the allocations that held it when its copy started, not by any live now"),
+    Mutation("carried_pieces_of_one_copy_apart", "mirrors.sql",
+             (("c.write - 4611686018427387904 AS id,", "c.id - 4611686018427387904 AS id,"),),
+             "the carried pieces of one copy are one call: its own rows do not end its mirrors"),
+    Mutation("carried_content_forgotten", "mirrors.sql",
+             (("FROM _memq_carried_copy WHERE content IS NOT NULL AND upid IS NOT NULL",
+               "FROM _memq_carried_copy WHERE 0"),),
+             "a carried piece keeps what its copy copied: a later fingerprint may end it, or check a repeat"),
+    Mutation("carried_sequences_unknown", "mirrors.sql",
+             (("SELECT DISTINCT id, src_key, dst_key FROM _memq_carried_copy\n",
+               "SELECT DISTINCT id, src_key, dst_key FROM _memq_carried_copy WHERE 0\n"),),
+             "a copy's fingerprint checks a repeat of a carried mirror on that mirror's byte sequences"),
+    Mutation("carry_out_stops_before_the_close", "mirrors.sql",
+             (("WHERE p.t < $at AND p.end_raw >= $at AND p.end_raw > p.t\nORDER BY p.ord, p.lo;",
+               "WHERE p.t < $at AND p.end_raw > $at AND p.end_raw > p.t\nORDER BY p.ord, p.lo;"),),
+             "the pieces alive at a part's end are those its closes end there"),
 ]
 
 

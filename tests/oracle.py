@@ -276,9 +276,9 @@ def build(rows: list[dict], unified_devices: set[tuple[int, int]] = frozenset())
             o.writes.append(w)
         elif kind == K.GPU_COPY_DONE:
             done.setdefault((pid, r["seq"]), (r["ts"], r["dst_hash_after"]))
-    # A window the log never closes ends with the trace (its last row: memq_window's `trace_end`), and so do its
-    # process's mirrors.
-    last = max((r["ts"] for r in rows), default=0)
+    # A window the log never closes ends with the trace (its last row, or the end of the range a loss spans:
+    # memq_window's `trace_end`), and so do its process's mirrors.
+    last = max((r["ts"] + (r["size"] if r["kind"] == K.LOST else 0) for r in rows), default=0)
     o.windows += [(pid, t, last) for pid, t in open_window.items()]
     o.closes += [(last, pid) for pid in open_window]
     for w in o.writes:

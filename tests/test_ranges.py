@@ -109,12 +109,15 @@ def range_cut(rows: list[dict], start: int, end: int | None) -> tuple[list[dict]
             del open_index[pid]
 
     small: dict[int, list[int]] = {}
+    running: set[int] = set()  # processes with rows before the range besides small-block totals
     for r in before:
         if r["kind"] == K.LOST:
             counts["lost_before"] += 1
             continue
         counts["before"] += 1
         tid[r["pid"]] = r["tid"]
+        if r["kind"] != K.HOST_SMALL:
+            running.add(r["pid"])
         if r["kind"] == K.WINDOW:
             follow_window(r)
         if r["kind"] == K.HOST_SMALL:
@@ -122,30 +125,34 @@ def range_cut(rows: list[dict], start: int, end: int | None) -> tuple[list[dict]
             for i, column in enumerate(("size", "flags", "aux", "aux2")):
                 sums[i] += r[column]
 
-    # At its start: per process seen before (and not between two windows of its own) a window, its small
-    # blocks' totals, and what the oracle has live then, in the order it was made.
+    # At its start: per process running before (and not between two windows of its own) a window, its small
+    # blocks' totals, and what the oracle has live then, in the order it was made; the totals alone for a
+    # process between its windows or seen only through them.
     live = sorted((a for a in oracle.build(before).allocs if a.end is None), key=lambda a: (a.start, a.index))
     for pid in sorted(tid):
-        if pid in with_windows and pid not in open_index:
-            continue
-        window = _made(K.WINDOW, lo, pid, tid[pid], aux=1, aux2=RANGE_CAUSE, flags=open_index.get(pid, 0))
-        out.append(window)
-        follow_window(window)
-        counts["opened"] += 1
+        opens = pid in running and not (pid in with_windows and pid not in open_index)
+        if opens:
+            window = _made(K.WINDOW, lo, pid, tid[pid], aux=1, aux2=RANGE_CAUSE, flags=open_index.get(pid, 0))
+            out.append(window)
+            follow_window(window)
+            counts["opened"] += 1
         if pid in small:
             size, freed, allocated, frees = small[pid]
             out.append(_made(K.HOST_SMALL, lo, pid, tid[pid], size=size, flags=freed, aux=allocated, aux2=frees))
+        if not opens:
+            continue
         for a in (a for a in live if a.pid == pid):
             out.append(_made(K.LIVE, lo, pid, tid[pid], ptr=a.addr, size=a.size, mem=MEM_KIND[a.mem],
                              device=0 if a.mem == "host" else a.device, api=_allocating_api(before, a)))
             counts["live"] += 1
 
-    # In it: rows as they are, begins cut at the start; a process new to it opens a window at its first row.
-    seen = set(tid)
+    # In it: rows as they are, begins cut at the start; a process new to it opens a window at its first row
+    # (small-block totals aside).
+    seen = set(running)
     waiting: set[tuple[int, int]] = set()  # copies in the range whose after-fingerprint comes later
     for r in inside:
         kind, pid = r["kind"], r["pid"]
-        if kind != K.LOST and pid not in seen:
+        if kind not in (K.LOST, K.HOST_SMALL) and pid not in seen:
             seen.add(pid)
             tid[pid] = r["tid"]
             if not (kind == K.WINDOW and r["aux"] == 1):
@@ -330,8 +337,9 @@ def test_clip_matches_cut() -> None:
 
 
 def _windows_ended(ref: oracle.Oracle, rows: list[dict]) -> list[tuple]:
-    """The oracle's windows, those the log never closes ending at its last row (as the writer ends them)."""
-    last = max(r["ts"] for r in rows)
+    """The oracle's windows, those the log never closes ending with the trace (as the writer ends them): at its
+    last row, or where the range a loss spans ends."""
+    last = max(r["ts"] + (r["size"] if r["kind"] == K.LOST else 0) for r in rows)
     return sorted((pid, t0, last if t1 is None else t1) for pid, t0, t1 in ref.windows)
 
 

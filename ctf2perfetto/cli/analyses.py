@@ -19,7 +19,8 @@ from typing import Any
 
 from ..engine.rows import Rows, is_null
 from . import ticking
-from .output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame, range_of
+from ..errors import UsageError
+from .output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame, range_of, seconds
 
 COMMANDS = {
     "duplicated": "bytes duplicated between host and device over time: peak, when, mean; by direction, "
@@ -38,6 +39,12 @@ EPILOG = ("Output: tables with bytes in MiB, times in ms and timestamps in secon
           "capture windows (memq record --delay/--duration/--capture-range) adds the table `windows`: the "
           "figures cover those windows only, means and shares are over the recorded time, and `leaks` lists "
           "allocations still live when a window closed early apart (`outlived`: not leaks).")
+PARTS_HELP = ("analyse the LTTng trace directory TRACE a part of about this length at a time (seconds, or 10m, "
+              "1.5h), each in a fresh trace_processor: memory is bounded by the part and what is live, not by the "
+              "run, and the figures are the whole run's. The recording is cut at the first moment after each "
+              "multiple of the length at which no call or copy is under way; the mirrors alive at a cut are "
+              "carried into the next part, and the parts' figures merged (README, \"Ranges of a long run\"). "
+              "Each part decodes the recording from its start: fewer, longer parts convert faster")
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
               "(converted on the fly)")
 
@@ -57,6 +64,7 @@ def add_parser(subparsers: Any) -> None:
         add_format_arg(parser)
         add_engine_args(parser)
         add_range_args(parser, "when TRACE is an LTTng trace directory, analyse only")
+        parser.add_argument("--parts", type=seconds, metavar="SEC", default=None, help=PARTS_HELP)
         if name == "redundant":
             add_unified_arg(parser)
         if name in ("duplicated", "redundant") and _has_attribution():
@@ -73,6 +81,8 @@ def run(name: str, args: argparse.Namespace) -> int:
     from .. import analyses
 
     span = range_of(args)
+    if getattr(args, "parts", None) is not None:
+        return _run_in_parts(name, args, span)
 
     loading = f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else "")
     with contextlib.ExitStack() as stack:
@@ -99,6 +109,34 @@ def run(name: str, args: argparse.Namespace) -> int:
             first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
             start = int(analyses.module_rows(engine, ("trace",), "SELECT start_ts FROM memq_trace").first("start_ts"))
     _print(name, tables, args.format, start)
+    return 0
+
+
+def _run_in_parts(name: str, args: argparse.Namespace, span: Any) -> int:
+    """`--parts`: the whole run's figures, a part at a time (ctf2perfetto.wholerun)."""
+    from .. import wholerun
+
+    if span is not None:
+        raise UsageError("--parts analyses the whole recording: leave out --from/--to")
+    if getattr(args, "by", None):
+        raise UsageError("--by needs the whole trace in one trace_processor: leave out --parts")
+    if not os.path.isdir(args.trace):
+        raise UsageError(f"{args.trace}: --parts needs an LTTng trace directory (a converted trace is analysed "
+                         "whole)" if os.path.exists(args.trace) else f"{args.trace}: no such trace directory")
+    kwargs = dict(trace_processor=args.trace_processor, stage=ticking)
+    if name == "summary":
+        tables = wholerun.summary_rows(args.trace, args.parts, **kwargs)
+    elif name == "duplicated":
+        tables = {name: wholerun.duplicated_rows(args.trace, args.parts, **kwargs)}
+    elif name == "redundant":
+        tables = {name: wholerun.redundant_rows(args.trace, args.parts, args.unified, **kwargs)}
+    else:
+        leaks, outlived = wholerun.leaks_rows(args.trace, args.parts, **kwargs)
+        tables = {"leaks": leaks, **({"outlived": outlived} if leaks.attrs.get("windows") else {})}
+    first = next(iter(tables.values()))
+    if first.attrs.get("windows"):
+        tables["windows"] = first.attrs["windows"]
+    _print(name, tables, args.format, int(first.attrs["trace_start"]))
     return 0
 
 

@@ -15,6 +15,20 @@ from perfetto.common.query_result_iterator import (
 _NUMBER_OR_NULL = {QUERY_CELL_VARINT_FIELD_ID, QUERY_CELL_FLOAT64_FIELD_ID, QUERY_CELL_NULL_FIELD_ID}
 
 
+def values_frame(column_names: list[str], rows: list[tuple]) -> pd.DataFrame:
+    """A DataFrame from rows of plain values, typed as typed_frame types a query result holding them."""
+    frame = pd.DataFrame([list(r) for r in rows], columns=column_names, dtype=object)
+    for i in range(len(column_names)):
+        kinds = {type(r[i]) for r in rows}
+        if kinds == {int}:
+            frame.isetitem(i, frame.iloc[:, i].astype(np.int64))
+        elif float in kinds and kinds <= {int, float, type(None)}:
+            frame.isetitem(i, frame.iloc[:, i].astype(np.float64))
+        elif kinds and kinds <= {str, type(None)}:
+            frame.isetitem(i, frame.iloc[:, i].infer_objects())
+    return frame
+
+
 def typed_frame(column_names: list[str], batches: list[Any]) -> pd.DataFrame:
     """A DataFrame from query batches, with column types from the cells' types.
 

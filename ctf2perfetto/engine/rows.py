@@ -60,14 +60,21 @@ class Rows:
         return cls(column_names, lambda: decode_batches(len(column_names), batches), frame)
 
     @classmethod
-    def from_records(cls, records: list[dict[str, Any]], columns: list[str]) -> "Rows":
-        """Rows built from dicts (as `pd.DataFrame(records, columns=columns)`)."""
+    def from_records(cls, records: list[dict[str, Any]], columns: list[str], *, as_query: bool = False) -> "Rows":
+        """Rows built from dicts (as `pd.DataFrame(records, columns=columns)`; `as_query`: typed as a query result
+        holding these values would be, frames.values_frame)."""
+        rows = [tuple(r.get(c) for c in columns) for r in records]
+
         def frame() -> pd.DataFrame:
             import pandas as pd
 
+            if as_query:
+                from .frames import values_frame
+
+                return values_frame(columns, rows)
             return pd.DataFrame(records, columns=columns)
 
-        return cls(columns, [tuple(r.get(c) for c in columns) for r in records], frame)
+        return cls(columns, rows, frame)
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> "Rows":

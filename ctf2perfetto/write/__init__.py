@@ -65,6 +65,8 @@ class ConvertSummary:
     skipped: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     clock_source: str = ""  # "recorder" or "ctf clock offset"
+    trace_offset_ns: int = 0  # trace_processor's time of an event minus its `ts`: REALTIME - MONOTONIC of the
+    #                           clock snapshot (the trace's clock is REALTIME, docs/TRACE_FORMAT.md "Clock recipe")
     output: str = ""
     output_bytes: int = 0
     trace_duration_ns: int = 0  # last event - first event
@@ -120,6 +122,9 @@ class _TraceWriter:
         self.first_ts = min(self.first_ts, int(batch["begin"].min()), int(batch["ts"].min()))
         self.last_ts = max(self.last_ts, int(batch["ts"].max()))
         counts = np.bincount(batch["kind"])  # kinds are < 256: a count per value, no sort
+        if len(counts) > EventKind.LOST and counts[EventKind.LOST]:  # a loss's slice spans the range it lost
+            lost = batch["kind"] == EventKind.LOST
+            self.last_ts = max(self.last_ts, int((batch["ts"][lost] + batch["size"][lost].astype(np.int64)).max()))
         for k in np.flatnonzero(counts).tolist():
             name = EventKind(k).name.lower()
             self.events[name] = self.events.get(name, 0) + int(counts[k])
@@ -232,6 +237,7 @@ def write_trace(batches: Iterable[EventBatch], info: TraceInfo | Callable[[], Tr
                 writer.finish(trace_info, summary, extra_processes, extra_threads, extra_packets)
                 clock = clocks.correspondence(trace_info, writer.first_ts or 0)
                 summary.clock_source = clock.source
+                summary.trace_offset_ns = clock.realtime - clock.monotonic
                 if not writer.gpu.patches:
                     body.flush()
                     body.seek(0)

@@ -53,11 +53,49 @@
 --   close comes after the writes at its time (the preload writes it after every call of
 --   its window): a copy returning as the window closes still sees the window's mirrors.
 --   An early close ends the process's allocations there, like a free: before them.
+-- * Carried pieces (memq.carried): a part of a longer recording starts with the mirror
+--   pieces alive at its start. Each is a copy row that completed at the part's start,
+--   before every write of the part, in the recording's order; the pieces of one call
+--   share its id (negative: below every slice id) and are its rows. Its bytes are held
+--   by the allocations its holders name (live at the start), whatever else started over
+--   them since. No per-copy figure counts them (memq_copy does not hold them).
 
 INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE memq.allocations;
+INCLUDE PERFETTO MODULE memq.carried;
 INCLUDE PERFETTO MODULE memq.copies;
 INCLUDE PERFETTO MODULE memq.windows;
+
+-- Carried pieces (memq.carried) as copy rows completing at the part's start: `id` is their
+-- call's (memq_carried_piece.write, offset below every slice id), `r` the piece's own id.
+CREATE PERFETTO TABLE _memq_carried_copy AS
+SELECT
+  c.write - 4611686018427387904 AS id,
+  c.id AS r,
+  p.upid,
+  NULL AS call_id,
+  c.ts,
+  c.ts AS end_ts,
+  c.direction,
+  c.dst,
+  c.src,
+  c.bytes,
+  c.content,
+  c.src_key,
+  c.dst_key
+FROM memq_carried_piece c
+JOIN (SELECT pid, MIN(upid) AS upid FROM process GROUP BY pid) p USING (pid)
+ORDER BY id, r;
+
+-- The byte sequences of every copy with addresses, carried ones included (what content
+-- observations name).
+CREATE PERFETTO TABLE _memq_copy_key AS
+SELECT id, src_key, dst_key FROM memq_copy WHERE source = 'lttng'
+UNION ALL
+SELECT DISTINCT id, src_key, dst_key FROM _memq_carried_copy
+ORDER BY id;
+
+CREATE PERFETTO INDEX _memq_copy_key_idx ON _memq_copy_key(id);
 
 -- The rows every copy writes: one for a linear copy, `height` rows of `width` bytes
 -- (at `dpitch` / `spitch` strides) for a 2D copy, `depth` times that (slices at
@@ -77,15 +115,20 @@ WITH RECURSIVE two_d(id, upid, call_id, ts, end_ts, direction, r, nrows, height,
 SELECT id, upid, call_id, ts, end_ts, direction, r,
   dst + (r / height) * dslice + (r % height) * dpitch AS dst,
   src + (r / height) * sslice + (r % height) * spitch AS src,
-  width AS bytes
+  width AS bytes,
+  0 AS carried
 FROM two_d
 UNION ALL
-SELECT id, upid, call_id, ts, end_ts, direction, 0, dst, src, bytes FROM memq_copy
-WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL AND height IS NULL;
+SELECT id, upid, call_id, ts, end_ts, direction, 0, dst, src, bytes, 0 FROM memq_copy
+WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL AND height IS NULL
+UNION ALL
+SELECT id, upid, call_id, ts, end_ts, direction, r, dst, src, bytes, 1 FROM _memq_carried_copy
+WHERE bytes > 0 AND upid IS NOT NULL;
 
 -- Writes with addresses (copy rows and memsets), in effect order (`ord`: by end, slice
 -- id, then row, so where rows of one copy overlap (pitch < width) the last row's
--- bytes stay); `seq` numbers the calls: the rows of one copy share it.
+-- bytes stay); `seq` numbers the calls: the rows of one copy share it. `carried`: a
+-- carried piece (`r` its memq_carried_piece.id).
 CREATE PERFETTO TABLE _memq_write AS
 SELECT
   ROW_NUMBER() OVER (ORDER BY end_ts, id, r) AS ord,
@@ -99,12 +142,14 @@ SELECT
   dst + bytes AS hi,
   src - dst AS k,
   is_copy,
-  direction
+  direction,
+  r,
+  carried
 FROM (
-  SELECT id, upid, call_id, ts, end_ts, r, dst, bytes, src, 1 AS is_copy, direction
+  SELECT id, upid, call_id, ts, end_ts, r, dst, bytes, src, 1 AS is_copy, direction, carried
   FROM _memq_copy_row
   UNION ALL
-  SELECT id, upid, call_id, ts, end_ts, 0, dst, bytes, NULL, 0, NULL
+  SELECT id, upid, call_id, ts, end_ts, 0, dst, bytes, NULL, 0, NULL, 0
   FROM memq_set WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
 )
 ORDER BY ord;
@@ -114,10 +159,10 @@ CREATE PERFETTO INDEX _memq_write_idx ON _memq_write(ord);
 -- Address ranges to cut: destination ranges (rid = 2 * ord) and copy source ranges
 -- (rid = 2 * ord + 1), as intervals over addresses.
 CREATE PERFETTO TABLE _memq_range AS
-SELECT 2 * ord AS id, ord, 'dst' AS side, upid, lo AS ts, hi - lo AS dur, begin_ts
+SELECT 2 * ord AS id, ord, 'dst' AS side, upid, lo AS ts, hi - lo AS dur, begin_ts, carried
 FROM _memq_write
 UNION ALL
-SELECT 2 * ord + 1, ord, 'src', upid, lo + k, hi - lo, begin_ts
+SELECT 2 * ord + 1, ord, 'src', upid, lo + k, hi - lo, begin_ts, carried
 FROM _memq_write WHERE is_copy
 ORDER BY id;
 
@@ -127,7 +172,17 @@ SELECT alloc_id AS id, addr AS ts, size AS dur, upid
 FROM memq_allocation WHERE size > 0 AND addr IS NOT NULL
 ORDER BY id;
 
--- Allocations live at a range's copy start that overlap the range.
+-- The holders of each carried piece's ranges (memq_carried_holder), by range id.
+CREATE PERFETTO TABLE _memq_carried_range_holder AS
+SELECT IIF(h.side = 'dst', 2 * w.ord, 2 * w.ord + 1) AS rid, h.kind, h.addr, h.size
+FROM (SELECT ord, r FROM _memq_write WHERE carried) w
+JOIN memq_carried_holder h ON h.piece = w.r
+ORDER BY rid;
+
+CREATE PERFETTO INDEX _memq_carried_range_holder_idx ON _memq_carried_range_holder(rid);
+
+-- Allocations live at a range's copy start that overlap the range; of a carried piece's
+-- range, only its holders (memq_carried_holder), whatever else started over its bytes.
 CREATE PERFETTO TABLE _memq_range_alloc AS
 SELECT
   r.id AS rid,
@@ -143,6 +198,9 @@ FROM _interval_intersect!((_memq_range, _memq_alloc_iv), (upid)) ii
 JOIN _memq_range r ON r.id = ii.id_0
 JOIN memq_allocation a ON a.alloc_id = ii.id_1
 WHERE a.ts <= r.begin_ts AND (a.end_ts IS NULL OR a.end_ts > r.begin_ts)
+  AND (NOT r.carried OR EXISTS (
+    SELECT 1 FROM _memq_carried_range_holder h
+    WHERE h.rid = r.id AND h.kind = a.kind AND h.addr = a.addr AND h.size = a.size))
 ORDER BY rid;
 
 CREATE PERFETTO INDEX _memq_range_alloc_idx ON _memq_range_alloc(rid);
@@ -295,6 +353,16 @@ SELECT id, upid, 'before', dst_key, ts, dst_hash_before FROM c WHERE dst_hash_be
 UNION ALL
 SELECT id, upid, 'after', dst_key, after_ts, dst_hash_after FROM c WHERE dst_hash_after IS NOT NULL;
 
+-- Copies with a content (what they copied), carried ones included.
+CREATE PERFETTO TABLE _memq_content_copy AS
+SELECT id, upid, end_ts, src_key, dst_key, IFNULL(src_hash, dst_hash_after) AS content
+FROM memq_copy
+WHERE source = 'lttng' AND upid IS NOT NULL AND dst IS NOT NULL AND IFNULL(src_hash, dst_hash_after) IS NOT NULL
+UNION ALL
+SELECT DISTINCT id, upid, end_ts, src_key, dst_key, content
+FROM _memq_carried_copy WHERE content IS NOT NULL AND upid IS NOT NULL
+ORDER BY id;
+
 -- Per copy with a content: that content and the first observation that contradicts it.
 -- Observations of one sequence are put in time order with the copies' ends as query
 -- points (at equal times: observations taken at a copy's start, then the query, then
@@ -308,11 +376,7 @@ CREATE PERFETTO TABLE _memq_copy_content(
   -- When an observation first showed a side no longer holding it; NULL: never.
   content_end TIMESTAMP
 ) AS
-WITH c AS (
-  SELECT id, upid, end_ts, src_key, dst_key, IFNULL(src_hash, dst_hash_after) AS content
-  FROM memq_copy
-  WHERE source = 'lttng' AND upid IS NOT NULL AND dst IS NOT NULL AND IFNULL(src_hash, dst_hash_after) IS NOT NULL
-),
+WITH c AS (SELECT * FROM _memq_content_copy),
 side AS (
   SELECT id, upid, end_ts, content, src_key AS key FROM c WHERE src_key IS NOT NULL
   UNION
@@ -371,6 +435,7 @@ WITH p AS (
     w.k,
     w.seq,
     w.direction,
+    w.carried,
     (SELECT seq FROM _memq_write x WHERE x.ord = r.dst_next_ord) AS dst_next_seq,
     (SELECT seq FROM _memq_write x WHERE x.ord = r.src_next_ord) AS src_next_seq,
     IFNULL((SELECT t FROM _memq_write x WHERE x.ord = r.dst_next_ord), 9223372036854775807) AS dst_write_end,
@@ -428,7 +493,7 @@ pair AS (
 checked AS (
   SELECT pr.copy_id, pr.q_copy
   FROM pair pr
-  JOIN memq_copy qc ON qc.id = pr.q_copy
+  JOIN _memq_copy_key qc ON qc.id = pr.q_copy
   JOIN _memq_observation o ON o.copy_id = pr.copy_id AND o.key IN (qc.src_key, qc.dst_key)
   WHERE (o.ts > pr.q_t OR (o.ts = pr.q_t AND o.kind = 'after')) AND o.ts <= pr.t AND o.hash = pr.q_content
   GROUP BY pr.copy_id, pr.q_copy
@@ -451,7 +516,8 @@ CREATE PERFETTO TABLE memq_mirror(
   id LONG,
   -- Slice id of the memq.copy slice that made it.
   copy_id LONG,
-  -- `debug.call_id` of the copy (joins to the API call, its thread and call site).
+  -- `debug.call_id` of the copy (joins to the API call, its thread and call site); NULL
+  -- for a carried piece.
   call_id LONG,
   -- Process.
   upid LONG,
@@ -474,7 +540,9 @@ CREATE PERFETTO TABLE memq_mirror(
   -- Primary allocation holding the source bytes; NULL when untracked.
   src_alloc_id LONG,
   -- 1 when the source bytes lie in no traced allocation.
-  untracked_source BOOL
+  untracked_source BOOL,
+  -- 1 for a piece carried in from before the trace (memq.carried; `copy_id` is then negative).
+  carried BOOL
 ) AS
 SELECT
   p.piece_id AS id,
@@ -490,13 +558,82 @@ SELECT
   p.direction,
   p.dst_alloc_id,
   p.src_alloc_id,
-  p.src_alloc_id IS NULL AS untracked_source
+  p.src_alloc_id IS NULL AS untracked_source,
+  p.carried
 FROM _memq_piece p
 WHERE p.end_raw > p.t
 ORDER BY p.t, p.lo;
 
+-- The mirror pieces to carry into the next part of the recording (memq.carried): those
+-- alive at `at`, the end of this part, where nothing happens but the part's closes (its
+-- windows and the allocations they outlive end there, and no piece ends otherwise), in
+-- the order their bytes were written. `write` numbers their calls.
+CREATE PERFETTO FUNCTION memq_mirror_carry(
+  -- The part's end.
+  at TIMESTAMP
+)
+-- One row per piece.
+RETURNS TABLE(
+  -- _memq_piece.piece_id (memq_mirror_carry_holder names it).
+  piece_id LONG,
+  -- The call that wrote it (pieces of one call share it), ascending in effect order.
+  write LONG,
+  -- Process id.
+  pid LONG,
+  -- First destination byte.
+  dst LONG,
+  -- First source byte.
+  src LONG,
+  -- Bytes.
+  bytes LONG,
+  -- Direction of the copy that made it.
+  direction STRING,
+  -- What it copied (fingerprint), NULL without one.
+  content LONG,
+  -- Its source byte sequence.
+  src_key STRING,
+  -- Its destination byte sequence.
+  dst_key STRING
+) AS
+SELECT p.piece_id, p.seq AS write, pr.pid, p.lo AS dst, p.lo + p.k AS src, p.len AS bytes, p.direction,
+  p.content, k.src_key, k.dst_key
+FROM _memq_piece p
+JOIN process pr USING (upid)
+LEFT JOIN _memq_copy_key k ON k.id = p.copy_id
+WHERE p.t < $at AND p.end_raw >= $at AND p.end_raw > p.t
+ORDER BY p.ord, p.lo;
+
+-- The holders of the pieces memq_mirror_carry(at) gives: per piece and side, every
+-- allocation that held its bytes when its copy started.
+CREATE PERFETTO FUNCTION memq_mirror_carry_holder(
+  -- The part's end.
+  at TIMESTAMP
+)
+-- One row per piece, side and holder.
+RETURNS TABLE(
+  -- memq_mirror_carry's piece_id.
+  piece_id LONG,
+  -- `dst` or `src`.
+  side STRING,
+  -- Allocation kind.
+  kind STRING,
+  -- Its first byte.
+  addr LONG,
+  -- Its size.
+  size LONG
+) AS
+SELECT p.piece_id, 'dst' AS side, ra.kind, ra.a_lo AS addr, ra.a_hi - ra.a_lo AS size
+FROM _memq_piece p JOIN _memq_range_alloc ra ON ra.rid = p.dst_rid
+WHERE p.t < $at AND p.end_raw >= $at AND p.end_raw > p.t AND ra.a_lo <= p.lo AND ra.a_hi >= p.lo + p.len
+UNION ALL
+SELECT p.piece_id, 'src', ra.kind, ra.a_lo, ra.a_hi - ra.a_lo
+FROM _memq_piece p JOIN _memq_range_alloc ra ON ra.rid = p.src_rid
+WHERE p.t < $at AND p.end_raw >= $at AND p.end_raw > p.t
+  AND ra.a_lo <= p.lo + p.k AND ra.a_hi >= p.lo + p.k + p.len
+ORDER BY 1, 2;
+
 -- memq_mirror with process ids (ctf2perfetto.analyses.mirrors).
 CREATE PERFETTO VIEW memq_mirror_report AS
 SELECT m.id, m.copy_id, m.call_id, p.pid, m.dst, m.src, m.bytes, m.ts, m.dur, m.end_ts, m.direction,
-  m.dst_alloc_id, m.src_alloc_id, m.untracked_source
+  m.dst_alloc_id, m.src_alloc_id, m.untracked_source, m.carried
 FROM memq_mirror m LEFT JOIN process p USING (upid) ORDER BY m.ts, m.dst;
