@@ -165,8 +165,9 @@ MUTATIONS = [
              (("c.write - 4611686018427387904 AS id,", "c.id - 4611686018427387904 AS id,"),),
              "the carried pieces of one copy are one call: its own rows do not end its mirrors"),
     Mutation("carried_content_forgotten", "mirrors.sql",
-             (("FROM _memq_carried_copy WHERE content IS NOT NULL AND upid IS NOT NULL",
-               "FROM _memq_carried_copy WHERE 0"),),
+             (("FROM (SELECT DISTINCT id, upid, end_ts, src_key, dst_key, content FROM _memq_carried_copy\n"
+               "      WHERE content IS NOT NULL", "FROM (SELECT DISTINCT id, upid, end_ts, src_key, dst_key, content "
+               "FROM _memq_carried_copy\n      WHERE 0"),),
              "a carried piece keeps what its copy copied: a later fingerprint may end it, or check a repeat"),
     Mutation("carried_sequences_unknown", "mirrors.sql",
              (("SELECT DISTINCT id, src_key, dst_key FROM _memq_carried_copy\n",
