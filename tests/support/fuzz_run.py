@@ -1,19 +1,22 @@
 """Fuzz runner: `python -m support.fuzz_run BASE SEED COUNT WORKDIR`.
 
 COUNT corruptions of the trace BASE (1 to 3 random mutations each, support.hostile.mutate),
-each converted in this process with and without --salvage through the real CLI entry
-(ctf2perfetto.cli.convert.main). Prints `start N` before each case and one JSON line after
-it: what was done, the exit codes and stderr lines. A case that aborts the process or hangs
-is the last `start` line the test sees.
+each converted with and without --salvage through the real CLI entry
+(ctf2perfetto.cli.convert.main), each run in a process of its own forked from this one (as a
+command runs: libbabeltrace2 dying on event data memq does not check yet ends the process with
+one line and exit 1, decode.py's crash guard; a fork costs no start-up). Prints `start N`
+before each case and one JSON line after it: what was done, the exit codes and stderr lines.
+A run that aborts has a negative exit code; a case that hangs is the last `start` line the
+test sees.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
+import os
 import random
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from ctf2perfetto.cli.convert import main as convert
@@ -26,14 +29,29 @@ def run_case(base: Path, work: Path, rng: random.Random, number: int) -> dict:
     result = {"case": number, "mutations": done, "runs": []}
     for extra in ([], ["--salvage"]):
         out = work / f"case{number}.pftrace"
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err):
-            code = convert([str(copy.root), "-o", str(out), "-q", *extra])
-        result["runs"].append({"salvage": bool(extra), "rc": code, "stderr": err.getvalue().splitlines(),
-                               "output": out.is_file()})
+        code, stderr = _forked(lambda: convert([str(copy.root), "-o", str(out), "-q", *extra]))
+        result["runs"].append({"salvage": bool(extra), "rc": code, "stderr": stderr, "output": out.is_file()})
         out.unlink(missing_ok=True)
     shutil.rmtree(copy.root)
     return result
+
+
+def _forked(run) -> tuple[int, list[str]]:
+    """`run()` in a child process: its exit code (negative: the signal that ended it) and its stderr lines."""
+    with tempfile.TemporaryFile() as err:
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: stderr to the file, the code as the exit status, nothing else of this process
+            code = 70
+            try:
+                os.dup2(err.fileno(), 2)
+                code = run()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        err.seek(0)
+        return os.waitstatus_to_exitcode(status), err.read().decode(errors="replace").splitlines()
 
 
 def main(argv: list[str]) -> int:
