@@ -18,9 +18,11 @@ INGEST_FACTOR = 3.2
 RESERVE_BYTES = 512 << 20
 MEMINFO = Path("/proc/meminfo")
 
-WHAT_TO_DO = ("convert a part of it (ctf2perfetto TRACE_DIR --from SEC --to SEC), record less (a capture window: "
-              "memq record --delay/--duration or --capture-range profiler-api; a larger --host-min-size) or load it "
-              "with a native trace_processor_shell (--trace-processor PATH or MEMQ_TRACE_PROCESSOR)")
+WHAT_TO_DO = ("analyse the recording a part at a time (memq duplicated|redundant|summary|leaks TRACE_DIR --parts 5m: "
+              "the whole run's figures), convert a part of it (ctf2perfetto TRACE_DIR --from SEC --to SEC), record "
+              "less (a capture window: memq record --delay/--duration or --capture-range profiler-api; a larger "
+              "--host-min-size) or load it with a native trace_processor_shell (--trace-processor PATH or "
+              "MEMQ_TRACE_PROCESSOR)")
 
 
 def available_memory() -> int | None:
