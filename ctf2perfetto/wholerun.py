@@ -137,7 +137,9 @@ class _AllocIds:
         """Follow the allocations into `part` (parts in order)."""
         self.snapshot, self.first = part.report.live, part.report.first_alloc_id
         end = part.end
-        where = f"a.alloc_id <= {self.snapshot} OR a.end_ts IS NULL" + (f" OR a.end_ts >= {end}" if end else "")
+        where = f"a.alloc_id <= {self.snapshot} OR a.end_ts IS NULL"
+        if end is not None:  # and those live at its end, for the next part
+            where += f" OR a.end_ts >= {end}"
         rows = analyses.module_rows(part.engine, ("allocations",), f"""
             SELECT a.alloc_id, p.pid, a.kind, a.addr, a.size, a.ts, a.end_ts, a.live_at_start
             FROM memq_allocation a JOIN process p USING (upid) WHERE {where}""").records()
