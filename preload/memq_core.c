@@ -5,6 +5,9 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,6 +26,9 @@ MEMQ_REAL_FN(MEMQ_RT_HIP, int, hipGetDevice, (int *));
 MEMQ_REAL_FN(MEMQ_RT_HIP, int, hipGetDeviceCount, (int *));
 MEMQ_REAL_FN(MEMQ_RT_HIP, int, hipDeviceGetName, (char *, int, int));
 MEMQ_REAL_FN(MEMQ_RT_HIP, int, hipDeviceGetAttribute, (int *, int, int));
+MEMQ_REAL_FN(MEMQ_RT_HIP, int, hipDeviceGetUuid, (void *, int));
+MEMQ_REAL_FN(MEMQ_RT_HIP, int, hipDeviceGetPCIBusId, (char *, int, int));
+MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaDeviceGetPCIBusId, (char *, int, int));
 MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaGetDevice, (int *));
 MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaGetDeviceCount, (int *));
 MEMQ_REAL_FN(MEMQ_RT_CUDA, int, cudaGetDeviceProperties_v2, (void *, int));
@@ -61,6 +67,10 @@ int memq_current_device(int runtime, int route)
 
 /* Set again in a forked child, so the child describes itself under its pid. */
 static int clock_start_pending = 1;
+/* memq:identity's own flag: a session enables a wildcard's events one by one,
+ * so at the constructor memq:clock may be on and memq:identity not yet; it then
+ * goes out with the first traced call, or at exit. */
+static int identity_pending = 1;
 /* The driver (MEMQ_RT_CUDRV) describes the CUDA devices: it shares CUDA's flag. */
 static int devices_pending[3] = { 0, 1, 1 };
 #define DEVICES_SLOT(runtime) ((runtime) == MEMQ_RT_CUDRV ? MEMQ_RT_CUDA : (runtime))
@@ -91,11 +101,82 @@ static void emit_clock(const char *where)
 	lttng_ust_do_tracepoint(memq, clock, where, realtime, monotonic, boottime, NULL);
 }
 
+/*
+ * The launcher variables that say who a process is in its job (torchrun,
+ * Slurm, Open MPI, MPICH/PMI, PMIx), written when set, in this order.
+ */
+static const char *const identity_vars[] = {
+	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
+	"SLURM_JOB_ID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS",
+	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
+	"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALRANKID",
+};
+
+/* Read once per process, outside any call (no allocation: fixed buffers). */
+static void emit_identity_once(void)
+{
+	char host[256] = "", env[2048];
+	size_t len = 0;
+
+	if (!lttng_ust_tracepoint_enabled(memq, identity)
+	    || !__atomic_exchange_n(&identity_pending, 0, __ATOMIC_ACQ_REL))
+		return;
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		host[0] = '\0';
+	host[sizeof(host) - 1] = '\0';
+	env[0] = '\0';
+	for (size_t i = 0; i < sizeof(identity_vars) / sizeof(identity_vars[0]); i++) {
+		const char *v = getenv(identity_vars[i]);
+		size_t vlen;
+		int n;
+
+		if (!v)
+			continue;
+		vlen = strcspn(v, "\n");          /* one line per variable */
+		if (vlen > 256)
+			vlen = 256;
+		n = snprintf(env + len, sizeof(env) - len, "%s=%.*s\n", identity_vars[i], (int) vlen, v);
+		if (n < 0 || (size_t) n >= sizeof(env) - len) {
+			env[len] = '\0';   /* never a cut line */
+			break;
+		}
+		len += (size_t) n;
+	}
+	lttng_ust_do_tracepoint(memq, identity, (int) getppid(), host, env, NULL);
+}
+
 static void emit_clock_start_once(void)
 {
+	if (__atomic_load_n(&identity_pending, __ATOMIC_RELAXED))
+		emit_identity_once();
 	if (lttng_ust_tracepoint_enabled(memq, clock)
 	    && __atomic_exchange_n(&clock_start_pending, 0, __ATOMIC_ACQ_REL))
 		emit_clock("start");
+}
+
+void memq_uuid_text(char out[MEMQ_UUID_TEXT], const unsigned char b[16])
+{
+	int any = 0;
+
+	for (int i = 0; i < 16; i++)
+		any |= b[i];
+	if (!any) {
+		out[0] = '\0';
+		return;
+	}
+	snprintf(out, MEMQ_UUID_TEXT,
+		"GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		b[14], b[15]);
+}
+
+/* A PCI bus id from a runtime's call, or "" (the buffer is 64 bytes). */
+static void bus_id_of(char out[64], int (*get)(char *, int, int), int dev)
+{
+	out[0] = '\0';
+	if (get && get(out, 64, dev) != 0)
+		out[0] = '\0';
+	out[63] = '\0';
 }
 
 static void describe_hip_devices(int route)
@@ -103,13 +184,21 @@ static void describe_hip_devices(int route)
 	hipGetDeviceCount_fn count = MEMQ_REAL_AT(hipGetDeviceCount, route);
 	hipDeviceGetName_fn get_name = MEMQ_REAL_AT(hipDeviceGetName, route);
 	hipDeviceGetAttribute_fn attr = MEMQ_REAL_AT(hipDeviceGetAttribute, route);
+	hipDeviceGetUuid_fn get_uuid = MEMQ_REAL_AT(hipDeviceGetUuid, route);
+	hipDeviceGetPCIBusId_fn get_bus = MEMQ_REAL_AT(hipDeviceGetPCIBusId, route);
 	int n = 0;
 
 	if (!count || count(&n) != 0)
 		return;
 	for (int dev = 0; dev < n; dev++) {
-		char name[256] = "";
+		char name[256] = "", uuid[MEMQ_UUID_TEXT], bus[64];
+		unsigned char raw[16] = { 0 };   /* hipUUID: char bytes[16] */
 		int integrated = 0, pageable = 0;
+
+		if (get_uuid && get_uuid(raw, dev) != 0)
+			memset(raw, 0, sizeof(raw));
+		memq_uuid_text(uuid, raw);
+		bus_id_of(bus, get_bus, dev);
 
 		if (get_name && get_name(name, sizeof(name), dev) != 0)
 			name[0] = '\0';
@@ -120,7 +209,7 @@ static void describe_hip_devices(int route)
 			pageable = 0;
 		memq_content_device(MEMQ_RT_HIP, dev, integrated || pageable);
 		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_HIP, dev, name,
-			!!integrated, !!(integrated || pageable), NULL);
+			!!integrated, !!(integrated || pageable), uuid, bus, NULL);
 	}
 }
 
@@ -129,6 +218,7 @@ static void describe_cuda_devices(int route)
 	cudaGetDeviceCount_fn count = MEMQ_REAL_AT(cudaGetDeviceCount, route);
 	cudaGetDeviceProperties_fn props = (cudaGetDeviceProperties_fn) MEMQ_REAL_AT(cudaGetDeviceProperties_v2, route);
 	cudaDeviceGetAttribute_fn attr = MEMQ_REAL_AT(cudaDeviceGetAttribute, route);
+	cudaDeviceGetPCIBusId_fn get_bus = MEMQ_REAL_AT(cudaDeviceGetPCIBusId, route);
 	int n = 0;
 
 	if (!props)
@@ -136,22 +226,26 @@ static void describe_cuda_devices(int route)
 	if (!count || count(&n) != 0)
 		return;
 	for (int dev = 0; dev < n; dev++) {
-		/* cudaDeviceProp starts with char name[256] in every CUDA
-		 * version; its size changes, so leave generous room. */
-		union { char name[256]; char room[16384]; } prop;
+		/* cudaDeviceProp starts with char name[256] then cudaUUID_t
+		 * uuid (16 bytes) in every CUDA version since 10; its size
+		 * changes, so leave generous room. */
+		union { struct { char name[256]; unsigned char uuid[16]; } head; char room[16384]; } prop;
+		char uuid[MEMQ_UUID_TEXT], bus[64];
 		int integrated = 0, pageable = 0;
 
 		memset(&prop, 0, sizeof(prop));
 		if (props && props(&prop, dev) != 0)
-			prop.name[0] = '\0';
-		prop.name[sizeof(prop.name) - 1] = '\0';
+			memset(&prop.head, 0, sizeof(prop.head));
+		prop.head.name[sizeof(prop.head.name) - 1] = '\0';
+		memq_uuid_text(uuid, prop.head.uuid);
+		bus_id_of(bus, get_bus, dev);
 		if (attr && attr(&integrated, CUDA_ATTR_INTEGRATED, dev) != 0)
 			integrated = 0;
 		if (attr && attr(&pageable, CUDA_ATTR_PAGEABLE_MEMORY_ACCESS, dev) != 0)
 			pageable = 0;
 		memq_content_device(MEMQ_RT_CUDA, dev, integrated || pageable);
-		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_CUDA, dev, prop.name,
-			!!integrated, !!(integrated || pageable), NULL);
+		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_CUDA, dev, prop.head.name,
+			!!integrated, !!(integrated || pageable), uuid, bus, NULL);
 	}
 }
 
@@ -184,7 +278,8 @@ void memq_begin_slow(struct memq_call *c, int runtime, int route, void *ip)
 	/* A session started after the library initialised, or a forked
 	 * child: the process events go first, once (inside or outside
 	 * capture windows: they describe the process). */
-	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED)
+	    || __atomic_load_n(&identity_pending, __ATOMIC_RELAXED))
 		emit_clock_start_once();
 	memq_count_traced(runtime);
 	if (__atomic_load_n(&devices_pending[DEVICES_SLOT(runtime)], __ATOMIC_RELAXED))
@@ -363,6 +458,7 @@ static void fork_child(void)
 	 * child fails (the entry goes back, the event carries the error) and a
 	 * new allocation at the same address replaces it. */
 	__atomic_store_n(&clock_start_pending, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&identity_pending, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&devices_pending[MEMQ_RT_HIP], 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&devices_pending[MEMQ_RT_CUDA], 1, __ATOMIC_RELAXED);
 }

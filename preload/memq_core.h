@@ -242,6 +242,11 @@ static inline void memq_end(struct memq_call *c)
 /* CLOCK_MONOTONIC now, in ns (LTTng's clock). */
 uint64_t memq_now_ns(void);
 
+/* A 16-byte device UUID as text, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+ * (nvidia-smi's form); "" when every byte is 0 (the runtime did not say). */
+#define MEMQ_UUID_TEXT 48
+void memq_uuid_text(char out[MEMQ_UUID_TEXT], const unsigned char bytes[16]);
+
 /* The current device (-1 when the runtime cannot tell), via the real API of
  * the runtime object `route`. */
 int memq_current_device(int runtime, int route);

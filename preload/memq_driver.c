@@ -646,6 +646,9 @@ MEMQ_REAL_FN(DRV, int, cuCtxGetDevice, (int *));
 MEMQ_REAL_FN(DRV, int, cuDeviceGetCount, (int *));
 MEMQ_REAL_FN(DRV, int, cuDeviceGetName, (char *, int, int));
 MEMQ_REAL_FN(DRV, int, cuDeviceGetAttribute, (int *, int, int));
+MEMQ_REAL_FN(DRV, int, cuDeviceGetUuid_v2, (void *, int));
+MEMQ_REAL_FN(DRV, int, cuDeviceGetUuid, (void *, int));
+MEMQ_REAL_FN(DRV, int, cuDeviceGetPCIBusId, (char *, int, int));
 
 int memq_driver_current_device(int route)
 {
@@ -666,13 +669,27 @@ void memq_driver_describe_devices(int route)
 	cuDeviceGetCount_fn count = MEMQ_REAL_AT(cuDeviceGetCount, route);
 	cuDeviceGetName_fn get_name = MEMQ_REAL_AT(cuDeviceGetName, route);
 	cuDeviceGetAttribute_fn attr = MEMQ_REAL_AT(cuDeviceGetAttribute, route);
+	/* cuDeviceGetUuid_v2 (CUDA 11.4+: the MIG instance's UUID under MIG), else v1. */
+	cuDeviceGetUuid_fn get_uuid = (cuDeviceGetUuid_fn) MEMQ_REAL_AT(cuDeviceGetUuid_v2, route);
+	cuDeviceGetPCIBusId_fn get_bus = MEMQ_REAL_AT(cuDeviceGetPCIBusId, route);
 	int n = 0;
 
+	if (!get_uuid)
+		get_uuid = MEMQ_REAL_AT(cuDeviceGetUuid, route);
 	if (!count || count(&n) != 0)
 		return;
 	for (int dev = 0; dev < n; dev++) {
-		char name[256] = "";
+		char name[256] = "", uuid[MEMQ_UUID_TEXT], bus[64] = "";
+		unsigned char raw[16] = { 0 };   /* CUuuid: char bytes[16] */
 		int integrated = 0, pageable = 0;
+
+		/* CUdevice is the ordinal (what cuDeviceGet returns for it). */
+		if (get_uuid && get_uuid(raw, dev) != 0)
+			memset(raw, 0, sizeof(raw));
+		memq_uuid_text(uuid, raw);
+		if (get_bus && get_bus(bus, sizeof(bus), dev) != 0)
+			bus[0] = '\0';
+		bus[sizeof(bus) - 1] = '\0';
 
 		if (get_name && get_name(name, sizeof(name), dev) != 0)
 			name[0] = '\0';
@@ -683,6 +700,6 @@ void memq_driver_describe_devices(int route)
 			pageable = 0;
 		memq_content_device(MEMQ_RT_CUDRV, dev, integrated || pageable);
 		lttng_ust_do_tracepoint(memq, device, MEMQ_RT_CUDA, dev, name,
-			!!integrated, !!(integrated || pageable), NULL);
+			!!integrated, !!(integrated || pageable), uuid, bus, NULL);
 	}
 }

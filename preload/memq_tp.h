@@ -235,16 +235,36 @@ LTTNG_UST_TRACEPOINT_EVENT(memq, clock,
 		lttng_ust_field_integer(uint64_t, monotonic_ns, monotonic_ns)
 		lttng_ust_field_integer(uint64_t, boottime_ns, boottime_ns)))
 
+/* uuid and pci_bus_id appended later: the device's identity across processes
+ * (ordinals differ per process under CUDA_VISIBLE_DEVICES); "" when the runtime
+ * cannot say. */
 LTTNG_UST_TRACEPOINT_EVENT(memq, device,
 	LTTNG_UST_TP_ARGS(int, runtime, int, device, const char *, name,
-		int, integrated, int, unified_memory, void *, ip),
+		int, integrated, int, unified_memory, const char *, uuid,
+		const char *, pci_bus_id, void *, ip),
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_unused(ip)
 		lttng_ust_field_enum(memq, runtime, uint8_t, runtime, runtime)
 		lttng_ust_field_integer(int32_t, device, device)
 		lttng_ust_field_string(name, name)
 		lttng_ust_field_integer(int32_t, integrated, integrated)
-		lttng_ust_field_integer(int32_t, unified_memory, unified_memory)))
+		lttng_ust_field_integer(int32_t, unified_memory, unified_memory)
+		lttng_ust_field_string(uuid, uuid)
+		lttng_ust_field_string(pci_bus_id, pci_bus_id)))
+
+/*
+ * Who the process is in its job, once per process (with memq:clock "start";
+ * a forked child writes its own): its parent's pid, the host name, and the
+ * launcher's variables that are set ("NAME=value\n" each, in the order of
+ * MEMQ_IDENTITY_VARS in memq_core.c: rank, local rank, sizes, job id).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(memq, identity,
+	LTTNG_UST_TP_ARGS(int, ppid, const char *, host, const char *, env, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_integer(int32_t, ppid, ppid)
+		lttng_ust_field_string(host, host)
+		lttng_ust_field_string(env, env)))
 
 /*
  * Runtime gates, never emitted: while exactly one of them is enabled, only

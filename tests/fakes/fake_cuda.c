@@ -83,12 +83,23 @@ cudaError_t cudaSetDevice(int d)
 	fake_current_device = d;
 	return cudaSuccess;
 }
-/* cudaDeviceProp begins with char name[256]; the rest is left zero. */
+/* cudaDeviceProp begins with char name[256], then cudaUUID_t uuid (16 bytes);
+ * the rest is left zero. */
 cudaError_t cudaGetDeviceProperties_v2(void *prop, int d)
 {
 	if (!valid_device(d))
 		return cudaErrorInvalidDevice;
 	snprintf((char *) prop, 256, "Fake CUDA GPU %d", d);
+	fake_uuid((unsigned char *) prop + 256, d);
+	return cudaSuccess;
+}
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int d)
+{
+	if (!valid_device(d))
+		return cudaErrorInvalidDevice;
+	if (!pciBusId || len <= 0)
+		return cudaErrorInvalidValue;
+	fake_pci_bus_id(pciBusId, len, d);
 	return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(void *prop, int d) { return cudaGetDeviceProperties_v2(prop, d); }

@@ -73,6 +73,26 @@ EXPORT(CUresult, cuDeviceGetAttribute, (int *v, int attr, int d))
 	*v = (attr == 18 || attr == 88) ? fake_unified() : 0;
 	return CUDA_SUCCESS;
 }
+typedef struct CUuuid_st { char bytes[16]; } CUuuid;
+EXPORT(CUresult, cuDeviceGetUuid, (CUuuid *uuid, int d))
+{
+	if (!valid_device(d))
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (!uuid)
+		return CUDA_ERROR_INVALID_VALUE;
+	fake_uuid((unsigned char *) uuid->bytes, d);
+	return CUDA_SUCCESS;
+}
+EXPORT(CUresult, cuDeviceGetUuid_v2, (CUuuid *uuid, int d)) { return impl_cuDeviceGetUuid(uuid, d); }
+EXPORT(CUresult, cuDeviceGetPCIBusId, (char *pciBusId, int len, int d))
+{
+	if (!valid_device(d))
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (!pciBusId || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	fake_pci_bus_id(pciBusId, len, d);
+	return CUDA_SUCCESS;
+}
 /* A context is its device number + 1 (the primary context of each device). */
 EXPORT(CUresult, cuDevicePrimaryCtxRetain, (CUcontext *ctx, int d))
 {
@@ -296,6 +316,7 @@ struct entry { const char *name; void *fn; };
 #define E(name) { #name, (void *) impl_##name },
 static const struct entry entries[] = {
 	E(cuInit) E(cuDriverGetVersion) E(cuDeviceGetCount) E(cuDeviceGetName) E(cuDeviceGetAttribute)
+	E(cuDeviceGetUuid) E(cuDeviceGetUuid_v2) E(cuDeviceGetPCIBusId)
 	E(cuDevicePrimaryCtxRetain) E(cuCtxSetCurrent) E(cuCtxGetDevice) E(cuStreamCreate) E(cuProfilerStart) E(cuProfilerStop)
 	E(cuMemAlloc_v2) E(cuMemAllocPitch_v2) E(cuMemAllocManaged) E(cuMemAllocHost_v2) E(cuMemHostAlloc)
 	E(cuMemHostRegister_v2) E(cuMemHostUnregister) E(cuMemFree_v2) E(cuMemFreeHost) E(cuMemAllocAsync)

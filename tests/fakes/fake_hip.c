@@ -56,6 +56,25 @@ hipError_t hipDeviceGetName(char *name, int len, int d)
 	snprintf(name, (size_t) len, "Fake HIP GPU %d", d);
 	return hipSuccess;
 }
+typedef struct hipUUID_t { char bytes[16]; } hipUUID;
+hipError_t hipDeviceGetUuid(hipUUID *uuid, int d)
+{
+	if (d < 0 || d >= fake_device_count())
+		return hipErrorInvalidDevice;
+	if (!uuid)
+		return hipErrorInvalidValue;
+	fake_uuid((unsigned char *) uuid->bytes, d);
+	return hipSuccess;
+}
+hipError_t hipDeviceGetPCIBusId(char *pciBusId, int len, int d)
+{
+	if (d < 0 || d >= fake_device_count())
+		return hipErrorInvalidDevice;
+	if (!pciBusId || len <= 0)
+		return hipErrorInvalidValue;
+	fake_pci_bus_id(pciBusId, len, d);
+	return hipSuccess;
+}
 hipError_t hipDeviceGetAttribute(int *v, int attr, int d)
 {
 	if (d < 0 || d >= fake_device_count())

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -332,6 +333,59 @@ static int fake_device_count(void)
 	const char *s = getenv("FAKE_GPU_COUNT");
 
 	return s ? atoi(s) : 2;
+}
+
+/*
+ * A device's stable identity, as a real machine gives it: the physical GPU
+ * behind ordinal d is the d-th entry of CUDA_VISIBLE_DEVICES /
+ * HIP_VISIBLE_DEVICES when set (ordinals differ per process, the identity
+ * does not); its UUID is distinct per host and physical GPU, its PCI bus id
+ * per physical GPU only (nodes of one model share bus ids).
+ */
+static int fake_physical(int d)
+{
+	const char *names[] = { "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES" };
+
+	for (int n = 0; n < 2; n++) {
+		const char *s = getenv(names[n]);
+
+		if (!s || !*s)
+			continue;
+		for (int i = 0; *s; i++) {
+			char *end;
+			long v = strtol(s, &end, 10);
+
+			if (end == s)
+				break;
+			if (i == d)
+				return (int) v;
+			s = *end == ',' ? end + 1 : end;
+			if (*end != ',')
+				break;
+		}
+	}
+	return d;
+}
+
+static void fake_uuid(unsigned char out[16], int d)
+{
+	char host[256] = "";
+	uint64_t h = 1469598103934665603ull;
+
+	gethostname(host, sizeof(host) - 1);
+	for (const char *c = host; *c; c++)
+		h = (h ^ (unsigned char) *c) * 1099511628211ull;
+	h = (h ^ (uint64_t) (fake_physical(d) + 1)) * 1099511628211ull;
+	for (int i = 0; i < 16; i++) {
+		h = (h ^ (uint64_t) i) * 1099511628211ull;
+		out[i] = (unsigned char) (h >> 56);
+	}
+}
+
+static void fake_pci_bus_id(char *out, int len, int d)
+{
+	if (len > 0)
+		snprintf(out, (size_t) len, "0000:%02x:00.0", 0x18 + 0x20 * fake_physical(d));
 }
 
 static int fake_unified(void)
