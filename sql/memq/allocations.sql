@@ -1,6 +1,6 @@
 -- Allocations: one row per live range `[addr, addr + size)` of one memory kind.
 --
--- Decisions (DESIGN.md "What the numbers mean" is silent on these):
+-- Definitions: docs/DEFINITIONS.md, "Allocations". How this module applies them:
 -- * An allocation starts at the END of its allocating call (heap instants: their
 --   time) and ends at the START of its freeing call; realloc ends the old block and
 --   starts a new one, even in place. The converter pairs allocations with frees

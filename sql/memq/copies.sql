@@ -1,8 +1,10 @@
 -- Copies and memsets, normalised over every source memq reads.
 --
--- Sources:
+-- Sources (docs/DEFINITIONS.md, "Sources with and without addresses"; in SQL ask
+-- memq_has_addresses!(source), never the source's name):
 -- * `lttng`: memq.copy / memq.set slices written by ctf2perfetto (one per
---   successful call, on its stream track, same start and duration as the API call);
+--   successful call, on its stream track, same start and duration as the API call;
+--   an LTTng recording, or another profiler's file imported as memq events);
 --   they have addresses and the allocations holding their first bytes.
 -- * `kineto`: PyTorch-profiler JSON, read by memq's importer (`gpu_memcpy` / `gpu_memset`
 --   slices). Kineto records no addresses: src, dst and the allocation columns are
@@ -27,6 +29,12 @@
 --   `dst_key` name a side's byte sequence (see _memq_range_key).
 
 INCLUDE PERFETTO MODULE memq.process;
+
+-- Whether copies and memsets of `source` (memq_copy.source, memq_set.source) carry addresses, so that the
+-- address-based figures (mirrors, duplicated bytes, repeat, round trip, managed, leaks) apply to them
+-- (docs/DEFINITIONS.md, "Sources with and without addresses"). A macro: no call per row.
+CREATE PERFETTO MACRO memq_has_addresses(source Expr) RETURNS Expr AS
+($source = 'lttng');
 
 -- A side's byte sequence as a key: `addr:len` when its bytes are contiguous, else
 -- `addr:width:height:pitch` (rows) or `addr:width:height:pitch:depth:slice` (rows of
@@ -295,5 +303,5 @@ WITH src AS (
   WHERE EXISTS (SELECT 1 FROM slice WHERE category IN ('memq.heap', 'memq.api')
                 OR (category = 'memq.meta' AND EXTRACT_ARG(arg_set_id, 'debug.source') = 'lttng'))
 )
-SELECT source, source = 'lttng' AS has_addresses, SUM(copies) AS copies, SUM(sets) AS sets
+SELECT source, memq_has_addresses!(source) AS has_addresses, SUM(copies) AS copies, SUM(sets) AS sets
 FROM src GROUP BY source;

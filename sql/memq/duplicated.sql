@@ -1,6 +1,6 @@
 -- Duplicated bytes: destination bytes in an active mirror, as a counter over time.
 --
--- DESIGN.md: duplicated bytes at time t = destination bytes in an active mirror at t
+-- docs/DEFINITIONS.md, "Duplicated bytes": duplicated bytes at time t = destination bytes in an active mirror at t
 -- (each byte once), reported as a counter, its peak and when, its time-weighted
 -- mean, split by the direction of the copy that made it and by allocation; a copy
 -- whose source lies in no traced allocation still creates mirrors, flagged

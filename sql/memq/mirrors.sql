@@ -1,6 +1,6 @@
 -- Mirrors: byte ranges whose content a copy duplicated, and how long each lasts.
 --
--- DESIGN.md: when a copy completes, each destination byte holds the same content as
+-- docs/DEFINITIONS.md, "Mirrors": when a copy completes, each destination byte holds the same content as
 -- the corresponding source byte; that pair stays a mirror until the first of: either
 -- byte's allocation ends (free, realloc), a later write (copy destination or memset)
 -- covers either byte, or a content fingerprint shows that either side no longer holds
@@ -26,7 +26,7 @@
 -- overlaps of its destination segments with its source segments shifted into
 -- destination coordinates, so every byte of a piece ends its mirror at the same time.
 --
--- Decisions (where DESIGN.md is silent):
+-- Decisions (docs/DEFINITIONS.md, "Tie rules" and "Which allocation holds a byte"):
 -- * A write takes effect at the end of its call; writes are ordered by (end, slice
 --   id); trace_processor numbers slices in the order they start (at equal starts, in
 --   the order of the trace). A free takes effect at the start of its call; at equal
@@ -90,7 +90,7 @@ ORDER BY id, r;
 -- The byte sequences of every copy with addresses, carried ones included (what content
 -- observations name).
 CREATE PERFETTO TABLE _memq_copy_key AS
-SELECT id, src_key, dst_key FROM memq_copy WHERE source = 'lttng'
+SELECT id, src_key, dst_key FROM memq_copy WHERE memq_has_addresses!(source)
 UNION ALL
 SELECT DISTINCT id, src_key, dst_key FROM _memq_carried_copy
 ORDER BY id;
@@ -106,7 +106,7 @@ WITH RECURSIVE two_d(id, upid, call_id, ts, end_ts, direction, r, nrows, height,
   SELECT id, upid, call_id, ts, end_ts, direction, 0, height * MAX(IFNULL(depth, 0), 1), height, dst, src,
     width, dpitch, spitch, IFNULL(dslice, 0), IFNULL(sslice, 0)
   FROM memq_copy
-  WHERE source = 'lttng' AND height > 0 AND width > 0 AND dst IS NOT NULL AND upid IS NOT NULL
+  WHERE memq_has_addresses!(source) AND height > 0 AND width > 0 AND dst IS NOT NULL AND upid IS NOT NULL
   UNION ALL
   SELECT id, upid, call_id, ts, end_ts, direction, r + 1, nrows, height, dst, src, width, dpitch, spitch,
     dslice, sslice
@@ -120,7 +120,7 @@ SELECT id, upid, call_id, ts, end_ts, direction, r,
 FROM two_d
 UNION ALL
 SELECT id, upid, call_id, ts, end_ts, direction, 0, dst, src, bytes, 0 FROM memq_copy
-WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL AND height IS NULL
+WHERE memq_has_addresses!(source) AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL AND height IS NULL
 UNION ALL
 SELECT id, upid, call_id, ts, end_ts, direction, r, dst, src, bytes, 1 FROM _memq_carried_copy
 WHERE bytes > 0 AND upid IS NOT NULL;
@@ -150,7 +150,7 @@ FROM (
   FROM _memq_copy_row
   UNION ALL
   SELECT id, upid, call_id, ts, end_ts, 0, dst, bytes, NULL, 0, NULL, 0
-  FROM memq_set WHERE source = 'lttng' AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
+  FROM memq_set WHERE memq_has_addresses!(source) AND bytes > 0 AND upid IS NOT NULL AND dst IS NOT NULL
 )
 ORDER BY ord;
 
@@ -343,7 +343,7 @@ CREATE PERFETTO TABLE _memq_observation(
   hash LONG
 ) AS
 WITH c AS (
-  SELECT * FROM memq_copy WHERE source = 'lttng' AND upid IS NOT NULL AND dst IS NOT NULL
+  SELECT * FROM memq_copy WHERE memq_has_addresses!(source) AND upid IS NOT NULL AND dst IS NOT NULL
 )
 SELECT id AS copy_id, upid, 'copied' AS kind, src_key AS key, IIF(src_hash IS NOT NULL, ts, end_ts) AS ts,
   IFNULL(src_hash, dst_hash_after) AS hash
@@ -369,7 +369,8 @@ CREATE PERFETTO TABLE _memq_traced_content(
 WITH c AS (
   SELECT id, upid, end_ts, src_key, dst_key, IFNULL(src_hash, dst_hash_after) AS content
   FROM memq_copy
-  WHERE source = 'lttng' AND upid IS NOT NULL AND dst IS NOT NULL AND IFNULL(src_hash, dst_hash_after) IS NOT NULL
+  WHERE memq_has_addresses!(source) AND upid IS NOT NULL AND dst IS NOT NULL
+    AND IFNULL(src_hash, dst_hash_after) IS NOT NULL
 ),
 side AS (
   SELECT id, upid, end_ts, content, src_key AS key FROM c WHERE src_key IS NOT NULL

@@ -1,6 +1,6 @@
 -- Redundant copies: bytes (and the time spent on them) that moved nothing new.
 --
--- DESIGN.md: for each copy, the bytes whose source and destination were already a
+-- docs/DEFINITIONS.md, "Redundant copies": for each copy, the bytes whose source and destination were already a
 -- mirror moved nothing new (same direction: *repeat*; reverse direction, copying data
 -- back where it came from: *round trip*). On a unified-memory device every
 -- host<->device copy is avoidable (*unified*), and so is any copy with a managed
@@ -94,23 +94,24 @@ WITH c AS (
   SELECT
     mc.*,
     IFNULL(du.unified_memory, 0) AS device_unified,
-    IIF(mc.source = 'lttng', IFNULL(mc.dst_hash_before = mc.dst_hash_after, 0), NULL) AS no_op,
+    IIF(memq_has_addresses!(mc.source), IFNULL(mc.dst_hash_before = mc.dst_hash_after, 0), NULL) AS no_op,
     -- Copies with addresses that moved no byte (a 2D copy of zero rows) have no pieces: 0, not NULL.
-    IIF(mc.source = 'lttng', IFNULL(k.repeat_bytes, 0), NULL) AS k_repeat,
-    IIF(mc.source = 'lttng', IFNULL(k.repeat_checked, 0), NULL) AS k_repeat_checked,
-    IIF(mc.source = 'lttng', IFNULL(k.round_trip_bytes, 0), NULL) AS k_round_trip,
-    IIF(mc.source = 'lttng', IFNULL(k.round_trip_checked, 0), NULL) AS k_round_trip_checked,
-    IIF(mc.source = 'lttng', IFNULL(k.managed_bytes, 0), NULL) AS k_managed,
-    IIF(mc.source = 'lttng', IFNULL(k.other_bytes, 0), mc.bytes) AS k_other
+    IIF(memq_has_addresses!(mc.source), IFNULL(k.repeat_bytes, 0), NULL) AS k_repeat,
+    IIF(memq_has_addresses!(mc.source), IFNULL(k.repeat_checked, 0), NULL) AS k_repeat_checked,
+    IIF(memq_has_addresses!(mc.source), IFNULL(k.round_trip_bytes, 0), NULL) AS k_round_trip,
+    IIF(memq_has_addresses!(mc.source), IFNULL(k.round_trip_checked, 0), NULL) AS k_round_trip_checked,
+    IIF(memq_has_addresses!(mc.source), IFNULL(k.managed_bytes, 0), NULL) AS k_managed,
+    IIF(memq_has_addresses!(mc.source), IFNULL(k.other_bytes, 0), mc.bytes) AS k_other
   FROM memq_copy mc
   LEFT JOIN _memq_copy_class k ON k.copy_id = mc.id
   LEFT JOIN _memq_device_unified du ON du.upid = mc.upid AND du.device = mc.device
-  WHERE mc.source = 'lttng' OR NOT EXISTS (SELECT 1 FROM memq_source WHERE source = 'lttng' AND copies > 0)
+  WHERE memq_has_addresses!(mc.source)
+    OR NOT EXISTS (SELECT 1 FROM memq_source WHERE memq_has_addresses!(source) AND copies > 0)
 )
 SELECT
   id, ts, dur, source, upid, utid, call_id, api, direction, bytes, stream, device, device_unified, no_op,
   -- a no-op copy's bytes are all no-op; the other classes then have none
-  IIF(no_op, bytes, IIF(source = 'lttng', 0, NULL)) AS no_op_bytes,
+  IIF(no_op, bytes, IIF(memq_has_addresses!(source), 0, NULL)) AS no_op_bytes,
   IIF(no_op, 0, k_repeat) AS repeat_bytes,
   IIF(no_op, 0, k_repeat_checked) AS repeat_content_bytes,
   IIF(no_op, 0, k_round_trip) AS round_trip_bytes,

@@ -85,6 +85,6 @@ SELECT
   memq_recorded_dur() AS recorded_dur,
   (SELECT COUNT(*) FROM memq_allocation) AS allocations,
   (SELECT COUNT(*) FROM memq_host_small) AS small_block_processes,
-  (SELECT COUNT(*) FROM memq_copy WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL))
-    + (SELECT COUNT(*) FROM memq_set WHERE source = 'lttng' AND (upid IS NULL OR dst IS NULL)) AS unplaced,
+  (SELECT COUNT(*) FROM memq_copy WHERE memq_has_addresses!(source) AND (upid IS NULL OR dst IS NULL))
+    + (SELECT COUNT(*) FROM memq_set WHERE memq_has_addresses!(source) AND (upid IS NULL OR dst IS NULL)) AS unplaced,
   EXISTS (SELECT 1 FROM track WHERE name = 'Duplicated bytes') AS annotated;
