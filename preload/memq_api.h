@@ -96,14 +96,14 @@
 	MEMQ_APIS_CAPTURE(X)
 
 /*
- * Agreed before the capture issues were split (docs/EVENTS.md, "Capture
+ * Reserved up front for the capture features (docs/EVENTS.md, "Capture
  * layout"); a number here reserves the name even before its wrapper exists.
- *  - host heap (issue 10), memq's own libc wrapper: 501..519
- *  - profiler API that opens/closes capture windows (issue 10): HIP 82..83,
+ *  - host heap, memq's own libc wrapper: 501..519
+ *  - profiler API that opens/closes capture windows: HIP 82..83,
  *    CUDA 170..171, driver 363..364
- *  - completion points for content fingerprints (issue 11): event/stream
+ *  - completion points for content fingerprints: event/stream
  *    synchronize and query, HIP 84..86, CUDA 172..174, driver 365..367
- *  - per-thread-stream and ROCm 7 entry points (issue 17): HIP 87..95,
+ *  - per-thread-stream and ROCm 7 entry points: HIP 87..95,
  *    CUDA 175, and the HIP per-thread 3D copies in the 3D range (62, 63)
  */
 #define MEMQ_APIS_CAPTURE(X)                                                  \
@@ -163,10 +163,10 @@ struct memq_free_rec {
 struct memq_copy_rec {
 	uint16_t api; int32_t kind, device, src_device, result;
 	uint64_t dst, src, bytes, stream, width, height, dpitch, spitch, begin_ns;
-	/* appended (issue 11: content fingerprints) */
+	/* appended for content fingerprints (older traces lack them) */
 	uint64_t seq; uint8_t content; uint8_t content_mode;
 	uint64_t src_hash, dst_hash_before, dst_hash_after;
-	/* appended (issue 15: 3D copies) */
+	/* appended for 3D copies (older traces lack them) */
 	uint64_t depth, dslice, sslice;
 };
 /* memq:copy `content` bits: which fingerprints the record holds. */
@@ -179,27 +179,27 @@ enum memq_content_bits {
 /* memq:copy `content_mode`: the `memq record --content` setting in force. */
 enum memq_content_mode { MEMQ_CONTENT_OFF = 0, MEMQ_CONTENT_SAMPLED = 1, MEMQ_CONTENT_FULL = 2 };
 
-/* memq:copy_done (issue 11): an asynchronous copy's destination, hashed at the
+/* memq:copy_done: an asynchronous copy's destination, hashed at the
  * first completion point (api = the synchronising call) that covers it. */
 struct memq_copy_done_rec {
 	uint16_t api; int32_t device;
 	uint64_t seq, stream, dst_hash_after;
 };
 
-/* memq:host_alloc / memq:host_free (issue 10): one host heap block at or
+/* memq:host_alloc / memq:host_free: one host heap block at or
  * above the threshold. size = malloc_usable_size (both sides agree),
  * requested = what the caller asked for (0 for frees). */
 struct memq_host_rec {
 	uint16_t api;
 	uint64_t ptr, size, requested;
 };
-/* memq:host_small (issue 10): this thread's blocks below the threshold since
+/* memq:host_small: this thread's blocks below the threshold since
  * its previous host_small (usable sizes). */
 struct memq_host_small_rec {
 	uint64_t alloc_count, alloc_bytes, free_count, free_bytes;
 };
 
-/* memq:window (issue 10): a capture window opens (open = 1) or closes. */
+/* memq:window: a capture window opens (open = 1) or closes. */
 enum memq_window_cause { MEMQ_WINDOW_DELAY = 1, MEMQ_WINDOW_DURATION = 2, MEMQ_WINDOW_PROFILER_API = 3,
 	MEMQ_WINDOW_EXIT = 4 };
 struct memq_window_rec {

@@ -1,5 +1,5 @@
 /*
- * Completion points (issue 11): the calls after which the host knows that
+ * Completion points: the calls after which the host knows that
  * asynchronous copies have finished, so that their destinations can be
  * fingerprinted (memq_content.c). Stream and device synchronisations are
  * wrapped with the other calls (memq_hip.c, memq_cuda.c, memq_driver.c);

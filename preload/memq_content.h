@@ -1,5 +1,5 @@
 /*
- * Content fingerprints of copies (issue 11; docs/EVENTS.md "Content
+ * Content fingerprints of copies (docs/EVENTS.md "Content
  * fingerprints"): which side of a copy the CPU may read, when, and the
  * bookkeeping of asynchronous copies until a completion point covers them.
  *

@@ -98,7 +98,7 @@ PREFETCH(cudaMemPrefetchAsync_v2_ptsz, 1)
 ADVISE(cudaMemAdvise, 0)
 ADVISE(cudaMemAdvise_v2, 1)
 
-/* 3D copies (issue 15): cudaMemcpy3D(const cudaMemcpy3DParms *), *Async(..., cudaStream_t) */
+/* 3D copies: cudaMemcpy3D(const cudaMemcpy3DParms *), *Async(..., cudaStream_t) */
 #include "memq_reach.h"
 COPY_3D(CUDA, cudaMemcpy3D, 0)
 COPY_3D(CUDA, cudaMemcpy3D_ptds, CUDA_STREAM_PER_THREAD)

@@ -1,5 +1,5 @@
 /*
- * Content fingerprints (issue 11): the hash of the bytes one side of a copy
+ * Content fingerprints: the hash of the bytes one side of a copy
  * holds. Pure functions, no LTTng: bench/content_missrate.py compiles this
  * file on its own to measure what `sampled` misses.
  *

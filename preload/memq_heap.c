@@ -1,5 +1,5 @@
 /*
- * memq preload library, issue 10: memq's own libc heap wrappers.
+ * memq preload library: memq's own libc heap wrappers.
  *
  * malloc, calloc, realloc, reallocarray, memalign, posix_memalign,
  * aligned_alloc, valloc, pvalloc and free forward to the next allocator in

@@ -1,10 +1,10 @@
 /*
- * memq preload library, issue 10: the host heap at a size threshold
+ * memq preload library: the host heap at a size threshold
  * (memq_heap.c; events memq:host_alloc, memq:host_free, memq:host_small in
  * docs/EVENTS.md).
  *
  * The settings reach the library through the environment, which `memq
- * record` fills (ctf2perfetto/record/preload.py, HOST_MIN_SIZE_ENV, must name the same
+ * record` fills (ctf2perfetto/capture/preload.py, HOST_MIN_SIZE_ENV, must name the same
  * variables; tests/test_heap.py checks that they do).
  */
 #ifndef MEMQ_HEAP_H

@@ -60,7 +60,7 @@ WRAPPER(HIP, hipMemPrefetchAsync, prefetch, (const void *p, size_t n, int device
 WRAPPER(HIP, hipMemAdvise, advise, (const void *p, size_t n, int advice, int device),
 	(p, n, advice, device), EMIT_ADVISE(hipMemAdvise, p, n, advice, device))
 
-/* 3D copies (issue 15): hipMemcpy3D(const hipMemcpy3DParms *), hipMemcpy3DAsync(..., hipStream_t) */
+/* 3D copies: hipMemcpy3D(const hipMemcpy3DParms *), hipMemcpy3DAsync(..., hipStream_t) */
 #include "memq_reach.h"
 COPY_3D(HIP, hipMemcpy3D, 0)
 COPY_3D_ASYNC(HIP, hipMemcpy3DAsync)

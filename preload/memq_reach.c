@@ -1,5 +1,5 @@
 /*
- * The end-of-process reach report (issue 15): `memq record` sets
+ * The end-of-process reach report: `memq record` sets
  * MEMQ_REACH_DIR; at exit each traced process writes DIR/reach.<pid>.json
  * naming the GPU runtime and driver libraries it had loaded and how many of
  * their calls memq traced. A runtime loaded with no traced call means the

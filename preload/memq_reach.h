@@ -1,5 +1,5 @@
 /*
- * memq preload library, issue 15 (reach): 3D copy geometry shared by the HIP,
+ * memq preload library: 3D copy geometry shared by the HIP,
  * CUDA runtime and CUDA driver wrappers, and the hooks memq_core.c calls
  * for the CUDA driver (device queries) and the end-of-process reach report.
  *

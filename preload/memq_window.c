@@ -1,5 +1,5 @@
 /*
- * Capture windows (issue 10; the mechanism and why: memq_window.h).
+ * Capture windows (the mechanism and why: memq_window.h).
  *
  * MEMQ_CAPTURE, set by `memq record`:
  *   time:START:END   one window, CLOCK_MONOTONIC ns (absolute, so every

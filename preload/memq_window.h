@@ -1,5 +1,5 @@
 /*
- * Capture windows (issue 10): `memq record --delay/--duration` and
+ * Capture windows: `memq record --delay/--duration` and
  * `--capture-range profiler-api`.
  *
  * Mechanism: the LTTng session runs for the whole command and the preload
