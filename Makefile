@@ -6,9 +6,11 @@ LIBDIR ?= $(CURDIR)/ctf2perfetto/lib
 native:
 	mkdir -p $(LIBDIR)
 	$(MAKE) -C preload OUT=$(LIBDIR)
-	$(MAKE) -C ctf2perfetto/native OUT=$(LIBDIR)
+	$(MAKE) -C ctf2perfetto/ctf/native OUT=$(LIBDIR)
+	$(MAKE) -C ctf2perfetto/convert/native OUT=$(LIBDIR)
 
 clean:
 	rm -rf $(CURDIR)/ctf2perfetto/lib
 	$(MAKE) -C preload clean OUT=$(LIBDIR)
-	$(MAKE) -C ctf2perfetto/native clean
+	$(MAKE) -C ctf2perfetto/ctf/native clean
+	$(MAKE) -C ctf2perfetto/convert/native clean

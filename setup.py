@@ -3,7 +3,8 @@
 pyproject.toml holds the metadata; this file only adds two build steps that
 declarative setuptools cannot express:
   * `make native` compiles preload/ (the LD_PRELOAD library) and
-    ctf2perfetto/native/ (the libbabeltrace2 decoder) with the system gcc;
+    ctf2perfetto/ctf/native/ (the libbabeltrace2 decoder) and ctf2perfetto/convert/native/
+    (the packet encoder) with the system gcc;
   * sql/memq/*.sql is copied to ctf2perfetto/sql/memq so an installed wheel
     carries the PerfettoSQL package next to the code that registers it.
 """

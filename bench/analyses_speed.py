@@ -23,7 +23,7 @@ import numpy as np
 from ctf2perfetto import analyses
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
-from ctf2perfetto.write import write_trace
+from ctf2perfetto.convert.write import write_trace
 
 PID = 4242
 BUFFERS = 1000

@@ -5,7 +5,7 @@ allocation loop under the lttng-ust libc wrapper (LD_PRELOAD), on a blocking cha
 that nothing is lost. Then, in one run and on that trace, times:
 
   1. babeltrace2 -c source.ctf.fs --params 'inputs=["<trace>"]' -c sink.utils.counter
-  2. ctf2perfetto.decode alone (iterate every EventBatch)
+  2. ctf2perfetto.ctf.decode alone (iterate every EventBatch)
   3. ctf2perfetto <dir> -o out.pftrace (the whole converter: ctf2perfetto.pipeline), when its CLI is installed
   4. with --baseline CHECKOUT: the same command with another source checkout on PYTHONPATH (e.g. the
      main branch's worktree, native libraries built), so a change is measured against it in the same run
@@ -103,7 +103,7 @@ def entry_point(name: str) -> str | None:
 
 DECODE_ONLY = """
 import sys
-from ctf2perfetto.decode import decode
+from ctf2perfetto.ctf.decode import decode
 rows = 0
 with decode(sys.argv[1]) as d:
     for batch in d:

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from ctf2perfetto.paths import native_library  # noqa: E402
-from ctf2perfetto.record.preload import HOST_MIN_SIZE_ENV  # noqa: E402
+from ctf2perfetto.capture.preload import HOST_MIN_SIZE_ENV  # noqa: E402
 
 PROGRAM = r"""
 #include <stdio.h>

@@ -17,7 +17,7 @@ import argparse
 import time
 from pathlib import Path
 
-from ctf2perfetto import kineto
+from ctf2perfetto.importers import kineto
 from ctf2perfetto.engine import open_trace
 
 DEFAULT = (Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "kineto"

@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ctf2perfetto.decode import decode  # noqa: E402
-from ctf2perfetto.model import CNT_HOST, MemoryModel, counter_key  # noqa: E402
+from ctf2perfetto.ctf.decode import decode  # noqa: E402
+from ctf2perfetto.convert.model import CNT_HOST, MemoryModel, counter_key  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "train_cpu.py"
 MEMQ = [sys.executable, "-m", "ctf2perfetto"]

@@ -97,7 +97,7 @@ def command_pids(trace: Path) -> set[int]:
 def strangers(trace: Path) -> int:
     """Events of processes that are not the command's. LTTng's per-user buffers record every process of
     the user that registers while the session runs: on a shared machine, other people's programs."""
-    from ctf2perfetto.decode import decode
+    from ctf2perfetto.ctf.decode import decode
 
     own = np.array(sorted(command_pids(trace)), np.int64)
     with decode(trace) as batches:
@@ -106,8 +106,8 @@ def strangers(trace: Path) -> int:
 
 def own_trace(trace: Path, out: Path) -> None:
     """Write the .pftrace of the command's processes only (what the goal is about)."""
-    from ctf2perfetto.decode import decode
-    from ctf2perfetto.write import write_trace
+    from ctf2perfetto.ctf.decode import decode
+    from ctf2perfetto.convert.write import write_trace
 
     own = np.array(sorted(command_pids(trace)), np.int64)
     with decode(trace) as batches:
@@ -332,7 +332,7 @@ def synthetic_loop(steps: int, out: Path) -> None:
     """write_trace over `steps` of (hipMalloc, hipMemcpy HtoD, hipMemcpy DtoH, hipFree) at one device
     address, copying with one host buffer that no event allocates (untracked)."""
     from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
-    from ctf2perfetto.write import write_trace
+    from ctf2perfetto.convert.write import write_trace
 
     names = ["hipMalloc", "hipMemcpy", "hipFree"]
     pattern = {"kind": [K.GPU_ALLOC, K.GPU_COPY, K.GPU_COPY, K.GPU_FREE], "api": [0, 1, 1, 2],

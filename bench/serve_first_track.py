@@ -38,7 +38,7 @@ def make_trace(path: Path, heap: int, copies: int) -> None:
     from analyses_speed import _batches
 
     from ctf2perfetto.events import TraceInfo
-    from ctf2perfetto.write import write_trace
+    from ctf2perfetto.convert.write import write_trace
 
     write_trace(_batches(heap, copies), TraceInfo(), path)
 
@@ -119,7 +119,7 @@ def _worker_cpu_s() -> float:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except (OSError, IndexError):
             continue
-        if int(fields[1]) == os.getpid() and b"ctf2perfetto.rpcserver.worker" in cmdline:
+        if int(fields[1]) == os.getpid() and b"ctf2perfetto.look.rpcserver.worker" in cmdline:
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
@@ -131,7 +131,7 @@ def breakdown(trace: Path) -> None:
     from ctf2perfetto.engine.embedded import EmbeddedEngine, needs_memory64
     from ctf2perfetto.engine.source import trace_source
     from ctf2perfetto.engine.wasm import load_module, wasm_file
-    from ctf2perfetto.rpcserver import MemqServer, pipe
+    from ctf2perfetto.look.rpcserver import MemqServer, pipe
     from ui.browser import run_rpc_session
 
     load_module(wasm_file(needs_memory64(trace_source(trace))))  # compiled (or from the cache) outside the timing

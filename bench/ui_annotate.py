@@ -39,7 +39,7 @@ def main() -> int:
     parser.add_argument("--browser", action="store_true", help="also time memq open in headless Chromium")
     args = parser.parse_args()
 
-    from ctf2perfetto.annotate import annotation_packets, collect, write_annotated
+    from ctf2perfetto.look.annotate import annotation_packets, collect, write_annotated
     from ctf2perfetto.engine import open_trace
 
     with tempfile.TemporaryDirectory(prefix="memq-bench-") as tmp:

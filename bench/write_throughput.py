@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ctf2perfetto.pipeline import keep_freed_memory  # noqa: E402
 from ctf2perfetto.events import EventBatch, EventKind, TraceInfo  # noqa: E402
-from ctf2perfetto.write import write_trace  # noqa: E402
+from ctf2perfetto.convert.write import write_trace  # noqa: E402
 
 API = ["malloc", "calloc", "realloc", "memalign", "posix_memalign", "free"]
 

@@ -1,6 +1,6 @@
 """`python -m ctf2perfetto` is `memq`."""
 import sys
 
-from .cli.memq import main
+from ctf2perfetto.cli.memq import main
 
 sys.exit(main())

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
-from .engine.rows import Rows
-from .errors import UsageError
+from ctf2perfetto.engine.rows import Rows
+from ctf2perfetto.errors import UsageError
 
 if TYPE_CHECKING:  # imported where a frame is made (0.4 s the command line does without)
     import pandas as pd
@@ -57,32 +55,13 @@ OUTLIVED = ("Allocations still live when their capture window closed before the 
             "heap threshold are counted to the process's exit (the `host` leak row).")
 
 
-@contextlib.contextmanager
-def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None, span: Any = None) -> Iterator[Any]:
-    """An engine over `trace` (path or an open engine, which is passed through); of a directory converted only over
-    `span` (a ranges.Range) when one is given."""
-    if hasattr(trace, "query"):
-        yield trace
-        return
-    path = Path(trace)
-    if not path.exists():
-        raise UsageError(f"{path}: no such trace file or directory")
-    if span is not None and not path.is_dir():
-        raise UsageError(f"{path}: --from/--to need an LTTng trace directory (a converted trace is converted "
-                         "already: ctf2perfetto DIR --from SEC --to SEC -o PART.pftrace)")
-    from .engine import open_trace
+def load(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None, span: Any = None
+         ) -> contextlib.AbstractContextManager[Any]:
+    """An engine over `trace` (any input memq reads, or an open engine, which is passed through); of a directory
+    converted only over `span` (a convert.ranges.Range) when one is given. See ctf2perfetto.inputs."""
+    from ctf2perfetto.inputs import open_input
 
-    if path.is_dir():
-        from .pipeline import convert  # the converter's imports (0.1 s) only where there is something to convert
-
-        with tempfile.TemporaryDirectory(prefix="memq-") as tmp:
-            converted = Path(tmp) / "trace.pftrace"
-            convert(path, converted, span=span)
-            with open_trace(converted, trace_processor=trace_processor) as engine:
-                yield engine
-        return
-    with open_trace(path, trace_processor=trace_processor) as engine:
-        yield engine
+    return open_input(trace, trace_processor=trace_processor, span=span)
 
 
 def module_rows(engine: Any, modules: tuple[str, ...], sql: str) -> Rows:
@@ -165,7 +144,7 @@ def trace_warnings(trace: Any) -> list[str]:
 def warning_counts(engine: Any) -> tuple[list[dict[str, int]], int, dict[str, int]]:
     """What trace_warnings reports, as numbers: the memq.meta counts (one dict per memq.meta event), the
     copies and memsets left unplaced, and trace_processor's import problems (name -> value)."""
-    from .engine.rows import is_null
+    from ctf2perfetto.engine.rows import is_null
 
     meta = module_rows(engine, ("trace",), f"SELECT {', '.join(META_COUNTS)} FROM memq_meta")
     unplaced = int(module_rows(engine, ("trace",), "SELECT unplaced FROM memq_trace").first("unplaced"))

@@ -1,7 +1,7 @@
 """The event log: what every source of memory events is decoded into.
 
-This is the contract between the decoder (ctf2perfetto.decode, LTTng CTF) and the
-model (ctf2perfetto.model). Tests and other sources (generated logs, Kineto) build
+This is the contract between the decoder (ctf2perfetto.ctf.decode, LTTng CTF) and the
+model (ctf2perfetto.convert.model). Tests and other sources (generated logs, Kineto) build
 the same columns, so everything downstream of this module does not care where an
 event came from.
 
@@ -252,7 +252,7 @@ class TraceInfo:
     # CTF stream files in the order the decoder met them; a LOST row's `stream` is an
     # index into this list (the file that lost the events / packets).
     stream_files: list[str] = field(default_factory=list)
-    # Loss the trace files show beyond LTTng's own counters (ctf2perfetto.preflight, docs/TRACE_FORMAT.md
+    # Loss the trace files show beyond LTTng's own counters (ctf2perfetto.ctf.preflight, docs/TRACE_FORMAT.md
     # "Loss"): one dict per file and kind with what, file, packets, bytes, begin/end (ns on the rows'
     # clock; None when unknown).
     losses: list[dict] = field(default_factory=list)

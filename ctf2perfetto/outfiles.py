@@ -23,7 +23,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import MemqError, UsageError
+from ctf2perfetto.errors import MemqError, UsageError
 
 TMP_PREFIX = ".memq-tmp."
 # .memq-tmp.<pid>.<8 hex>.<output name>: the output's name last, so writers that choose a format by

@@ -6,7 +6,7 @@ SQL package is the repository's sql/memq and the libraries are in ctf2perfetto/l
 """
 from pathlib import Path
 
-from .errors import MemqError
+from ctf2perfetto.errors import MemqError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 

@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
-from .errors import UsageError
-from .write import ConvertSummary
+from ctf2perfetto.errors import UsageError
+from ctf2perfetto.convert.write import ConvertSummary
 
 if TYPE_CHECKING:
-    from .ranges import Range
+    from ctf2perfetto.convert.ranges import Range
 
 
 class Progress(Protocol):
@@ -63,7 +63,7 @@ class _Later:
 
 def _realtime_offset(info) -> int:
     """REALTIME - MONOTONIC (ns) that the trace's clock snapshot applies to the LTTng events."""
-    from . import clocks
+    from ctf2perfetto.convert import clocks
 
     clock = clocks.correspondence(info, 0)
     return clock.realtime - clock.monotonic
@@ -82,8 +82,8 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
     # numpy's OpenBLAS starts a thread per core at import, which then spin: a conversion does no
     # linear algebra, and those threads take CPU from the decoder (must be set before numpy loads).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from .decode import decode
-    from .outfiles import check_output
+    from ctf2perfetto.ctf.decode import decode
+    from ctf2perfetto.outfiles import check_output
 
     if span is not None and kineto is not None:
         raise UsageError("--kineto cannot be merged into a --from/--to range: convert the whole trace with it")
@@ -91,7 +91,7 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
     check_output(out, inputs=inputs)
     merge = lttng_events = None
     if kineto is not None:
-        from . import kineto as kineto_merge
+        from ctf2perfetto.importers import kineto as kineto_merge
 
         merge = kineto_merge.KinetoMerge(kineto_merge.load(kineto))  # bad input fails here, before decoding
         lttng_events = kineto_merge.LttngEvents(merge.anchor_addresses())
@@ -102,11 +102,11 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
         batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load
         report = None
         if span is not None:
-            from .ranges import RangeReport, clip
+            from ctf2perfetto.convert.ranges import RangeReport, clip
 
             report = RangeReport()
             batches = clip(batches, span, report)
-        from .write import write_trace
+        from ctf2perfetto.convert.write import write_trace
 
         if merge is not None and lttng_events is not None:
             batches = (lttng_events.add(batch) for batch in batches)

@@ -15,9 +15,9 @@ import runpy
 import sys
 from pathlib import Path
 
-from .cli import run_command
-from .errors import MemqError, UsageError
-from .outfiles import AtomicOutput, check_output
+from ctf2perfetto.cli import run_command
+from ctf2perfetto.errors import MemqError, UsageError
+from ctf2perfetto.outfiles import AtomicOutput, check_output
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@
 #   timings.json               their medians: loop slowdown, cudaMemcpyAsync per-call cost
 #   logs/                      this script's output and each step's
 # Every step runs even when an earlier one failed; info.json records each exit code.
-# Then, on the development machine: python3 -m ctf2perfetto.gpu_check gpu-check.tar.gz
+# Then, on the development machine: python3 -m tools.gpu_check gpu-check.tar.gz
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BUNDLE=${MEMQ_BUNDLE_DIR:-$REPO/.gpu-bundle}

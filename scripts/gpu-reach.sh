@@ -13,7 +13,7 @@
 #   ctypes/       tests/gpu/ctypes_cudart.py (the runtime dlopen'ed RTLD_LOCAL by ctypes)
 #   jax/          tests/gpu/jax_step.py (XLA: static runtime, driver entry points)
 #   logs/, status.txt
-# Then, here: python3 -m ctf2perfetto.gpu_check --reach gpu-reach.tar.gz
+# Then, here: python3 -m tools.gpu_check --reach gpu-reach.tar.gz
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BUNDLE=${MEMQ_BUNDLE_DIR:-$REPO/.gpu-bundle}

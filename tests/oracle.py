@@ -6,7 +6,7 @@ checks the SQL package `memq` independently. Small address spaces only.
 
 It follows the same written decisions as the SQL modules (sql/memq/*.sql doc comments):
 * allocation lifetime [end of allocating call, start of freeing call); address spaces
-  per (pid, class) with the classes of ctf2perfetto/model.py (libc heap, device+managed,
+  per (pid, class) with the classes of ctf2perfetto/convert/model.py (libc heap, device+managed,
   pinned, registered); a start where a live allocation of the same space starts ends it;
 * a byte's allocations are all allocations live at the copy's start that hold it; its
   *primary* allocation is the one of the first class in (device, pinned, registered,

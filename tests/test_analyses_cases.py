@@ -17,7 +17,7 @@ import pytest
 
 from ctf2perfetto import analyses
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
-from ctf2perfetto.write import write_trace
+from ctf2perfetto.convert.write import write_trace
 from support.rows import Rows, in_time_order, unified
 
 MiB = 1 << 20
@@ -396,7 +396,7 @@ def test_lttng_directory_is_converted(shared_data, bt2):
 
 
 def test_cli_by_is_wired_to_attribution(trace):
-    """--by hands the per-copy rows (with call_id) to ctf2perfetto.attribution; without PyTorch ops or
+    """--by hands the per-copy rows (with call_id) to ctf2perfetto.analysis.attribution; without PyTorch ops or
     binaries in the trace that is one clear line and a failure, not a wrong table."""
     path = trace([malloc(1000, HOST, 64), gpu_alloc(1100, DEV, 64), copy(2000, 2100, DEV, HOST, 64, 1),
                   copy(3000, 3100, DEV, HOST, 64, 1)])

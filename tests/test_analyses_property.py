@@ -32,7 +32,7 @@ import oracle
 from ctf2perfetto import analyses
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
-from ctf2perfetto.write import write_trace
+from ctf2perfetto.convert.write import write_trace
 from support.contents import with_fingerprints
 from support.rows import Rows, in_time_order, unified
 

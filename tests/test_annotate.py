@@ -9,8 +9,8 @@ import pytest
 
 import oracle
 from ctf2perfetto import analyses
-from ctf2perfetto.annotate import LEAKS_SHOWN_PER_KIND, Annotations, annotation_packets, write_annotated
-from ctf2perfetto.decode import decode
+from ctf2perfetto.look.annotate import LEAKS_SHOWN_PER_KIND, Annotations, annotation_packets, write_annotated
+from ctf2perfetto.ctf.decode import decode
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventKind
 from ctf2perfetto.traceformat import names as N

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ctf2perfetto.attribution import attribute
-from ctf2perfetto.callsite import ElfFile, Mapping, Symbolizer
+from ctf2perfetto.analysis.attribution import attribute
+from ctf2perfetto.analysis.callsite import ElfFile, Mapping, Symbolizer
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError, UsageError
 

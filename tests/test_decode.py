@@ -1,4 +1,4 @@
-"""ctf2perfetto.decode on the real LTTng traces, checked against the bt2 Python bindings.
+"""ctf2perfetto.ctf.decode on the real LTTng traces, checked against the bt2 Python bindings.
 
 The reference reading (`bt2_rows`) walks the same CTF with babeltrace2's Python
 bindings and builds the expected rows from the payload field names of the
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctf2perfetto.decode import decode, find_traces
+from ctf2perfetto.ctf.decode import decode, find_traces
 from ctf2perfetto.errors import MemqError, UsageError
 from ctf2perfetto.events import COLUMNS, EventBatch, EventKind, MemKind
 

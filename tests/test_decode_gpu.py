@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctf2perfetto.decode import decode
+from ctf2perfetto.ctf.decode import decode
 from ctf2perfetto.events import COLUMNS, EventKind, MemKind
 
 TP_HEADER = r"""

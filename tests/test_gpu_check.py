@@ -6,7 +6,7 @@ LD_LIBRARY_PATH, each run in its own mount namespace so the session daemon is th
 bundle's) and the bundle's record-only Python entry under `python3 -S` (no
 third-party package). scripts/gpu-check.sh runs end to end with stand-ins for what
 needs a GPU (cuda_all.cu built as C++ against the fake libcudart.so.13, a fake loop
-making PyTorch's calls), and ctf2perfetto.gpu_check reads its archive: every check
+making PyTorch's calls), and tools.gpu_check reads its archive: every check
 passes, and each one fails when its evidence is altered.
 
 tests/data/gpu-check.tar.gz and gpu-reach.tar.gz, the archives of a real H100 run (docs/GPU_CHECK.md), are
@@ -70,7 +70,7 @@ def archive(tmp_path_factory, bundle, cudart13, path_dir) -> Path:
 
 
 def reader(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctf2perfetto.gpu_check", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tools.gpu_check", *args], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
 
 
@@ -130,7 +130,7 @@ def test_record_uses_only_the_bundle(tmp_path: Path, bundle: Path, path_dir: Pat
     meta = json.loads((tmp_path / "trace" / "memq-record.json").read_text())
     assert meta["discarded_events"] == 0 and str(bundle) in meta["preload"][-1]
     # Every CUDA call of the workload is in the trace (read back with this checkout's decoder).
-    from ctf2perfetto.gpu_check import check_calls, read_trace
+    from tools.gpu_check import check_calls, read_trace
 
     calls = read_worklog(log)
     check = check_calls(calls, read_trace(tmp_path / "trace"))
@@ -284,7 +284,7 @@ def test_lttng_found_on_library_path_alone(bundle: Path, monkeypatch) -> None:
     import ctypes.util
 
     from ctf2perfetto.errors import MemqError
-    from ctf2perfetto.record import preload
+    from ctf2perfetto.capture import preload
 
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
     monkeypatch.setenv("LD_LIBRARY_PATH", f"/nonexistent:{bundle / 'lib'}")

@@ -242,7 +242,7 @@ def test_allocations_while_resolving_the_allocator(fake_gpu, tmp_path) -> None:
 
 def test_settings_reach_the_library_under_one_name() -> None:
     """The environment variable memq record sets is the one the library reads."""
-    from ctf2perfetto.record import preload
+    from ctf2perfetto.capture import preload
 
     header = (REPO / "preload" / "memq_heap.h").read_text()
     assert re.search(r'#define MEMQ_ENV_HOST_MIN_SIZE "(\w+)"', header).group(1) == preload.HOST_MIN_SIZE_ENV

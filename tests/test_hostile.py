@@ -30,8 +30,8 @@ from ctf2perfetto import analyses
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError
 from ctf2perfetto.events import EventBatch, EventKind as K, TraceInfo
-from ctf2perfetto.guard import guarded, join_thread
-from ctf2perfetto.write import write_trace
+from ctf2perfetto.ctf.guard import guarded, join_thread
+from ctf2perfetto.convert.write import write_trace
 from support.hostile import TIMEOUT_S, TraceCopy, run_cli
 from support.lttng import record
 
@@ -255,7 +255,7 @@ def test_join_thread_returns_once_the_thread_has_run_its_exit_destructors():
 
 def test_ctrl_c_stops_a_guarded_child(tmp_path):
     pid_file = tmp_path / "child.pid"
-    script = ("import os, sys\nfrom ctf2perfetto.cli import run_command\nfrom ctf2perfetto.guard import guarded\n"
+    script = ("import os, sys\nfrom ctf2perfetto.cli import run_command\nfrom ctf2perfetto.ctf.guard import guarded\n"
               f"def spin(beat):\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n    while True: pass\n"
               "sys.exit(run_command('x', lambda: guarded(spin, 'spin', 600)))\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
@@ -667,7 +667,7 @@ def test_memq_serve_reads_json_through_memqs_importer(tmp_path):
 
 
 def test_memq_open_answers_only_its_own_host_and_sane_paths(converted, capfd):
-    from ctf2perfetto.serve import UiServer
+    from ctf2perfetto.look.browser import UiServer
 
     with UiServer(converted, port=0) as server:
         def get(path: str, host: str) -> int:

@@ -190,7 +190,7 @@ def test_packets_decode_with_the_perfetto_protos() -> None:
     """A Kineto event's packet reads back, field by field, with the protobuf library (decimals as doubles)."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-    from ctf2perfetto.kineto.merge import event_packet
+    from ctf2perfetto.importers.kineto.merge import event_packet
 
     args = {"neg": -5, "big": 1 << 63, "f": Decimal("0.25"), "ok": True, "s": "x", "dims": [[1, 2]], "none": None}
     packet = pb.TracePacket.FromString(event_packet(1_700_000_000_123_456_789, 12345, pb.TrackEvent.TYPE_SLICE_BEGIN,

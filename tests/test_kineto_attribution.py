@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ctf2perfetto.attribution import attribute
+from ctf2perfetto.analysis.attribution import attribute
 from ctf2perfetto.engine import open_trace
 from support.fakes import build_fakes
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M
-from ctf2perfetto.model import (CNT_DEVICE, CNT_HOST, CNT_MANAGED, CNT_PINNED, CNT_REGISTERED, MemoryModel,
+from ctf2perfetto.convert.model import (CNT_DEVICE, CNT_HOST, CNT_MANAGED, CNT_PINNED, CNT_REGISTERED, MemoryModel,
                                 counter_key)
 
 PID = 100
@@ -223,8 +223,8 @@ def test_live_set_compaction_gives_the_same_result(monkeypatch):
         rows.append(heap(i, K.FREE if rng.random() < 0.4 else K.MALLOC, addr, int(rng.integers(1, 99)), pid=PID + i % 2))
     rows += COPY_LOG_SHIFTED
     whole, whole_model = run(rows)
-    monkeypatch.setattr("ctf2perfetto.liveset._COMPACT_MIN", 3)
-    monkeypatch.setattr("ctf2perfetto.liveset._MERGE_ALL_FACTOR", 0)  # always look the touched keys up
+    monkeypatch.setattr("ctf2perfetto.convert.liveset._COMPACT_MIN", 3)
+    monkeypatch.setattr("ctf2perfetto.convert.liveset._MERGE_ALL_FACTOR", 0)  # always look the touched keys up
     for splits in ((50, 51, 300), tuple(range(10, len(rows), 37))):
         part, part_model = run(rows, splits)
         assert part == whole and part_model.totals == whole_model.totals

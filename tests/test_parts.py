@@ -1,6 +1,6 @@
 """A recording cut into parts at quiet times, each part starting with the mirrors the previous one left alive
-(ctf2perfetto/parts.py, sql/memq/carried.sql): inside every part, the mirror figures are the whole trace's;
-merged (ctf2perfetto/wholerun.py), every analysis's output is the whole trace's.
+(ctf2perfetto/analysis/parts.py, sql/memq/carried.sql): inside every part, the mirror figures are the whole trace's;
+merged (ctf2perfetto/analysis/wholerun.py), every analysis's output is the whole trace's.
 
 Hypothesis draws logs as test_ranges does (plain and windowed cases, small blocks, loss) and a number of
 parts; the quiet points after each multiple of the part length cut the log into parts, each converted as a
@@ -30,12 +30,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctf2perfetto import analyses, wholerun
+from ctf2perfetto import analyses
+from ctf2perfetto.analysis import wholerun
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
-from ctf2perfetto.parts import BEGINNING, carry_out, each_part, quiet_points
-from ctf2perfetto.ranges import Range, RangeReport, clip
-from ctf2perfetto.write import write_trace
+from ctf2perfetto.analysis.parts import BEGINNING, carry_out, each_part, quiet_points
+from ctf2perfetto.convert.ranges import Range, RangeReport, clip
+from ctf2perfetto.convert.write import write_trace
 from support.rows import Rows, in_time_order
 from test_analyses_property import _int
 from test_ranges import SETTINGS, _split, recording

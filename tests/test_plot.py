@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ctf2perfetto.engine import open_trace
-from ctf2perfetto.plot import PlotData, collect, live_bytes, render, size_unit
+from ctf2perfetto.look.plot import PlotData, collect, live_bytes, render, size_unit
 from ui.browser import ARTIFACTS
 from ui.traces import converted, memq
 

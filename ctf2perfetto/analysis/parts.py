@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any, ContextManager
 
 import numpy as np
 
-from .errors import UsageError
-from .events import EventBatch, EventKind
-from .ranges import Range, RangeReport
+from ctf2perfetto.errors import UsageError
+from ctf2perfetto.events import EventBatch, EventKind
+from ctf2perfetto.convert.ranges import Range, RangeReport
 
 if TYPE_CHECKING:
-    from .write import ConvertSummary
+    from ctf2perfetto.convert.write import ConvertSummary
 
 _CONTENT_AFTER_LATER = 8  # GPU_COPY `content` bit: the copy completes later, in a GPU_COPY_DONE row
 # The first part's start: before every call, so that none is cut (the first row's begin, a Range's 0, need not
@@ -226,7 +226,7 @@ class Plan:
 def plan(trace_dir: Path, every_s: float, stage: Stage = no_stage) -> Plan:
     """The parts of about `every_s` seconds of an LTTng trace directory, cut at the first quiet time after each
     multiple of it (one decoding pass)."""
-    from .decode import decode
+    from ctf2perfetto.ctf.decode import decode
 
     if not every_s > 0 or every_s >= 1e9:  # NaN fails this too
         raise UsageError(f"--parts {every_s}: not a length of time in seconds (more than 0)")
@@ -246,7 +246,7 @@ def each_part(spans: list[Range], make: Callable[[Range, Path], ConvertSummary],
     """Each part in turn, written by `make(span, path)` (a conversion of the span, its summary holding the
     RangeReport), in a fresh trace_processor that has taken in the mirrors the previous part left alive (memory:
     one part at a time)."""
-    from .engine import open_trace
+    from ctf2perfetto.inputs import open_file
 
     carried, count = Carried(), len(spans)
     with tempfile.TemporaryDirectory(prefix="memq-parts-") as tmp:
@@ -260,7 +260,7 @@ def each_part(spans: list[Range], make: Callable[[Range, Path], ConvertSummary],
             zero = report.first_ts + summary.trace_offset_ns  # the recording's start on trace_processor's clock
             start = None if span.start == BEGINNING else zero + span.start
             end = None if span.end is None else zero + span.end
-            with open_trace(path, trace_processor=trace_processor) as engine:
+            with open_file(path, trace_processor=trace_processor) as engine:
                 carry_in(engine, carried, start)
                 yield Part(i, count, span, report, engine, start, end)
                 carried = carry_out(engine, end) if end is not None else Carried()

@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import analyses
-from .traceformat import names as N
-from .engine.rows import Rows, is_null
-from .errors import UsageError
-from .parts import Part, Plan, Stage, each_part, no_stage, plan
-from .ranges import Range
-from .write import ConvertSummary
+from ctf2perfetto import analyses
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.engine.rows import Rows, is_null
+from ctf2perfetto.errors import UsageError
+from ctf2perfetto.analysis.parts import Part, Plan, Stage, each_part, no_stage, plan
+from ctf2perfetto.convert.ranges import Range
+from ctf2perfetto.convert.write import ConvertSummary
 
 
 # -- what every analysis merges ---------------------------------------------------------------------
@@ -173,7 +173,7 @@ def _cut(trace_dir: Path, every_s: float, trace_processor: str | None, stage: St
     if not Path(trace_dir).is_dir():
         raise UsageError(f"{trace_dir}: --parts needs an LTTng trace directory (a converted trace is analysed "
                          "whole)")
-    from .pipeline import convert
+    from ctf2perfetto.pipeline import convert
 
     cuts = plan(Path(trace_dir), every_s, stage)
 

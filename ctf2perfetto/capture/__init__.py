@@ -27,8 +27,8 @@ Standard library only: the GPU bundle (scripts/gpu-bundle.sh) runs it with `pyth
 """
 from __future__ import annotations
 
-from .driver import record
-from .options import RecordOptions, parse_apis, parse_host_min_size
-from .result import RecordResult, summary
+from ctf2perfetto.capture.driver import record
+from ctf2perfetto.capture.options import RecordOptions, parse_apis, parse_host_min_size
+from ctf2perfetto.capture.result import RecordResult, summary
 
 __all__ = ["RecordOptions", "RecordResult", "parse_apis", "parse_host_min_size", "record", "summary"]

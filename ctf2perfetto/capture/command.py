@@ -7,7 +7,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from ..errors import MemqError
+from ctf2perfetto.errors import MemqError
 
 
 def resolve_command(argv0: str, env: dict[str, str]) -> str | None:

@@ -12,21 +12,21 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from .. import __version__
-from ..errors import MemqError
-from ..record_guard import start_guardian
-from .command import Signals, resolve_command, run_command
-from .lttng import Lttng, discarded_counts, ensure_sessiond, lttng_environment
-from .options import RecordOptions, check_options
-from .outdir import count_events, prepare_output, trace_size, undo_output, write_record
-from .plan import configure_session, enabled_settings, event_rules, host_settings
-from .preload import capture_env, child_environment, preload_list
-from .reach import read_reach, reach_warnings
-from .result import RecordResult, clock_reading
+from ctf2perfetto import __version__
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.capture.guardian import start_guardian
+from ctf2perfetto.capture.command import Signals, resolve_command, run_command
+from ctf2perfetto.capture.lttng import Lttng, discarded_counts, ensure_sessiond, lttng_environment
+from ctf2perfetto.capture.options import RecordOptions, check_options
+from ctf2perfetto.capture.outdir import count_events, prepare_output, trace_size, undo_output, write_record
+from ctf2perfetto.capture.plan import configure_session, enabled_settings, event_rules, host_settings
+from ctf2perfetto.capture.preload import capture_env, child_environment, preload_list
+from ctf2perfetto.capture.reach import read_reach, reach_warnings
+from ctf2perfetto.capture.result import RecordResult, clock_reading
 
 
 def record(options: RecordOptions, announce: Callable[[str], None] | None = None) -> RecordResult:
-    """Record `options.command` into `options.output`; see the package docstring (ctf2perfetto.record).
+    """Record `options.command` into `options.output`; see the package docstring (ctf2perfetto.capture).
 
     `announce` receives one line when the command starts (for a terminal).
     """

@@ -3,7 +3,7 @@
 memq record handles SIGINT, SIGTERM and SIGHUP itself, but nothing survives SIGKILL (or the
 OOM killer): its LTTng session would go on recording every instrumented process of the
 user. So right after `lttng create` it starts this guardian (`python3 -m
-ctf2perfetto.record_guard SESSION`) in a process session of its own, with a pipe on its
+ctf2perfetto.capture.guardian SESSION`) in a process session of its own, with a pipe on its
 stdin: JSON lines with what memq-record.json should say so far, then `done` once memq has
 destroyed the session and written the record itself. End of input without `done` means
 memq died: the guardian stops and destroys the session and, unless memq-record.json
@@ -59,10 +59,10 @@ class Guardian:
 
 def start_guardian(session: str, output: Path, partial: dict) -> Guardian:
     """Starts the guardian of `session` (writing to `output`); see the module docstring."""
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])  # the folder holding ctf2perfetto/
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "ctf2perfetto.record_guard", session, str(output)],
+    proc = subprocess.Popen([sys.executable, "-m", "ctf2perfetto.capture.guardian", session, str(output)],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=env)
     return Guardian(proc, partial)
@@ -75,8 +75,8 @@ def main(argv: list[str]) -> int:
     lines = sys.stdin.buffer.read().splitlines()
     if lines and lines[-1].strip() == DONE:
         return 0
-    from .record.lttng import Lttng, lttng_environment
-    from .record.outdir import RECORD_FILE, write_record
+    from ctf2perfetto.capture.lttng import Lttng, lttng_environment
+    from ctf2perfetto.capture.outdir import RECORD_FILE, write_record
 
     lttng = Lttng(lttng_environment())
     lttng.run("stop", session, check=False)

@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import MemqError
+from ctf2perfetto.errors import MemqError
 
 LTTNG_TIMEOUT_S = 120
 INSTALL_HINT = "install LTTng: apt-get install lttng-tools liblttng-ust1 (or run scripts/install.sh)"

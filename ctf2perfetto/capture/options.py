@@ -5,9 +5,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..capture import Capture
-from ..errors import UsageError
-from .plan import NUM_SUBBUF
+from ctf2perfetto.capture.triggers import Capture
+from ctf2perfetto.errors import UsageError
 
 APIS = ("hip", "cuda", "libc")
 MODES = ("blocking", "discard")
@@ -21,6 +20,9 @@ HOST_MIN_SIZE_MAX = 1 << 48  # beyond any heap block: no block would be an event
 # Content fingerprints of copies (docs/EVENTS.md "Content fingerprints"), passed to the preload library.
 CONTENT_MODES = ("sampled", "full", "off")
 SIZE_RE = re.compile(r"^[1-9]\d*[kKmMgG]?$")  # --subbuf-size
+
+# Sub-buffers per per-CPU ring buffer (lttng enable-channel --num-subbuf); their size: plan.subbuf_size().
+NUM_SUBBUF = 8
 
 
 @dataclass(frozen=True)

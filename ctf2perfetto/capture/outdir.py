@@ -9,7 +9,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from ..errors import MemqError, UsageError
+from ctf2perfetto.errors import MemqError, UsageError
 
 RECORD_FILE = "memq-record.json"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .lttng import Lttng
-    from .options import RecordOptions
+    from ctf2perfetto.capture.lttng import Lttng
+    from ctf2perfetto.capture.options import RecordOptions
 
 CHANNEL = "memq"
 # Finite, so a stuck consumer daemon delays the program (at most this long per
@@ -23,7 +23,6 @@ BLOCKING_TIMEOUT_US = 200_000
 # at `lttng start`: 0.15-0.3 s for 2 x 16 MiB here).
 SUBBUF_SIZE = "2M"
 SUBBUF_SIZE_THRESHOLD = "512k"
-NUM_SUBBUF = 8
 CONTEXTS = ("vpid", "vtid", "ip")
 
 # memq events that carry the `api` enum (HIP runtime 1..99 and VMM 401..449,

@@ -5,11 +5,11 @@ import ctypes.util
 import os
 from pathlib import Path
 
-from ..capture import CAPTURE_ENV, Capture
-from ..errors import MemqError
-from ..paths import native_library
-from .lttng import INSTALL_HINT
-from .reach import REACH_ENV
+from ctf2perfetto.capture.triggers import CAPTURE_ENV, Capture
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.paths import native_library
+from ctf2perfetto.capture.lttng import INSTALL_HINT
+from ctf2perfetto.capture.reach import REACH_ENV
 
 # LTTng's own preload helpers (liblttng-ust1): fork re-registers children
 # that fork without exec, dl reports libraries dlopen'ed after start-up.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import UsageError
+from ctf2perfetto.errors import UsageError
 
 CAPTURE_ENV = "MEMQ_CAPTURE"
 CAPTURE_RANGES = ("none", "profiler-api")

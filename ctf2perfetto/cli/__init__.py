@@ -13,9 +13,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Callable
 
-from ..errors import MemqError, error_text, set_program
+from ctf2perfetto.errors import MemqError, error_text, set_program
 
 
 def error_line(prog: str, message: str) -> None:
@@ -88,3 +89,24 @@ def ticking(text: str) -> Iterator[None]:
         thread.join()
         sys.stderr.write(f"\rmemq: {text} ... {time.monotonic() - start:.1f} s\n")
         sys.stderr.flush()
+
+
+def require_trace_file(path: Path) -> Path:
+    """`path` if it is a non-empty file; otherwise UsageError saying what it is instead."""
+    from ctf2perfetto.errors import UsageError
+
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, not a trace file; convert it first: "
+                         f"ctf2perfetto {path} -o out.pftrace")
+    if not path.exists():
+        raise UsageError(f"{path}: no such trace file")
+    if not path.is_file():  # a fifo would block for ever, a device never end
+        raise UsageError(f"{path}: not a regular file, not a trace")
+    if path.stat().st_size == 0:
+        raise UsageError(f"{path}: the trace file is empty")
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return path

@@ -17,10 +17,10 @@ import os
 import sys
 from typing import Any
 
-from ..engine.rows import Rows, is_null
-from . import ticking
-from ..errors import UsageError
-from .output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame, range_of, seconds
+from ctf2perfetto.engine.rows import Rows, is_null
+from ctf2perfetto.cli import ticking
+from ctf2perfetto.errors import UsageError
+from ctf2perfetto.cli.output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame, range_of, seconds
 
 COMMANDS = {
     "duplicated": "bytes duplicated between host and device over time: peak, when, mean; by direction, "
@@ -50,7 +50,7 @@ TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or
 
 
 def _has_attribution() -> bool:
-    return importlib.util.find_spec("ctf2perfetto.attribution") is not None
+    return importlib.util.find_spec("ctf2perfetto.analysis.attribution") is not None
 
 
 def add_parser(subparsers: Any) -> None:
@@ -78,7 +78,7 @@ TOP_ROWS = 20  # per-allocation / leak-group rows a human table shows (json/csv:
 
 
 def run(name: str, args: argparse.Namespace) -> int:
-    from .. import analyses
+    from ctf2perfetto import analyses
 
     span = range_of(args)
     if getattr(args, "parts", None) is not None:
@@ -113,8 +113,8 @@ def run(name: str, args: argparse.Namespace) -> int:
 
 
 def _run_in_parts(name: str, args: argparse.Namespace, span: Any) -> int:
-    """`--parts`: the whole run's figures, a part at a time (ctf2perfetto.wholerun)."""
-    from .. import wholerun
+    """`--parts`: the whole run's figures, a part at a time (ctf2perfetto.analysis.wholerun)."""
+    from ctf2perfetto.analysis import wholerun
 
     if span is not None:
         raise UsageError("--parts analyses the whole recording: leave out --from/--to")
@@ -142,8 +142,8 @@ def _run_in_parts(name: str, args: argparse.Namespace, span: Any) -> int:
 
 def _attributed(engine: Any, name: str, by: str, args: argparse.Namespace) -> Any:
     """Per-copy or per-mirror rows attributed to op / call site, summed per group."""
-    from .. import analyses
-    from ..attribution import attribute
+    from ctf2perfetto import analyses
+    from ctf2perfetto.analysis.attribution import attribute
 
     column = "op" if by == "op" else "callsite"
     if name == "redundant":
@@ -229,7 +229,7 @@ def _without(table: Rows, drop: set[str]) -> Rows:
 
 
 def _print(name: str, tables: dict[str, Rows], fmt: str, start: int) -> None:
-    from ..analyses import UPPER_BOUND, frame
+    from ctf2perfetto.analyses import UPPER_BOUND, frame
 
     first = next(iter(tables.values()))
     notes = [UPPER_BOUND]

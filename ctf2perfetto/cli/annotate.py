@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from .output import add_engine_args, add_unified_arg
+from ctf2perfetto.cli.output import add_engine_args, add_unified_arg
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -34,11 +34,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..annotate import annotation_packets, collect, require_protobuf_trace, write_annotated
-    from ..engine import open_trace
-    from . import stderr_is_terminal
-    from ..outfiles import check_output
-    from .open import require_trace_file
+    from ctf2perfetto.look.annotate import annotation_packets, collect, require_protobuf_trace, write_annotated
+    from ctf2perfetto.inputs import open_file
+    from ctf2perfetto.cli import stderr_is_terminal
+    from ctf2perfetto.outfiles import check_output
+    from ctf2perfetto.cli import require_trace_file
 
     require_trace_file(args.trace)
     check_output(args.output, inputs=[args.trace])
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if stderr_is_terminal():
         print(f"memq annotate: loading {args.trace} and running the analyses ...", file=sys.stderr, flush=True)
-    with open_trace(args.trace, trace_processor=args.trace_processor) as engine:
+    with open_file(args.trace, trace_processor=args.trace_processor) as engine:
         notes = collect(engine, args.unified)
     packets = annotation_packets(notes)
     write_annotated(args.trace, args.output, packets)

@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import run_command, stderr_is_terminal
-from .output import add_range_args, range_of
+from ctf2perfetto.cli import run_command, stderr_is_terminal
+from ctf2perfetto.cli.output import add_range_args, range_of
 
 DESCRIPTION = (
     "Convert the LTTng trace(s) under TRACE_DIR (a `memq record` output, or any LTTng output directory with "
@@ -133,7 +133,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def convert(args: argparse.Namespace, prog: str) -> int:
-    from ..pipeline import convert as convert_trace, keep_freed_memory
+    from ctf2perfetto.pipeline import convert as convert_trace, keep_freed_memory
 
     span = range_of(args)
     keep_freed_memory()
@@ -155,11 +155,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .memq import _ArgumentParser
+    from ctf2perfetto.cli.memq import _ArgumentParser
 
     parser = _ArgumentParser(prog="ctf2perfetto", description=DESCRIPTION, epilog=EPILOG,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    from .. import __version__
+    from ctf2perfetto import __version__
 
     parser.add_argument("--version", action="version", version=f"ctf2perfetto {__version__}")
     _add_arguments(parser)

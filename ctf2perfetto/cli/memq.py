@@ -10,8 +10,8 @@ import argparse
 import importlib
 import sys
 
-from . import run_command
-from .. import __version__
+from ctf2perfetto.cli import run_command
+from ctf2perfetto import __version__
 
 # subcommand module (ctf2perfetto.cli.<name>) in the order `--help` lists them.
 SUBCOMMAND_MODULES = [

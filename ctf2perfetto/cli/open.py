@@ -51,30 +51,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def require_trace_file(path: Path) -> Path:
-    """`path` if it is a non-empty file; otherwise UsageError saying what it is instead."""
-    from ..errors import UsageError
-
-    if path.is_dir():
-        raise UsageError(f"{path}: is a directory, not a trace file; convert it first: "
-                         f"ctf2perfetto {path} -o out.pftrace")
-    if not path.exists():
-        raise UsageError(f"{path}: no such trace file")
-    if not path.is_file():  # a fifo would block for ever, a device never end
-        raise UsageError(f"{path}: not a regular file, not a trace")
-    if path.stat().st_size == 0:
-        raise UsageError(f"{path}: the trace file is empty")
-    try:
-        with path.open("rb") as f:
-            f.read(1)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
-    from ..traceformat.ui import startup_commands
+    from ctf2perfetto.errors import UsageError
+    from ctf2perfetto.traceformat.ui import startup_commands
+
+    from ctf2perfetto.cli import require_trace_file
 
     require_trace_file(args.trace)
     # memq's own commands first; a file's copy of one (ui_plugins/startup_commands.json pins the same tracks)
@@ -86,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
         if args.trace_processor or args.allow_origin:
             raise UsageError("--trace-processor and --allow-origin need --engine memq")
         return _run_browser_engine(args, commands)
-    from ..rpcserver import DEFAULT_PORT
-    from .serve import serve_until_stopped, start_server
+    from ctf2perfetto.look.rpcserver import DEFAULT_PORT
+    from ctf2perfetto.cli.serve import serve_until_stopped, start_server
 
     server = start_server(args, DEFAULT_PORT if args.port is None else args.port)
     return serve_until_stopped(server, "memq open", commands, use_loaded_trace=True,
@@ -96,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_browser_engine(args: argparse.Namespace, commands: list[dict]) -> int:
     """The UI's own WebAssembly engine loads the trace, fetched from this server."""
-    from ..engine.source import servable_trace
+    from ctf2perfetto.inputs import servable_trace
 
     with tempfile.TemporaryDirectory(prefix="memq-open-") as converted:
         served = servable_trace(args.trace, Path(converted))
@@ -105,7 +86,7 @@ def _run_browser_engine(args: argparse.Namespace, commands: list[dict]) -> int:
 
 def _serve_ui(args: argparse.Namespace, served: Path, commands: list[dict]) -> int:
     """The UI and `served` (args.trace, or its conversion) on 127.0.0.1 until Ctrl-C."""
-    from ..serve import DEFAULT_PORT, UiServer, ssh_tunnel_line
+    from ctf2perfetto.look.browser import DEFAULT_PORT, UiServer, ssh_tunnel_line
 
     server = UiServer(served, port=DEFAULT_PORT if args.port is None else args.port)
     try:
@@ -144,7 +125,7 @@ def _startup_commands(path: Path) -> list[dict]:
     """The commands in a startup-commands JSON file, checked against the shape the UI accepts."""
     import json
 
-    from ..errors import UsageError
+    from ctf2perfetto.errors import UsageError
 
     try:
         commands = json.loads(path.read_text())

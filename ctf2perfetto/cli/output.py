@@ -14,7 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..engine.rows import Rows, is_null
+from ctf2perfetto.engine.rows import Rows, is_null
 
 if TYPE_CHECKING:  # pandas is imported where a frame is printed: every command builds this parser,
     import pandas as pd  # and `memq record` must not pay 0.4 s for it
@@ -62,7 +62,7 @@ def seconds(text: str) -> float:
 
 
 def add_range_args(parser: argparse.ArgumentParser, what: str = "convert only") -> None:
-    """Add `--from SEC` and `--to SEC` (ctf2perfetto.ranges; `args.range_from`, `args.range_to` in seconds)."""
+    """Add `--from SEC` and `--to SEC` (ctf2perfetto.convert.ranges; `args.range_from`, `args.range_to` in seconds)."""
     parser.add_argument("--from", dest="range_from", type=seconds, metavar="SEC",
                         help=f"{what} from SEC seconds (or 10m, 1.5h, 250ms) after the start of the trace (0 on "
                              "the timeline of the "
@@ -83,7 +83,7 @@ def range_of(args: argparse.Namespace) -> Any:
     """The ranges.Range of `--from/--to` (a UsageError for bad values), None when neither is given."""
     if args.range_from is None and args.range_to is None:
         return None
-    from ..ranges import Range  # numpy and the model: only where a range is asked for
+    from ctf2perfetto.convert.ranges import Range  # numpy and the model: only where a range is asked for
 
     return Range.from_seconds(args.range_from, args.range_to)
 

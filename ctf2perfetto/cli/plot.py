@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .output import add_engine_args, add_unified_arg
+from ctf2perfetto.cli.output import add_engine_args, add_unified_arg
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -28,12 +28,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..engine import open_trace
-    from ..errors import UsageError
-    from ..outfiles import check_output
-    from . import stderr_is_terminal
-    from .open import require_trace_file
-    from ..plot import collect, render
+    from ctf2perfetto.inputs import open_file
+    from ctf2perfetto.errors import UsageError
+    from ctf2perfetto.outfiles import check_output
+    from ctf2perfetto.cli import stderr_is_terminal
+    from ctf2perfetto.cli import require_trace_file
+    from ctf2perfetto.look.plot import collect, render
 
     require_trace_file(args.trace)
     if args.output.suffix.lower() != ".png":
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.output, inputs=[args.trace])
     if stderr_is_terminal():
         print(f"memq plot: loading {args.trace} and running the analyses ...", file=sys.stderr, flush=True)
-    with open_trace(args.trace, trace_processor=args.trace_processor) as engine:
+    with open_file(args.trace, trace_processor=args.trace_processor) as engine:
         data = collect(engine, args.unified)
     render(data, args.output, f"memq: {args.trace.name}")
     print(f"memq plot: wrote {args.output}", file=sys.stderr)

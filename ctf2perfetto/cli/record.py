@@ -106,10 +106,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import stderr_is_terminal
-    from ..capture import Capture
-    from ..errors import UsageError
-    from ..record import RecordOptions, parse_apis, parse_host_min_size, record, summary
+    from ctf2perfetto.cli import stderr_is_terminal
+    from ctf2perfetto.capture.triggers import Capture
+    from ctf2perfetto.errors import UsageError
+    from ctf2perfetto.capture import RecordOptions, parse_apis, parse_host_min_size, record, summary
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -131,6 +131,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from .memq import main
+    from ctf2perfetto.cli.memq import main
 
     sys.exit(main(modules=["record"]))

@@ -49,7 +49,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..rpcserver import DEFAULT_PORT
+    from ctf2perfetto.look.rpcserver import DEFAULT_PORT
 
     return serve_until_stopped(start_server(args, DEFAULT_PORT if args.port is None else args.port), "memq serve")
 
@@ -71,10 +71,10 @@ def serve_until_stopped(server, prog: str, startup_commands: list[dict] | None =
 
 def start_server(args: argparse.Namespace, port: int):
     """Check the arguments, load the trace and start serving (a MemqServer)."""
-    from ..rpcserver import MemqServer
-    from ..rpcserver.access import normalize_origin
-    from ..serve import trace_processor_binary
-    from .open import require_trace_file
+    from ctf2perfetto.look.rpcserver import MemqServer
+    from ctf2perfetto.look.rpcserver.access import normalize_origin
+    from ctf2perfetto.look.browser import trace_processor_binary
+    from ctf2perfetto.cli import require_trace_file
 
     require_trace_file(args.trace)
     origins = tuple(normalize_origin(o) for o in args.allow_origin)
@@ -83,9 +83,9 @@ def start_server(args: argparse.Namespace, port: int):
 
 def print_banner(server, startup_commands: list[dict] | None = None, use_loaded_trace: bool = False) -> None:
     """What the user opens, from here or from a laptop."""
-    from ..rpcserver.access import PERFETTO_UI_ORIGIN
-    from ..rpcserver.page import UI_RPC_PORT
-    from ..serve import ssh_tunnel_line
+    from ctf2perfetto.look.rpcserver.access import PERFETTO_UI_ORIGIN
+    from ctf2perfetto.look.rpcserver.page import UI_RPC_PORT
+    from ctf2perfetto.look.browser import ssh_tunnel_line
 
     status = server.session.engine_status
     stock_ui = PERFETTO_UI_ORIGIN + ("" if server.port == UI_RPC_PORT else f"/#!/?rpc_port={server.port}")

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .output import add_engine_args, add_format_arg
+from ctf2perfetto.cli.output import add_engine_args, add_format_arg
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +49,7 @@ MAX_QUERY_BYTES = 16 << 20
 
 def read_query(args: argparse.Namespace) -> str:
     """The query text from QUERY, '-' (stdin) or --file; UsageError unless exactly one is given."""
-    from ..errors import UsageError
+    from ctf2perfetto.errors import UsageError
 
     if (args.query is None) == (args.file is None):
         raise UsageError("give the query either as QUERY (or '-' for stdin) or with --file, not both or neither")
@@ -74,11 +74,11 @@ def read_query(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..engine import open_trace
-    from .output import print_frame
+    from ctf2perfetto.inputs import open_file
+    from ctf2perfetto.cli.output import print_frame
 
     query = read_query(args)
-    with open_trace(args.trace, trace_processor=args.trace_processor) as engine:
+    with open_file(args.trace, trace_processor=args.trace_processor) as engine:
         frame = engine.query(query)
     print_frame(frame, args.format)
     return 0

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .events import TraceInfo
-from .traceformat import names as N
-from .traceformat.packets import fixed_varint as _varint
+from ctf2perfetto.events import TraceInfo
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat.packets import fixed_varint as _varint
 
 
 @dataclass(frozen=True)

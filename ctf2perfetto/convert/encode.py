@@ -19,10 +19,10 @@ from typing import Any
 from pathlib import Path
 
 import numpy as np
-from .errors import MemqError
-from .paths import native_library
-from .traceformat import names as N
-from .traceformat import packets as P
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.paths import native_library
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
 
 ARG_INT, ARG_UINT, ARG_POINTER, ARG_STRING = 0, 1, 2, 3
 

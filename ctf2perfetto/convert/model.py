@@ -35,8 +35,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .events import HEAP_FREE_KINDS, HEAP_KINDS, EventBatch, EventKind, MemKind
-from .liveset import NEVER, Allocs, LiveSet, sort_by_space_addr
+from ctf2perfetto.events import HEAP_FREE_KINDS, HEAP_KINDS, EventBatch, EventKind, MemKind
+from ctf2perfetto.convert.liveset import NEVER, Allocs, LiveSet, sort_by_space_addr
 
 # Address-space classes: which free can end an allocation.
 CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4

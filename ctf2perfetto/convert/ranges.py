@@ -41,10 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import UsageError
-from .events import EventBatch, EventKind, MemKind, WindowCause
-from .model import MemoryModel
-from .windows import Windows
+from ctf2perfetto.errors import UsageError
+from ctf2perfetto.events import EventBatch, EventKind, MemKind, WindowCause
+from ctf2perfetto.convert.model import MemoryModel
+from ctf2perfetto.convert.windows import Windows
 
 _NS = 1_000_000_000
 _CONTENT_AFTER_LATER = 8  # GPU_COPY `content` bit: the after-fingerprint comes in a GPU_COPY_DONE row

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import EventBatch, EventKind, WindowCause
-from .traceformat import names as N
+from ctf2perfetto.events import EventBatch, EventKind, WindowCause
+from ctf2perfetto.traceformat import names as N
 
 
 def cause_name(code: int) -> str:

@@ -28,7 +28,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import MemqError
+from ctf2perfetto.errors import MemqError
 
 METADATA = "metadata"
 INDEX_DIR = "index"

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import MemqError, UsageError, error_text
-from .events import COLUMNS, EventBatch, EventKind, TraceInfo
-from .guard import MemoryBound, bound_seconds, guarded, join_thread
-from .paths import native_library
-from .preflight import SALVAGE_HINT, Preflight
-from .salvage import SalvagedCopy
+from ctf2perfetto.errors import MemqError, UsageError, error_text
+from ctf2perfetto.events import COLUMNS, EventBatch, EventKind, TraceInfo
+from ctf2perfetto.ctf.guard import MemoryBound, bound_seconds, guarded, join_thread
+from ctf2perfetto.paths import native_library
+from ctf2perfetto.ctf.preflight import SALVAGE_HINT, Preflight
+from ctf2perfetto.ctf.salvage import SalvagedCopy
 
 RECORD_FILE = "memq-record.json"
 SALVAGE_STEP_ROWS = 1024  # salvage's reads note where each stream stands after this many rows

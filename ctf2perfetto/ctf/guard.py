@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from .errors import MemqError
+from ctf2perfetto.errors import MemqError
 
 DEFAULT_SECONDS = 60.0
 TIMEOUT_ENV = "MEMQ_GUARD_SECONDS"  # the no-progress bound, in seconds

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .ctfcheck import Loss, TraceCheck, TraceProblem, check_trace
-from .errors import MemqError
-from .events import TraceInfo
-from .guard import guarded
+from ctf2perfetto.ctf.check import Loss, TraceCheck, TraceProblem, check_trace
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.events import TraceInfo
+from ctf2perfetto.ctf.guard import guarded
 
 SALVAGE_HINT = "; --salvage converts what is readable"
 T = TypeVar("T")

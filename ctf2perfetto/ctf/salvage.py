@@ -3,7 +3,7 @@
 babeltrace2 refuses a whole trace when one stream file ends mid-packet, and stops
 the whole graph at the first undecodable packet. The copy links every intact file
 to the original (the input is never modified), writes a truncated copy of each
-damaged stream file ending at its last good packet (where ctf2perfetto.ctfcheck
+damaged stream file ending at its last good packet (where ctf2perfetto.ctf.check
 found the first problem), leaves out stray and unreadable files, and drops the
 stale `index/` of the traces it cut. Then it reads the copy to the end with the
 decoder (in a guarded child process: whatever the library does, this process
@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .ctfcheck import INDEX_DIR, METADATA, IndexEntry, Loss, StreamScan, TraceCheck
-from .errors import MemqError
-from .outfiles import pid_alive
+from ctf2perfetto.ctf.check import INDEX_DIR, METADATA, IndexEntry, Loss, StreamScan, TraceCheck
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.outfiles import pid_alive
 
 MAX_ATTEMPTS = 10000
 PREFIX = "memq-salvage-"

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import os
 
-from .base import Engine
-from .native import ENV_VAR, NativeEngine, check_binary
-from .source import trace_source
+from ctf2perfetto.engine.base import Engine
+from ctf2perfetto.engine.native import ENV_VAR, NativeEngine, check_binary
+from ctf2perfetto.engine.source import TraceSource, trace_source
 
 __all__ = ["Engine", "open_trace"]
 
 
-def open_trace(source: str | os.PathLike[str] | bytes, *, trace_processor: str | os.PathLike[str] | None = None
+def open_trace(source: str | os.PathLike[str] | bytes | TraceSource, *, trace_processor: str | os.PathLike[str] | None = None
                ) -> Engine:
-    """Load a trace (a file path, or the trace's bytes) into trace_processor.
+    """Load a Perfetto trace (a file path, or the trace's bytes) into trace_processor, as it is: memq's inputs
+    (LTTng directories, JSON profiler traces, other tools' traces) are converted first by ctf2perfetto.inputs.
 
     Raises UsageError (exit 2) for a missing file or a directory, MemqError
     (exit 1) for anything trace_processor cannot read.
@@ -32,6 +33,6 @@ def open_trace(source: str | os.PathLike[str] | bytes, *, trace_processor: str |
         return NativeEngine(trace, check_binary(trace_processor, "--trace-processor"))
     if os.environ.get(ENV_VAR):
         return NativeEngine(trace, check_binary(os.environ[ENV_VAR], ENV_VAR))
-    from .embedded import EmbeddedEngine
+    from ctf2perfetto.engine.embedded import EmbeddedEngine
 
     return EmbeddedEngine(trace)

@@ -6,8 +6,8 @@ import re
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ..errors import MemqError
-from .rows import Rows
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.engine.rows import Rows
 
 if TYPE_CHECKING:  # frames are made on demand: the command line prints Rows and never imports pandas
     import pandas as pd

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import MemqError
+from ctf2perfetto.errors import MemqError
 
 # Least memory trace_processor takes per byte of protobuf trace (bench/engine_ingest.py).
 INGEST_FACTOR = 3.2

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import MemqError
-from .base import Engine, sql_error
-from .capacity import check_fits
-from .rows import Rows
-from .source import TraceSource
-from .sql_package import PACKAGE, sql_modules
-from .wasm import WasmTrap, WasmTraceProcessor
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.engine.base import Engine, sql_error
+from ctf2perfetto.engine.capacity import check_fits
+from ctf2perfetto.engine.rows import Rows
+from ctf2perfetto.engine.source import TraceSource
+from ctf2perfetto.engine.sql_package import PACKAGE, sql_modules
+from ctf2perfetto.engine.wasm import WasmTrap, WasmTraceProcessor
 
 # Traces whose (uncompressed) size exceeds this use the memory64 build. trace_processor
 # holds 3-6x a trace's size while importing it (bench/engine_ingest.py prints the heap

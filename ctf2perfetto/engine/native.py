@@ -5,12 +5,12 @@ import io
 import os
 from pathlib import Path
 
-from ..errors import MemqError, UsageError
-from ..paths import sql_package_dir
-from .base import Engine, sql_error
-from .rows import Rows
-from .sql_package import PACKAGE
-from .source import TraceSource
+from ctf2perfetto.errors import MemqError, UsageError
+from ctf2perfetto.paths import sql_package_dir
+from ctf2perfetto.engine.base import Engine, sql_error
+from ctf2perfetto.engine.rows import Rows
+from ctf2perfetto.engine.sql_package import PACKAGE
+from ctf2perfetto.engine.source import TraceSource
 
 ENV_VAR = "MEMQ_TRACE_PROCESSOR"
 

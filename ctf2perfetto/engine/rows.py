@@ -53,7 +53,7 @@ class Rows:
     def from_batches(cls, column_names: list[str], batches: list[Any]) -> "Rows":
         """A query result; its rows are decoded when first read."""
         def frame() -> pd.DataFrame:
-            from .frames import typed_frame
+            from ctf2perfetto.engine.frames import typed_frame
 
             return typed_frame(column_names, batches)
 
@@ -69,7 +69,7 @@ class Rows:
             import pandas as pd
 
             if as_query:
-                from .frames import values_frame
+                from ctf2perfetto.engine.frames import values_frame
 
                 return values_frame(columns, rows)
             return pd.DataFrame(records, columns=columns)

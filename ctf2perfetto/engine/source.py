@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import MemqError, UsageError
-from .framing import ProtoFraming, is_protobuf_trace
+from ctf2perfetto.errors import MemqError, UsageError
+from ctf2perfetto.engine.framing import ProtoFraming, is_protobuf_trace
 
 CHUNK_BYTES = 4 << 20  # bytes read from the file per append request
 
@@ -116,8 +116,11 @@ class TraceSource:
         return max(struct.unpack("<I", trailer)[0], self.size)
 
 
-def trace_source(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> TraceSource:
-    """Check a trace argument: UsageError for a missing file or a directory, MemqError for an empty trace."""
+def trace_source(source: str | os.PathLike[str] | bytes | bytearray | memoryview | TraceSource) -> TraceSource:
+    """Check a trace argument: UsageError for a missing file or a directory, MemqError for an empty trace
+    (a TraceSource is checked already)."""
+    if isinstance(source, TraceSource):
+        return source
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         if not data:
@@ -139,34 +142,14 @@ def trace_source(source: str | os.PathLike[str] | bytes | bytearray | memoryview
         raise MemqError(f"{path}: empty file, not a trace")
     source = TraceSource(label=str(path), size=size, path=path)
     try:
-        head = source.head(4096)
+        source.head(4096)  # readable at all: one line now rather than trace_processor's later
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if JsonEventsCheck.applies(head) or head.lstrip()[:1] == b"[":
-        return json_trace(source)
     return source
 
 
-def json_trace(source: TraceSource) -> TraceSource:
-    """A JSON trace (Kineto, Chrome) converted by memq's own importer (kineto.standalone_trace), the one
-    `ctf2perfetto --kineto` uses: trace_processor's JSON importer drops an event that partly overlaps
-    another on its track, copies included."""
-    from ..kineto import standalone_trace
-
-    for _ in source.checked_chunks():  # a JSON object without traceEvents: the same one line as before
-        pass
-    data = standalone_trace(source.path)
-    return TraceSource(label=source.label, size=len(data), data=data)
-
-
-
-def servable_trace(trace: Path, directory: Path) -> Path:
-    """`trace` as a file any trace processor reads as memq does: a JSON trace converted by memq's importer
-    (json_trace) into `directory`, any other trace itself. For what reads files, not memq's engine: the
-    Perfetto UI's own engine, a native trace_processor_shell."""
-    source = trace_source(trace)
-    if source.data is None:
-        return trace
-    served = directory / f"{trace.name}.pftrace"
-    served.write_bytes(source.data)
-    return served
+def is_json_trace(source: TraceSource) -> bool:
+    """True for a JSON trace (Kineto, Chrome; plain or gzipped): memq converts those before the engine loads them
+    (ctf2perfetto.inputs)."""
+    head = source.head(4096)
+    return JsonEventsCheck.applies(head) or head.lstrip()[:1] == b"["

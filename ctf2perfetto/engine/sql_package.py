@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..paths import sql_package_dir
+from ctf2perfetto.paths import sql_package_dir
 
 PACKAGE = "memq"
 

@@ -37,8 +37,8 @@ from typing import Any, Callable
 
 import wasmtime
 
-from ..errors import MemqError
-from .capacity import WHAT_TO_DO, may_grow
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.engine.capacity import WHAT_TO_DO, may_grow
 
 WASM_32 = "trace_processor.wasm"
 WASM_64 = "trace_processor_memory64.wasm"

@@ -28,11 +28,11 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .errors import MemqError, UsageError
-from .outfiles import AtomicOutput
-from .traceformat import names as N
-from .traceformat import packets as P
-from .traceformat import tracks as T
+from ctf2perfetto.errors import MemqError, UsageError
+from ctf2perfetto.outfiles import AtomicOutput
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
+from ctf2perfetto.traceformat import tracks as T
 
 A = N.A
 
@@ -201,7 +201,7 @@ def _leaks(out: _Packets, leaks: pd.DataFrame, trace_end: int) -> None:
 
 def collect(engine: Any, unified: str = "auto") -> Annotations:
     """Run the analyses on an open engine and shape their results for `annotation_packets`."""
-    from . import analyses
+    from ctf2perfetto import analyses
 
     trace = analyses.module_query(engine, ("trace",), "SELECT annotated, end_ts FROM memq_trace").iloc[0]
     if trace["annotated"]:

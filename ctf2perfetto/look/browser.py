@@ -10,7 +10,7 @@ build asks `/vizviewer_info` and then loads `/localtrace` (vizviewer's protocol,
 emulated here).
 
 This is the UI with its own in-browser engine (`memq open --engine browser`); memq's
-trace processor behind the UI is ctf2perfetto.rpcserver (`memq serve`).
+trace processor behind the UI is ctf2perfetto.look.rpcserver (`memq serve`).
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from .errors import MemqError, UsageError
-from .traceformat.ui import settings_script
+from ctf2perfetto.errors import MemqError, UsageError
+from ctf2perfetto.traceformat.ui import settings_script
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 10000  # trace_processor's default CORS list allows http://127.0.0.1:10000
@@ -342,7 +342,7 @@ def ssh_tunnel_line(*ports: int) -> str:
 
 def trace_processor_binary(explicit: str | None) -> Path | None:
     """The native trace_processor_shell to use: --trace-processor, else $MEMQ_TRACE_PROCESSOR, else none."""
-    from .engine.native import ENV_VAR, check_binary
+    from ctf2perfetto.engine.native import ENV_VAR, check_binary
 
     if explicit:
         return check_binary(explicit, "--trace-processor")

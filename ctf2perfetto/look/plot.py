@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import MemqError
-from .outfiles import AtomicOutput
-from .traceformat import names as N
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.outfiles import AtomicOutput
+from ctf2perfetto.traceformat import names as N
 
 # The live-bytes counters (memq.counters), summed over processes into one line per kind; device memory
 # has one line per GPU, named after its track.
@@ -66,7 +66,7 @@ def live_bytes(counters: pd.DataFrame) -> pd.DataFrame:
 
 def collect(engine: Any, unified: str = "auto") -> PlotData:
     """Query everything the figure shows from an open engine."""
-    from . import analyses
+    from ctf2perfetto import analyses
 
     totals = analyses.redundant(engine, unified)
     totals = totals[totals["pid"].isna() & totals["applies"].astype(bool)]

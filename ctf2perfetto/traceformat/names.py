@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..events import EventKind, MemKind
+from ctf2perfetto.events import EventKind, MemKind
 
 # -- packet sequences (trusted_packet_sequence_id) -------------------------------------------------
 SEQ_MEMQ = 1  # the converter's events (interned names, state cleared once)
@@ -51,7 +51,7 @@ KINETO_RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 EVENT_TRACE_INFO = "memq trace info"
 EVENT_COPY_DONE = "copy done"
 # memq.lost slice names: a LOST row's aux2 (events.py: 0 events, 1 packets), then the losses the files
-# show (TraceInfo.losses, ctf2perfetto.preflight): packets index/ lists that are gone, packets --salvage
+# show (TraceInfo.losses, ctf2perfetto.ctf.preflight): packets index/ lists that are gone, packets --salvage
 # cut away.
 LOSS_EVENTS, LOSS_PACKETS, LOSS_MISSING, LOSS_DROPPED = 0, 1, 2, 3
 LOSS_NAMES = {LOSS_EVENTS: "lost events", LOSS_PACKETS: "lost packets", LOSS_MISSING: "missing packets",

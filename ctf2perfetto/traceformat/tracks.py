@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 
-from . import names as N
-from . import packets as P
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
 
 
 @lru_cache(maxsize=None)

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import names as N
+from ctf2perfetto.traceformat import names as N
 
 A = N.A
 DEVICE_COUNTER_GLOB = "GPU * device live bytes"

@@ -1,4 +1,4 @@
--- What attribution (ctf2perfetto/attribution.py) maps copies, mirrors and allocations onto: the event
+-- What attribution (ctf2perfetto/analysis/attribution.py) maps copies, mirrors and allocations onto: the event
 -- that carries a key on its thread, the PyTorch ops of each thread, and the binaries each process loaded.
 
 -- The event that carries `debug.<key>` (`call_id`: the API call; `alloc_id`: the allocating heap or API

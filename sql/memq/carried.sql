@@ -2,7 +2,7 @@
 --
 -- A recording too long for one trace_processor is analysed a part at a time, each part
 -- a range of it (ctf2perfetto --from/--to) in a fresh trace_processor
--- (ctf2perfetto.parts). A copy made before a part can still be mirrored inside it: the
+-- (ctf2perfetto.analysis.parts). A copy made before a part can still be mirrored inside it: the
 -- mirror pieces alive at the part's start are *carried in* through these two tables,
 -- which the caller creates and fills before including any memq module. They are empty
 -- otherwise. memq.mirrors treats each carried piece as a copy that completed at the

@@ -3,7 +3,7 @@
 Pinned DataLoader batches moved with `.to('cuda', non_blocking=True)`, a two-layer
 MLP, `loss.item()` every step (a device-to-host copy and a sync) and
 `torch.cuda.synchronize()` around the timed part. Writes LOG (JSON) with what the
-checker (ctf2perfetto/gpu_check.py) compares the trace against: the caching
+checker (tools/gpu_check.py) compares the trace against: the caching
 allocator's segment count (one cudaMalloc each), the pinned host allocator's
 counters, the bytes the loop moved, and the steady-state loop time.
 

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# LTTng stream packet header + context (ctf2perfetto/ctfcheck.py): byte offsets and formats.
+# LTTng stream packet header + context (ctf2perfetto/ctf/check.py): byte offsets and formats.
 FIELDS = {"magic": (0, "<I"), "stream_id": (20, "<I"), "timestamp_begin": (32, "<Q"), "timestamp_end": (40, "<Q"),
           "content_size": (48, "<Q"), "packet_size": (56, "<Q"), "packet_seq_num": (64, "<Q")}
 UNPRIVILEGED = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]  # root without CAP_DAC_OVERRIDE

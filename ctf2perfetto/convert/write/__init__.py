@@ -21,22 +21,22 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from .. import clocks
-from ..encode import copy_patched
-from ..errors import MemqError
-from ..events import EventBatch, EventKind, TraceInfo
-from ..model import MemoryModel, kind_in
-from ..windows import Windows
-from ..outfiles import AtomicOutput
-from ..traceformat import names as N
-from ..traceformat import packets as P
-from ..traceformat import tracks as T
-from .gpu import GpuWriter
-from .heap import HEAP_EVENTS, HeapWriter
-from .meta import MetaWriter, placed_losses
-from .registry import TrackRegistry
-from .stream import PacketStream, counter_table
-from .windows import WindowWriter
+from ctf2perfetto.convert import clocks
+from ctf2perfetto.convert.encode import copy_patched
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.events import EventBatch, EventKind, TraceInfo
+from ctf2perfetto.convert.model import MemoryModel, kind_in
+from ctf2perfetto.convert.windows import Windows
+from ctf2perfetto.outfiles import AtomicOutput
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
+from ctf2perfetto.traceformat import tracks as T
+from ctf2perfetto.convert.write.gpu import GpuWriter
+from ctf2perfetto.convert.write.heap import HEAP_EVENTS, HeapWriter
+from ctf2perfetto.convert.write.meta import MetaWriter, placed_losses
+from ctf2perfetto.convert.write.registry import TrackRegistry
+from ctf2perfetto.convert.write.stream import PacketStream, counter_table
+from ctf2perfetto.convert.write.window_tracks import WindowWriter
 
 
 @dataclass

@@ -5,12 +5,12 @@ import numpy as np
 
 from typing import Callable
 
-from ..encode import ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, Patches, arg_values
-from ..events import EventBatch, EventKind, MemKind
-from ..model import ModelBatch
-from ..traceformat import names as N
-from .registry import TrackRegistry
-from .stream import PacketStream, each_distinct, instant_table, slice_table
+from ctf2perfetto.convert.encode import ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, Patches, arg_values
+from ctf2perfetto.events import EventBatch, EventKind, MemKind
+from ctf2perfetto.convert.model import ModelBatch
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.convert.write.registry import TrackRegistry
+from ctf2perfetto.convert.write.stream import PacketStream, each_distinct, instant_table, slice_table
 
 A = N.A
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..encode import ARG_INT, ARG_POINTER, ARG_UINT, Table, arg_values
-from ..events import HEAP_ROW_KINDS, EventBatch, EventKind
-from ..model import CNT_HOST, ModelBatch, counter_key, kind_in
-from ..traceformat import names as N
-from ..traceformat import packets as P
-from ..traceformat import tracks as T
-from .registry import TrackRegistry
-from .stream import PacketStream
+from ctf2perfetto.convert.encode import ARG_INT, ARG_POINTER, ARG_UINT, Table, arg_values
+from ctf2perfetto.events import HEAP_ROW_KINDS, EventBatch, EventKind
+from ctf2perfetto.convert.model import CNT_HOST, ModelBatch, counter_key, kind_in
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
+from ctf2perfetto.traceformat import tracks as T
+from ctf2perfetto.convert.write.registry import TrackRegistry
+from ctf2perfetto.convert.write.stream import PacketStream
 
 A = N.A
 HEAP_EVENTS = HEAP_ROW_KINDS

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import __version__
-from ..encode import ARG_INT, ARG_STRING, ARG_UINT
-from ..events import TraceInfo
-from ..traceformat import names as N
-from ..traceformat import packets as P
-from ..traceformat import tracks as T
-from .registry import TrackRegistry
-from .stream import PacketStream, instant_table, slice_table
+from ctf2perfetto import __version__
+from ctf2perfetto.convert.encode import ARG_INT, ARG_STRING, ARG_UINT
+from ctf2perfetto.events import TraceInfo
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
+from ctf2perfetto.traceformat import tracks as T
+from ctf2perfetto.convert.write.registry import TrackRegistry
+from ctf2perfetto.convert.write.stream import PacketStream, instant_table, slice_table
 
 A = N.A
 
@@ -88,7 +88,7 @@ def info_packet(source: str, ts: int, values: dict[str, int]) -> bytes:
 
 
 def placed_losses(info: TraceInfo) -> tuple[dict[str, np.ndarray] | None, list[str]]:
-    """The losses the files show at a known time (ctf2perfetto.preflight) as LOST-like columns, their
+    """The losses the files show at a known time (ctf2perfetto.ctf.preflight) as LOST-like columns, their
     `stream` indexing TraceInfo.stream_files followed by the returned file names; (None, []) if none."""
     placed = [loss for loss in info.losses if loss.get("begin") is not None]
     if not placed:

@@ -5,11 +5,11 @@ from typing import Mapping
 
 import numpy as np
 
-from ..events import TraceInfo
-from ..model import CNT_DEVICE, CNT_HOST, CNT_MANAGED, CNT_PINNED, CNT_REGISTERED, split_counter_key
-from ..traceformat import names as N
-from ..traceformat import tracks as T
-from .stream import PacketStream
+from ctf2perfetto.events import TraceInfo
+from ctf2perfetto.convert.model import CNT_DEVICE, CNT_HOST, CNT_MANAGED, CNT_PINNED, CNT_REGISTERED, split_counter_key
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import tracks as T
+from ctf2perfetto.convert.write.stream import PacketStream
 
 # model.py's counter kinds -> their track names (device counters are named per device).
 COUNTER_NAMES = {CNT_HOST: N.COUNTER_HOST, CNT_PINNED: N.COUNTER_PINNED, CNT_REGISTERED: N.COUNTER_REGISTERED,

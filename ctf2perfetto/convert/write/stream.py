@@ -7,9 +7,9 @@ from typing import BinaryIO, Callable, Iterable
 
 import numpy as np
 
-from ..encode import ARG_STRING, Table
-from ..traceformat import names as N
-from ..traceformat import packets as P
+from ctf2perfetto.convert.encode import ARG_STRING, Table
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
 
 _ENCODE_ROWS = 1 << 15  # rows per native call: bounds the encode buffers
 

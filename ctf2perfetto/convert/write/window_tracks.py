@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..encode import ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, arg_values
-from ..events import EventBatch, MemKind
-from ..model import ModelBatch
-from ..traceformat import names as N
-from ..traceformat import tracks as T
-from ..windows import Window
-from .gpu import api_is, mem_names
-from .registry import TrackRegistry
-from .stream import PacketStream, slice_table
+from ctf2perfetto.convert.encode import ARG_INT, ARG_POINTER, ARG_STRING, ARG_UINT, arg_values
+from ctf2perfetto.events import EventBatch, MemKind
+from ctf2perfetto.convert.model import ModelBatch
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import tracks as T
+from ctf2perfetto.convert.windows import Window
+from ctf2perfetto.convert.write.gpu import api_is, mem_names
+from ctf2perfetto.convert.write.registry import TrackRegistry
+from ctf2perfetto.convert.write.stream import PacketStream, slice_table
 
 A = N.A
 

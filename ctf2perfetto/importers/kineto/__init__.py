@@ -9,9 +9,9 @@ shared allocations, ops widened over the API calls they cross, flows bound to sl
 says what a user sees. `standalone_trace(path)` converts a JSON trace alone (memq's
 importer for JSON inputs, standalone.py).
 """
-from .load import KinetoTrace, load
-from .lttng import LttngEvents
-from .merge import KinetoMerge
-from .standalone import standalone_trace
+from ctf2perfetto.importers.kineto.load import KinetoTrace, load
+from ctf2perfetto.importers.kineto.lttng import LttngEvents
+from ctf2perfetto.importers.kineto.merge import KinetoMerge
+from ctf2perfetto.importers.kineto.standalone import standalone_trace
 
 __all__ = ["KinetoMerge", "KinetoTrace", "LttngEvents", "load", "standalone_trace"]

@@ -5,7 +5,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..traceformat import names as N
+from ctf2perfetto.traceformat import names as N
 
 
 @dataclass

@@ -14,8 +14,8 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from ..errors import MemqError, UsageError
-from ..traceformat import names as N
+from ctf2perfetto.errors import MemqError, UsageError
+from ctf2perfetto.traceformat import names as N
 
 
 @dataclass

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..events import HEAP_KINDS, EventBatch, EventKind
+from ctf2perfetto.events import HEAP_KINDS, EventBatch, EventKind
 
 
 class LttngEvents:

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ..traceformat import names as N
-from ..traceformat import packets as P
-from ..traceformat import tracks as T
-from .layout import Slice, bind_flows, nest, widen
-from .load import KinetoTrace, as_int, us_to_ns
-from .lttng import LttngEvents
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
+from ctf2perfetto.traceformat import tracks as T
+from ctf2perfetto.importers.kineto.layout import Slice, bind_flows, nest, widen
+from ctf2perfetto.importers.kineto.load import KinetoTrace, as_int, us_to_ns
+from ctf2perfetto.importers.kineto.lttng import LttngEvents
 
 # The profiler's `[memory]` event of an allocation is taken right after the allocator returns
 # (measured here: 0.1-0.4 µs after the libc call's LTTng event). A median gap beyond this

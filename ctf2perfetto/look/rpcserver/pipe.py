@@ -2,7 +2,7 @@
 
 Two programs speak the RPC byte stream on a pipe after loading the trace given on
 their command line: a native `trace_processor_shell --stdiod` (since 2023, v52
-included) and memq's own worker (`python3 -m ctf2perfetto.rpcserver.worker`, the
+included) and memq's own worker (`python3 -m ctf2perfetto.look.rpcserver.worker`, the
 embedded engine). Requests are written through unchanged; the replies are read up
 to the request's last one (wire.is_last_reply). Neither reads stdin before the
 trace is loaded, so the answer to a first status request says the load is over.
@@ -13,16 +13,19 @@ would be left holding a freed instance after a client reset.
 from __future__ import annotations
 
 import subprocess
+import sys
 import tempfile
 import threading
 from collections import deque
 from pathlib import Path
 from typing import IO
 
-from ..engine.embedded import protos
-from ..errors import MemqError
-from . import wire
-from .backend import Backend, Interrupted, Sink
+from ctf2perfetto.engine.embedded import protos
+from ctf2perfetto.engine.source import trace_source
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.look.rpcserver import wire
+from ctf2perfetto.look.rpcserver.backend import EMBEDDED, NATIVE, Backend, Interrupted, Sink
+from ctf2perfetto.paths import sql_package_dir
 
 _READ_BYTES = 1 << 20
 
@@ -141,3 +144,12 @@ class PipeBackend(Backend):
 def native_command(binary: Path, trace: Path, sql_package: Path) -> list[str]:
     """trace_processor_shell's command line: stdio RPC, memq's SQL package, the trace."""
     return [str(binary), "--stdiod", "--add-sql-package", str(sql_package), str(trace)]
+
+
+def open_backend(trace: Path, binary: Path | None = None) -> Backend:
+    """`trace` loaded by memq's embedded engine, or by the native shell `binary` when given."""
+    trace_source(trace)  # the argument checks every engine makes (a missing file, a directory, an empty file)
+    if binary is None:
+        return PipeBackend([sys.executable, "-m", "ctf2perfetto.look.rpcserver.worker", str(trace)],
+                           "memq's embedded engine", EMBEDDED, log_stderr=False)
+    return PipeBackend(native_command(binary, trace, sql_package_dir()), str(binary), NATIVE, log_stderr=True)

@@ -16,9 +16,9 @@ import threading
 import time
 from typing import Any, Callable, Protocol
 
-from ..errors import MemqError
-from . import wire
-from .backend import Backend, Interrupted
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.look.rpcserver import wire
+from ctf2perfetto.look.rpcserver.backend import Backend, Interrupted
 
 # Marks the UI shows as a websocket problem (a plain dialog with our text, not a crash report).
 UI_CONNECTION_ERROR = "(ERR:ws)"

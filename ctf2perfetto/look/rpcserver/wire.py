@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.embedded import protos
-from ..errors import MemqError
+from ctf2perfetto.engine.embedded import protos
+from ctf2perfetto.errors import MemqError
 
 MSG_TAG = 0x0A  # field 1 (msg), wire type 2 (length-delimited)
 # Largest message accepted: the UI sends trace data in 32 MiB slices and a

@@ -1,6 +1,6 @@
 """The embedded engine behind a pipe, as `trace_processor_shell --stdiod` is: memq serve's engine process.
 
-    python3 -m ctf2perfetto.rpcserver.worker TRACE
+    python3 -m ctf2perfetto.look.rpcserver.worker TRACE
 
 Loads TRACE into the embedded engine (trace_processor.wasm, memq package registered),
 then passes the bytes read on stdin to trace_processor's RPC and writes its replies
@@ -16,10 +16,10 @@ import os
 import sys
 from pathlib import Path
 
-from ..engine.embedded import EmbeddedEngine
-from ..engine.source import trace_source
-from ..errors import MemqError
-from . import wire
+from ctf2perfetto.engine.embedded import EmbeddedEngine
+from ctf2perfetto.engine.source import trace_source
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.look.rpcserver import wire
 
 READ_BYTES = 1 << 20
 
@@ -27,7 +27,7 @@ READ_BYTES = 1 << 20
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python3 -m ctf2perfetto.rpcserver.worker TRACE", file=sys.stderr)
+        print("usage: python3 -m ctf2perfetto.look.rpcserver.worker TRACE", file=sys.stderr)
         return 2
     replies = _Replies(sys.stdout.buffer)
     try:
