@@ -1,6 +1,6 @@
 """Kineto merge speed: memq's Kineto -> TracePackets against trace_processor's own JSON importer.
 
-On the largest shared Kineto trace (../shared/data/kineto/rank-0...: 68k events, 1,600 memcpys),
+On the largest Kineto trace of the tests (tests/data/kineto/rank-0...: 68k events, 1,600 memcpys),
 in one run, times:
 
   1. trace_processor (the embedded engine) loading the Kineto JSON itself (its Chrome-JSON importer)
@@ -20,7 +20,7 @@ from pathlib import Path
 from ctf2perfetto.importers import kineto
 from ctf2perfetto.engine import open_trace
 
-DEFAULT = (Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "kineto"
+DEFAULT = (Path(__file__).resolve().parent.parent / "tests" / "data" / "kineto"
            / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
 
 

@@ -1,4 +1,4 @@
-"""Long runs (issue 10): what recording a real training loop costs, with the host heap at a threshold.
+"""Long runs: what recording a real training loop costs, with the host heap at a threshold.
 
 Measures, in one run, on examples/train_cpu.py (--steps, default 200):
   * the whole `memq record` command (defaults: memq's heap wrappers, --host-min-size 4096) against the

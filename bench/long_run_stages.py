@@ -1,4 +1,4 @@
-"""Long runs (issue 10), the pipeline's side: how fast the analyses are, and how much memory every
+"""Long runs, the pipeline's side: how fast the analyses are, and how much memory every
 stage takes on a long recording.
 
   analyses   examples/train_cpu.py --steps N (default 200) untraced (median of --repeat runs), then

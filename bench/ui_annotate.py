@@ -8,7 +8,7 @@ on screen in headless Chromium (the UI's own wasm engine loads the trace).
 
     python3 bench/ui_annotate.py [TRACE_DIR_OR_PFTRACE] [--repeat 3] [--browser]
 
-Default input: ../shared/data/ctf/disc (a real LTTng recording), converted first.
+Default input: tests/data/ctf/disc (a real LTTng recording), converted first.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def best(repeat: int, step) -> tuple[float, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("trace", nargs="?", type=Path, default=REPO.parent / "shared" / "data" / "ctf" / "disc")
+    parser.add_argument("trace", nargs="?", type=Path, default=REPO / "tests" / "data" / "ctf" / "disc")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--browser", action="store_true", help="also time memq open in headless Chromium")
     args = parser.parse_args()

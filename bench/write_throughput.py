@@ -5,7 +5,7 @@ counter sink on a real trace (events/s); the end-to-end goal (decode + model +
 write <= 1.5x babeltrace2) leaves the model and writer a budget of about twice
 babeltrace2's rate. Prints both rates, the ratio and peak RSS.
 
-    python3 bench/write_throughput.py [--events 3000000] [--trace ../shared/data/ctf/disc]
+    python3 bench/write_throughput.py [--events 3000000] [--trace tests/data/ctf/disc]
 """
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def babeltrace_rate(trace: Path) -> tuple[int, float, float]:
 
 def _default_trace() -> Path:
     big = Path(__file__).resolve().parent / "out" / "libc-3000000"
-    return big if big.is_dir() else Path(__file__).resolve().parents[2] / "shared/data/ctf/disc"
+    return big if big.is_dir() else Path(__file__).resolve().parents[1] / "tests/data/ctf/disc"
 
 
 def main() -> None:
@@ -118,7 +118,7 @@ def main() -> None:
                         help="first make this many allocations that stay live (not counted in --events)")
     parser.add_argument("--trace", type=Path, default=_default_trace(),
                         help="reference trace for babeltrace2 (default: bench/out/libc-3000000 when "
-                             "bench/convert_vs_babeltrace.py has recorded it, else ../shared/data/ctf/disc)")
+                             "bench/convert_vs_babeltrace.py has recorded it, else tests/data/ctf/disc)")
     args = parser.parse_args()
     keep_freed_memory()  # the allocator settings of the CLI, so the figures are the CLI's
     live = list(kept_live(args.live, args.batch_size))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The ways a real job reaches the CUDA runtime without the dynamic linker's help
-# (issue 15), recorded on a lent GPU machine in one call, after scripts/gpu-check.sh
+# The ways a real job reaches the CUDA runtime without the dynamic linker's help,
+# recorded on a lent GPU machine in one call, after scripts/gpu-check.sh
 # and with the same bundle:
 #
 #   device run  carry [".gpu-bundle"]  command "bash scripts/gpu-reach.sh"
