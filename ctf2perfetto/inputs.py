@@ -20,7 +20,20 @@ from ctf2perfetto.errors import UsageError
 
 
 def as_perfetto(source: TraceSource) -> TraceSource:
-    """`source` as a Perfetto trace: a JSON trace converted by memq's importer, a Perfetto trace itself."""
+    """`source` as a Perfetto trace: a JSON trace converted by memq's importer, another profiler's database
+    (RPD, rocpd, Nsight Systems SQLite: ctf2perfetto/importers) converted by the pipeline, a Perfetto trace
+    itself."""
+    if source.path is not None and source.data is None:
+        from ctf2perfetto.importers.sniff import is_sqlite
+
+        if is_sqlite(source.path):
+            from ctf2perfetto.pipeline import convert
+
+            with tempfile.TemporaryDirectory(prefix="memq-") as tmp:
+                converted = Path(tmp) / "trace.pftrace"
+                convert(source.path, converted)
+                data = converted.read_bytes()
+            return TraceSource(label=source.label, size=len(data), data=data)
     if not is_json_trace(source):
         return source
     from ctf2perfetto.importers.kineto import standalone_trace

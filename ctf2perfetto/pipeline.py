@@ -89,6 +89,12 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
         raise UsageError("--kineto cannot be merged into a --from/--to range: convert the whole trace with it")
     inputs = [Path(trace_dir)] + ([Path(kineto)] if kineto is not None else [])
     check_output(out, inputs=inputs)
+    from ctf2perfetto.importers.sniff import sniff
+
+    fmt = sniff(trace_dir)  # another profiler's file (RPD, rocpd, nsys) or a THAPI CTF trace: told from the content
+    if fmt is not None:
+        return _convert_imported(Path(trace_dir), fmt, out, kineto=kineto, salvage=salvage, span=span,
+                                 progress=progress)
     merge = lttng_events = None
     if kineto is not None:
         from ctf2perfetto.importers import kineto as kineto_merge
@@ -122,3 +128,15 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
         summary.range, summary.range_report = span, report
         summary.warnings += report.warnings()
     return summary
+
+
+def _convert_imported(path: Path, fmt: str, out: Path, *, kineto: Path | None, salvage: bool, span: Range | None,
+                      progress: Progress | None) -> ConvertSummary:
+    """Another profiler's trace through its importer (ctf2perfetto/importers) and the same writer."""
+    from ctf2perfetto.importers import foreign
+
+    for given, flag in ((kineto, "--kineto"), (span, "--from/--to"), (salvage or None, "--salvage")):
+        if given is not None:
+            raise UsageError(f"{path}: {flag} applies to memq's own LTTng recordings, not to {foreign.NAMES[fmt]}")
+    imported = foreign.read(path, fmt)
+    return foreign.write(imported, out, inputs=[path], progress=progress)

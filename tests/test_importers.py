@@ -286,3 +286,46 @@ def test_nsys_schema_2_without_enum_tables(tmp_path):
     with open_trace(out) as engine:
         rows = engine.rows("INCLUDE PERFETTO MODULE memq.copies; SELECT COUNT(*) AS n, SUM(bytes) AS b FROM memq_set")
         assert (rows.column("n")[0], rows.column("b")[0]) == sets
+
+
+# -- through the commands ---------------------------------------------------------------------------------------
+
+def memq(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ctf2perfetto", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_commands_take_the_database_itself(tmp_path):
+    out = tmp_path / "matmul.pftrace"
+    conv = subprocess.run([sys.executable, "-m", "ctf2perfetto.cli.convert", str(RPD / "matmul_result.rpd"), "-o",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert conv.returncode == 0, conv.stderr
+    assert "read as an RPD (rocmProfileData) trace (schema 2): DtoH 53 (296 B), HtoD 2 (2,032,000,000 B)" in conv.stderr
+    assert trace_copies(out) == rpd_raw(RPD / "matmul_result.rpd")
+    direct = memq("redundant", str(RPD / "matmul_result.rpd"), "--format", "csv")
+    converted = memq("redundant", str(out), "--format", "csv")
+    assert direct.returncode == 0 and direct.stdout == converted.stdout
+    png = tmp_path / "plot.png"
+    assert memq("plot", str(RPD / "matmul_result.rpd"), "-o", str(png)).returncode == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    annotated = tmp_path / "annotated.pftrace"
+    ann = memq("annotate", str(out), "-o", str(annotated))
+    assert ann.returncode == 0 and "2 redundant-copy slices (repeat 2)" in ann.stdout + ann.stderr
+    nsys = memq("convert", str(NSYS / "test_cuda_report1.sqlite"), "-o", str(tmp_path / "n.pftrace"))
+    assert nsys.returncode == 0 and "carry no addresses" in nsys.stderr
+
+
+def test_bad_databases_are_one_line(tmp_path):
+    other = tmp_path / "other.db"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE t (a)")
+    db.commit()
+    result = memq("redundant", str(other))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "an SQLite database memq does not know (tables: t)" in result.stderr
+    cut = tmp_path / "cut.rpd"
+    cut.write_bytes((RPD / "matmul_result.rpd").read_bytes()[:20000])
+    result = memq("convert", str(cut), "-o", str(tmp_path / "cut.pftrace"))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    result = memq("convert", str(RPD / "matmul_result.rpd"), "--salvage", "-o", str(tmp_path / "s.pftrace"))
+    assert result.returncode == 2 and "--salvage applies to memq's own LTTng recordings" in result.stderr
+    assert not (tmp_path / "s.pftrace").exists()

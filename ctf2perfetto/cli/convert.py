@@ -22,13 +22,17 @@ EPILOG = """examples:
   ctf2perfetto damaged-trace/ -o out.pftrace --salvage
   ctf2perfetto trace/ --kineto profile.json -o out.pftrace
   ctf2perfetto trace/ --from 10m --to 15m -o minutes-10-to-15.pftrace
+  ctf2perfetto matmul_result.rpd -o matmul.pftrace      (also rocpd .db, nsys .sqlite: docs/IMPORTERS.md)
 
 exit status: 0 converted, 1 the trace could not be read (one line naming the file and packet) or the output
 written, 2 bad usage (an -o that is not a new file or a regular file of yours, a missing input), 130 Ctrl-C."""
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", type=Path, metavar="TRACE_DIR", help="LTTng output directory (searched recursively)")
+    parser.add_argument("trace", type=Path, metavar="TRACE_DIR",
+                        help="LTTng output directory (searched recursively), or another profiler's trace: an RPD "
+                             "(rocmProfileData) or rocpd (rocprofv3) database, an Nsight Systems SQLite export, a "
+                             "THAPI CTF directory (docs/IMPORTERS.md; the format is told from the content)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.pftrace",
                         help="Perfetto trace to write (replaced atomically; nothing is left there on failure; "
                              "never a link, device, directory, another user's file or a file inside a CTF "
@@ -125,6 +129,18 @@ def _print_summary(summary, prog: str) -> None:
                      f"({summary.dropped_bytes:,} bytes)")
     if summary.skipped:
         lines.append("  skipped: " + ", ".join(f"{n:,} {reason}" for reason, n in sorted(summary.skipped.items())))
+    imported = getattr(summary, "imported", None)
+    if imported is not None:
+        from ..importers.foreign import NAMES
+
+        lines.append(f"  read as {NAMES[imported.format]}" + (f" (schema {imported.version})" if imported.version
+                                                                else "") + ": " + (", ".join(
+            f"{direction} {n:,} ({nbytes:,} B)" for direction, (n, nbytes, _) in sorted(imported.copies.items()))
+            or "no copies"))
+        lines += [f"  {note}" for note in imported.notes]
+        if not imported.has_addresses:
+            lines.append("  its copies carry no addresses: only the address-free figures (counts, bytes, time, "
+                         "bandwidth, staged) apply")
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -23,6 +23,8 @@ from ..events import COLUMNS, EventBatch, EventKind, TraceInfo
 # hipMemcpyKind / cudaMemcpyKind values, as memq's copy_kind column holds them.
 HTOH, HTOD, DTOH, DTOD, DEFAULT = 0, 1, 2, 3, 4
 DIRECTIONS = {HTOH: "HtoH", HTOD: "HtoD", DTOH: "DtoH", DTOD: "DtoD", DEFAULT: "Default"}
+NAMES = {"rpd": "an RPD (rocmProfileData) trace", "rocpd": "a rocpd (rocprofv3) database",
+         "nsys": "an Nsight Systems export", "thapi": "a THAPI (iprof) trace"}
 
 
 @dataclass

@@ -125,7 +125,8 @@ def _read(db, path: Path, names: set[str]) -> Imported:
         if count:
             out.notes.append(f"{count:,} device memory events (CUDA_GPU_MEMORY_USAGE_EVENTS) not tied to copies: "
                              "nsys records no copy addresses")
-    out.info.processes = processes
+    issued = {e["args"]["process"] for e in events}
+    out.info.processes = {pid: name for pid, name in processes.items() if pid in issued}
     out.timeline = {"traceEvents": meta + events, "baseTimeNanoseconds": base_ns}
     return out
 
