@@ -11,9 +11,15 @@
 #   cuda_all/calls.jsonl       what tests/gpu/cuda_all.cu did (one line per call)
 #   cuda_all/untraced.jsonl    the same program run without memq (results must agree)
 #   cuda_all/trace/            its `memq record` trace (default settings: cuda + libc)
-#   torch/trace/               tests/gpu/torch_loop.py under `memq record --api cuda`, profiler on
+#   torch/trace/               tests/gpu/torch_loop.py under `memq record` (default settings), profiler on
 #   torch/profile.json         the PyTorch profiler's Kineto trace of that run
 #   torch/loop.json            the loop's own log (segment count, pinned stats, timing)
+#   finetune/trace/            examples/finetune_gpt.py (a small GPT, 200 steps) under `memq record`, profiler on
+#   finetune/profile.json      its Kineto trace
+#   finetune/run.json          its own log (label, mask and checkpoint copies with their pointers, segments)
+#   rodinia/P-V.jsonl, P-V/    tests/fakes/rodinia_work.c (GVProf's Rodinia findings: P = backprop, streamcluster,
+#                              cfd, bfs; V = orig, fix) built with nvcc: its account of every copy and its trace
+#                              (streamcluster-full-V: the same with --content full)
 #   timings/                   untraced / traced loop logs and --bench results, alternating
 #   timings.json               their medians: loop slowdown, cudaMemcpyAsync per-call cost
 #   logs/                      this script's output and each step's
@@ -38,11 +44,19 @@ STEP_TIMEOUT_S=${GPU_CHECK_STEP_TIMEOUT_S:-150}
 BUILD_CUDA_ALL=${GPU_CHECK_BUILD:-nvcc -cudart shared -O2 -I tests/fakes -o}  # + OUT SRC [GPU_CHECK_BUILD_LIBS]
 BUILD_LIBS=${GPU_CHECK_BUILD_LIBS:-}
 LOOP=${GPU_CHECK_LOOP:-tests/gpu/torch_loop.py}
+# The fine-tune (stand-in: tests/gpu/fake_finetune.py, which takes --profile like the fake loop) and its steps.
+FINETUNE=${GPU_CHECK_FINETUNE:-examples/finetune_gpt.py}
+FINETUNE_STEPS=${GPU_CHECK_FINETUNE_STEPS:-200}
+# The Rodinia stand-ins: host program + kernels (a GPU: nvcc with the CUDA kernels; the fake: gcc with
+# tests/fakes/rodinia_kernels_fake.c and GPU_CHECK_RODINIA_LIBS naming the fake runtime).
+BUILD_RODINIA=${GPU_CHECK_RODINIA_BUILD:-nvcc -cudart shared -O2 -I tests/fakes -o}  # + OUT SRCS [LIBS]
+RODINIA_KERNELS=${GPU_CHECK_RODINIA_KERNELS:-tests/gpu/rodinia_kernels.cu}
+RODINIA_LIBS=${GPU_CHECK_RODINIA_LIBS:-}
 
 [ -x "$BUNDLE/memq" ] || { echo "gpu-check: $BUNDLE/memq missing: run scripts/gpu-bundle.sh here first and carry .gpu-bundle"; exit 2; }
 top=$(mktemp -d /tmp/gpu-check.XXXXXX)
 W=$top/gpu-check
-mkdir -p "$W"/{cuda_all,torch,timings,logs} "$OUT"
+mkdir -p "$W"/{cuda_all,torch,finetune,rodinia,timings,logs} "$OUT"
 exec > >(tee "$W/logs/gpu-check.log") 2>&1
 cd "$REPO"
 # shellcheck source=/dev/null
@@ -79,17 +93,43 @@ step build-cuda-all $BUILD_CUDA_ALL "$W/cuda_all.bin" tests/gpu/cuda_all.cu $BUI
 step cuda-all-untraced "$W/cuda_all.bin" "$W/cuda_all/untraced.jsonl"
 step cuda-all "$MEMQ" record -o "$W/cuda_all/trace" -- "$W/cuda_all.bin" "$W/cuda_all/calls.jsonl"
 
-# 2. The training loop with the profiler on, CUDA calls only (all the copy / segment /
-#    pinned checks need), for those checks.
+# 2. The training loop with the profiler on, recorded with the default settings (heap wrapper, content
+#    fingerprints, runtime and driver API): copies, segments, pinned memory, and whether the
+#    DataLoader's label uploads are told apart from repeats by their content.
 if [ -n "${GPU_CHECK_LOOP:-}" ]; then
 	profiled=(python3 "$LOOP" --profile "$W/torch/profile.json")
 else
 	profiled=(python3 -m ctf2perfetto.torchprof -o "$W/torch/profile.json" "$LOOP")
 fi
-step torch-profiled "$MEMQ" record -o "$W/torch/trace" --api cuda -- \
+step torch-profiled "$MEMQ" record -o "$W/torch/trace" -- \
 	"${profiled[@]}" --log "$W/torch/loop.json" --steps "$LOOP_STEPS"
 
-# 3. Timings, alternating so drift hits both sides alike: the loop untraced, traced with
+# 3. The LLM fine-tune with the profiler on, default settings: labels that change every step, a loss
+#    mask re-uploaded unchanged every micro-batch, checkpoints copied to the host, eval .item().
+if [ -n "${GPU_CHECK_FINETUNE:-}" ]; then
+	finetune=(python3 "$FINETUNE" --profile "$W/finetune/profile.json")
+else
+	finetune=(python3 -m ctf2perfetto.torchprof -o "$W/finetune/profile.json" "$FINETUNE" --device cuda)
+fi
+step finetune-profiled "$MEMQ" record -o "$W/finetune/trace" -- \
+	"${finetune[@]}" --log "$W/finetune/run.json" --steps "$FINETUNE_STEPS"
+
+# 4. GVProf's Rodinia findings: each stand-in as the original and as GVProf's fix, default settings
+#    (streamcluster also with --content full: every byte fingerprinted).
+# shellcheck disable=SC2086  # word-split on purpose: a command line
+step build-rodinia $BUILD_RODINIA "$W/rodinia_work.bin" tests/fakes/rodinia_work.c "$RODINIA_KERNELS" $RODINIA_LIBS
+for program in backprop streamcluster cfd bfs; do
+	for variant in orig fix; do
+		step "rodinia-$program-$variant" "$MEMQ" record -o "$W/rodinia/$program-$variant" -- \
+			"$W/rodinia_work.bin" "$program" "$variant" "$W/rodinia/$program-$variant.jsonl"
+	done
+done
+for variant in orig fix; do
+	step "rodinia-streamcluster-full-$variant" "$MEMQ" record -o "$W/rodinia/streamcluster-full-$variant" \
+		--content full -- "$W/rodinia_work.bin" streamcluster "$variant" "$W/rodinia/streamcluster-full-$variant.jsonl"
+done
+
+# 5. Timings, alternating so drift hits both sides alike: the loop untraced, traced with
 #    the default settings, and traced with --api cuda; then the cudaMemcpyAsync bench, likewise.
 #    Traces of timing runs are not kept (only their memq-record.json).
 for i in $(seq 1 "$ROUNDS"); do
@@ -118,7 +158,7 @@ for i in $(seq 1 "$BENCH_ROUNDS"); do
 	done
 done
 
-# 4. What ran where, the medians, and the archive.
+# 6. What ran where, the medians, and the archive.
 python3 - "$W" "$BUNDLE/MANIFEST" <<'EOF'
 import json, statistics, subprocess, sys
 from pathlib import Path
@@ -161,12 +201,15 @@ EOF
 archive=$OUT/gpu-check.tar.gz
 tar -czf "$archive" -C "$top" gpu-check
 size=$(stat -c %s "$archive")
-if [ "$size" -gt $MAX_ARCHIVE ]; then
-	# Too big to come back: keep everything but the torch trace's streams.
-	echo "gpu-check: archive is $((size >> 20)) MiB; leaving out torch/trace/ust"
-	rm -rf "$W/torch/trace/ust"
+# Too big to come back: leave out the largest streams, one trace at a time, until it fits (the reader says
+# which trace it lacks).
+for cut in finetune/trace/ust torch/trace/ust; do
+	[ "$size" -gt $MAX_ARCHIVE ] || break
+	echo "gpu-check: archive is $((size >> 20)) MiB; leaving out $cut"
+	rm -rf "${W:?}/$cut"
 	tar -czf "$archive" -C "$top" gpu-check
-fi
+	size=$(stat -c %s "$archive")
+done
 failed=$(awk '$2 != 0 {print $1}' "$STATUS" | tr '\n' ' ')
 echo "gpu-check: wrote $archive ($(($(stat -c %s "$archive") >> 10)) KiB); failed steps: ${failed:-none}"
 [ -z "$failed" ]

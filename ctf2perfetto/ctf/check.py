@@ -36,6 +36,7 @@ STREAM_MAGIC = 0xC1FC1FC1
 METADATA_MAGIC = 0x75D11D57
 INDEX_MAGIC = 0xC1F1DCC1
 U64_MAX = (1 << 64) - 1
+I64_MAX = (1 << 63) - 1  # babeltrace2's ns from the origin are int64
 # babeltrace2 keeps packet and content sizes (bits) in int64: from 2**63 on it asserts.
 MAX_SIZE_BITS = (1 << 63) - 1
 # Metadata packet header (CTF 1.8 section 7.1): magic, uuid[16], checksum, content_size,
@@ -110,9 +111,16 @@ class StreamScan:
     path: Path
     size: int
     packets: list[Packet] = field(default_factory=list)
-    problem: str | None = None  # what is wrong at `good_end`; None when the whole file reads
-    stray: bool = False  # not a CTF stream file at all (no packet at offset 0)
+    problem: str | None = None  # the first thing wrong (at offset 0 or at `good_end`); None when the whole file reads
+    stray: bool = False  # not a CTF stream file at all (no packet at offset 0 nor after), or a copy of another
     tail_packets: int = 0  # packets after the problem (the bad one included), estimated by the next magics
+    # A damaged first packet followed by readable ones: `packets` start at `head_skip` (the first offset
+    # from which the chain reads), the `head_packets` before it (estimated by their magics) are lost.
+    head_skip: int = 0
+    head_packets: int = 0
+    head_problem: str | None = None
+    tail_problem: str | None = None  # what is wrong at `good_end` (None: the chain reads to the end)
+    first: tuple | None = None  # the first packet's (stream id, instance id, timestamps, seq): tells copies apart
 
     @property
     def good_end(self) -> int:
@@ -268,20 +276,48 @@ def scan_stream(path: Path, meta: Metadata, fd: int) -> StreamScan:
     while offset < size:
         head = os.pread(fd, prefix.size, offset)
         problem = _packet_problem(head, prefix, offset, size, prev, meta)
+        if problem is not None and offset == 0:
+            resume = _resume(fd, size, prefix, meta)
+            if resume is not None:  # a stream file whose first packet is damaged: the chain reads from `resume`
+                scan.problem = scan.head_problem = problem
+                scan.head_skip, scan.head_packets = resume, _count_tail(fd, 0, resume, meta)
+                offset = resume
+                continue
         if problem is not None:
-            scan.problem = problem
+            scan.problem = scan.problem or problem
+            scan.tail_problem = problem
             scan.stray = offset == 0 and (len(head) < 4 or prefix.unpack_from(head.ljust(prefix.size, b"\0"))[0]
                                            != STREAM_MAGIC)
             if scan.stray:
-                scan.problem = ("not a CTF stream file (a stray file among the trace's stream files: move it out "
-                                "of the trace directory)")
+                scan.problem = scan.tail_problem = (
+                    "not a CTF stream file (no CTF packet in it: a stray file among the trace's stream files; "
+                    "move it out of the trace directory)")
             scan.tail_packets = _count_tail(fd, offset, size, meta)
             return scan
-        _magic, _uuid, _sid, _inst, ts_b, ts_e, _content, bits, seq = prefix.unpack_from(head)
+        _magic, _uuid, sid, inst, ts_b, ts_e, _content, bits, seq = prefix.unpack_from(head)
+        if prev is None:
+            scan.first = (sid, inst, ts_b, ts_e, seq)
         prev = Packet(offset, bits // 8, ts_b, ts_e, seq)
         scan.packets.append(prev)
         offset += bits // 8
     return scan
+
+
+def _resume(fd: int, size: int, prefix: struct.Struct, meta: Metadata) -> int | None:
+    """The first offset after 0 where a sane packet starts (its magic and the trace's UUID, 8-byte aligned,
+    a header and context memq would pass): where a stream file whose first packet is damaged reads again."""
+    signature = struct.pack(meta.byte_order + "I", STREAM_MAGIC) + (meta.uuid or b"")
+    pos, step = 1, 1 << 22
+    while pos < size:
+        chunk = os.pread(fd, step + len(signature), pos)
+        start = 0
+        while (hit := chunk.find(signature, start)) >= 0 and hit < step:
+            at = pos + hit
+            if at % 8 == 0 and _packet_problem(os.pread(fd, prefix.size, at), prefix, at, size, None, meta) is None:
+                return at
+            start = hit + 1
+        pos += step
+    return None
 
 
 def _packet_problem(head: bytes, prefix: struct.Struct, offset: int, size: int, prev: Packet | None,
@@ -306,6 +342,9 @@ def _packet_problem(head: bytes, prefix: struct.Struct, offset: int, size: int, 
                 "was cut mid-packet")
     if U64_MAX in (ts_b, ts_e) or ts_b > ts_e:
         return f"{at}: impossible timestamps (begin {ts_b}, end {ts_e}) (corrupt context)"
+    if meta.clock_offset_ns + meta.to_ns(ts_e) > I64_MAX:
+        return (f"{at}: impossible timestamp_end {ts_e}: past the last time babeltrace2 can hold "
+                "(corrupt context)")
     if prev is not None:
         if ts_b < prev.ts_end:
             return f"{at}: its timestamp_begin {ts_b} goes back before the previous packet's end {prev.ts_end}"
@@ -325,7 +364,7 @@ def _count_tail(fd: int, offset: int, size: int, meta: Metadata) -> int:
         chunk = os.pread(fd, step + len(signature), pos)
         start = 0
         while (hit := chunk.find(signature, start)) >= 0:
-            if (pos + hit) % 8 == 0 and hit < step:
+            if (pos + hit) % 8 == 0 and hit < step and pos + hit < size:
                 count += 1
             start = hit + 1
         pos += step
@@ -335,11 +374,22 @@ def _count_tail(fd: int, offset: int, size: int, meta: Metadata) -> int:
 # ------------------------------------------------------------------------------ index/
 
 def read_index(path: Path) -> IndexFile | None:
-    """An LTTng index file as babeltrace2 reads it (None when it would ignore the file)."""
+    """An LTTng index file as babeltrace2 reads it (None when it would ignore the file). One that is not a
+    regular file (a FIFO, a device) is a problem: babeltrace2 opens it and waits on it for ever."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer must not block this open
     except OSError:
         return None  # babeltrace2 cannot map it either, and builds its own index
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            return IndexFile(path, [], problem=f"{path}: not a regular file ({_file_kind(mode)}): babeltrace2 "
+                                               "would wait on it for ever")
+        data = _read_all(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if len(data) < _INDEX_HEADER.size:
         return None
     magic, major, minor, entry = _INDEX_HEADER.unpack_from(data)
@@ -396,11 +446,32 @@ def check_trace(trace: Path) -> TraceCheck:
             check.unreadable[name] = exc.strerror or str(exc)
         finally:
             os.close(fd)
+    _mark_copies(check, listed)
     for name, index_file in sorted(listed.items()):
         index = read_index(index_file)
         if index is not None:
             _check_index(check, name, index)
     return check
+
+
+def _mark_copies(check: TraceCheck, listed: dict[str, Path]) -> None:
+    """Stream files that begin with the same packet as another (same stream, instance, times, number) are
+    copies of it (a file duplicated inside the trace: babeltrace2 reads both and finds time going back).
+    The original is the one index/ names, else the first by name; a copy is left out like a stray file."""
+    firsts: dict[tuple, list[str]] = {}
+    for name, scan in check.streams.items():
+        if scan.first is not None and not scan.head_skip:
+            firsts.setdefault(scan.first, []).append(name)
+    for names in firsts.values():
+        if len(names) < 2:
+            continue
+        original = min(names, key=lambda n: (n not in listed, n))
+        for name in names:
+            if name != original:
+                scan = check.streams[name]
+                scan.stray = True
+                scan.problem = scan.tail_problem = (f"a copy of {check.dir / original} (the same stream's packets, "
+                                                    "read twice): move it out of the trace directory")
 
 
 def _check_index(check: TraceCheck, name: str, index: IndexFile) -> None:
@@ -410,15 +481,15 @@ def _check_index(check: TraceCheck, name: str, index: IndexFile) -> None:
         check.index_problems.append(index.problem)
         return
     scan = check.streams.get(name)
-    # Offsets and sizes decide where babeltrace2 reads (a wrong one crashes it); times only order.
-    held = {(p.offset, p.size) for p in scan.packets} if scan is not None else set()
+    # Offsets and sizes decide where babeltrace2 reads (a wrong one crashes it); the times tell one stream's
+    # index from another's (index files of streams with equal packet sizes, swapped, agree on offsets).
+    held = {(p.offset, p.size, p.ts_begin, p.ts_end) for p in scan.packets} if scan is not None else set()
     end = scan.good_end if scan is not None else 0
     inside = [e for e in index.entries if e.offset < end]
-    agrees = all((e.offset, e.size) in held for e in inside)
+    agrees = all((e.offset, e.size, e.ts_begin, e.ts_end) in held for e in inside)
     if name in check.unreadable or (scan is not None and scan.problem):
-        if scan is not None and index.accepted_for(scan.size):
-            check.index_problems.append(f"{index.path}: babeltrace2 would read the damaged stream file "
-                                        "through this index (it matches its size)")
+        # A damaged file is refused (or cut by salvage, which then leaves index/ out) whatever its index
+        # says: the index is no damaged file of its own.
         if agrees:
             check.index[name] = index.entries  # salvage counts what it drops with it
         return  # a damaged file: reported as a problem (or by salvage), not twice
@@ -450,6 +521,21 @@ def _index_losses(check: TraceCheck, name: str, entries: list[IndexEntry]) -> No
         what = loss.what
     check.losses.append(Loss(what, path, len(gone), meta.to_ns(min(e.ts_begin for e in gone)),
                              meta.to_ns(max(e.ts_end for e in gone)), sum(e.size for e in gone)))
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "not a file"
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _entries(directory: Path) -> list[Path]:

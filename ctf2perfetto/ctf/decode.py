@@ -21,6 +21,7 @@ import mmap
 import os
 import queue
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -430,14 +431,33 @@ def _uninitialised(n: int, api_names: list[str]) -> EventBatch:
     return EventBatch({name: np.empty(n, dtype) for name, dtype in COLUMNS.items()}, api_names)
 
 
+RECORD_MAX_BYTES = 64 << 20  # memq record writes a few KiB
+
+
 def _read_record(path: Path) -> dict | None:
+    """memq-record.json (None without one). Anything else by that name is refused: the loss accounting
+    compares the files against it, and a FIFO or a device would block or never end."""
     record = path / RECORD_FILE
-    if not record.is_file():
+    if not os.path.lexists(record):
         return None
     try:
-        return json.loads(record.read_text())
+        fd = os.open(record, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise MemqError(f"{record}: not a regular file: memq record writes its JSON record here "
+                                "(the loss accounting reads it); move it away")
+            if st.st_size > RECORD_MAX_BYTES:
+                raise MemqError(f"{record}: {st.st_size:,} bytes, not memq record's JSON record (a few KiB)")
+            data = os.read(fd, RECORD_MAX_BYTES + 1)
+        finally:
+            os.close(fd)
+        record_data = json.loads(data)
     except (OSError, ValueError) as exc:
         raise MemqError(f"{record}: unreadable recorder metadata: {exc}") from None
+    if not isinstance(record_data, dict):
+        raise MemqError(f"{record}: unreadable recorder metadata: not a JSON object")
+    return record_data
 
 
 def _check_readable(traces: list[Path]) -> dict | None:

@@ -120,7 +120,12 @@ class SalvagedCopy:
                                                  meta.clock_offset_ns)
             if scan.problem:
                 damaged = True
-                self._cut(copy / name, len(scan.packets), scan.problem)
+                if scan.head_skip:  # a damaged first packet: the copy starts where the chain reads again
+                    # Its times are lost with its context: the loss is placed where the readable packets begin.
+                    at = meta.to_ns(scan.packets[0].ts_begin) if scan.packets else None
+                    self.dropped[f"{trace / name}#head"] = Dropped(
+                        str(trace / name), 0, scan.head_skip, scan.head_packets, scan.head_problem or "", at, at)
+                self._cut(copy / name, len(scan.packets), scan.tail_problem or "")
             else:
                 os.symlink(trace / name, copy / name)
         for name, why in sorted(check.unreadable.items()):
@@ -138,18 +143,22 @@ class SalvagedCopy:
         stream = self._streams[copy]
         packets = stream.scan.packets
         keep = packets[keep_packets].offset if keep_packets < len(packets) else stream.scan.good_end
+        start = stream.scan.head_skip  # the copy holds the original's bytes [start, keep)
         if copy.is_symlink() or copy.exists():
             copy.unlink()
-        if keep:
+        if keep > start:
             with stream.source.open("rb") as src, copy.open("wb") as dst:
-                remaining = keep
+                src.seek(start)
+                remaining = keep - start
                 while remaining:
                     chunk = src.read(min(remaining, 1 << 20))
                     if not chunk:
                         raise MemqError(f"{stream.source}: changed while being salvaged (shorter than {keep} bytes)")
                     dst.write(chunk)
                     remaining -= len(chunk)
-        self.dropped[str(stream.source)] = self._dropped(stream, keep_packets, keep, reason)
+        dropped = self._dropped(stream, keep_packets, keep, reason)
+        if dropped.packets or dropped.bytes:
+            self.dropped[str(stream.source)] = dropped
         index = copy.parent / INDEX_DIR
         if index.is_symlink():
             index.unlink()
@@ -217,8 +226,9 @@ class SalvagedCopy:
         return None
 
     def _kept_packets(self, copy: Path) -> list:
-        size = copy.stat().st_size
-        return [p for p in self._streams[copy].scan.packets if p.offset + p.size <= size]
+        scan = self._streams[copy].scan
+        size = copy.stat().st_size + scan.head_skip  # the copy's end, as an offset of the original
+        return [p for p in scan.packets if p.offset + p.size <= size]
 
     def _crashes(self, check: Checker, copy: Path, packets: int) -> bool:
         """Whether reading the first `packets` packets of `copy` alone brings the library down."""
@@ -227,8 +237,9 @@ class SalvagedCopy:
         solo.mkdir()
         try:
             os.symlink(os.readlink(copy.parent / METADATA), solo / METADATA)
-            head = self._streams[copy].scan.packets[:packets]
-            end = head[-1].offset + head[-1].size if head else 0
+            scan = self._streams[copy].scan
+            head = scan.packets[:packets]
+            end = head[-1].offset + head[-1].size - scan.head_skip if head else 0
             with copy.open("rb") as src, (solo / copy.name).open("wb") as dst:
                 dst.write(src.read(end))
             failure = check([solo]) if end else None

@@ -139,7 +139,7 @@ def trace_source(source: str | os.PathLike[str] | bytes | bytearray | memoryview
         raise UsageError(f"{path}: permission denied")
     size = path.stat().st_size
     if size == 0:
-        raise MemqError(f"{path}: empty file, not a trace")
+        raise UsageError(f"{path}: empty file, not a trace")
     source = TraceSource(label=str(path), size=size, path=path)
     try:
         source.head(4096)  # readable at all: one line now rather than trace_processor's later

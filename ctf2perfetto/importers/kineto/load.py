@@ -28,6 +28,8 @@ class KinetoTrace:
     process_names: dict[Any, str] = field(default_factory=dict)
     process_labels: dict[Any, str] = field(default_factory=dict)
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+    # What was read as a current trace has it (older layouts), by what: "1.8-era category" counts, ...
+    fixes: dict[str, int] = field(default_factory=dict)
 
     def abs_ns(self, ts: Any) -> int | None:
         """Absolute REALTIME ns of a Kineto `ts` (µs); None if it is not a number."""
@@ -69,13 +71,60 @@ def load(path: str | Path) -> KinetoTrace:
     for number, event in enumerate(doc["traceEvents"]):
         if not isinstance(event, dict):
             continue
+        _modernize(trace, event)
         if event.get("ph") == "M":
             _read_metadata(trace, event)
         else:
             if event.get("cat") in N.KINETO_MEMORY_WORK:
                 _check_memory_work(trace, number, event)
             trace.events.append(event)
+    _sizes_from_runtime(trace)
     return trace
+
+
+# PyTorch 1.8-era (libkineto's first) category names -> today's.
+LEGACY_CATEGORIES = {"Memcpy": N.KINETO_MEMCPY, "Memset": N.KINETO_MEMSET, "Kernel": N.KINETO_KERNEL,
+                     "Runtime": "cuda_runtime", "Operator": N.KINETO_CPU_OP}
+
+
+def _modernize(trace: KinetoTrace, event: dict) -> None:
+    """An event of an older layout as today's: 1.8-era categories (`Memcpy`, `Memset`, `Kernel`, `Runtime`,
+    `Operator`) renamed, GPU tids written as "stream 7" read as the stream number."""
+    cat = event.get("cat")
+    if isinstance(cat, str) and cat in LEGACY_CATEGORIES:
+        event["cat"] = LEGACY_CATEGORIES[cat]
+        trace.fixes["1.8-era categories"] = trace.fixes.get("1.8-era categories", 0) + 1
+    tid = event.get("tid")
+    if isinstance(tid, str) and tid.startswith("stream "):
+        stream = as_int(tid[len("stream "):].strip())
+        if stream is not None:
+            event["tid"] = stream
+            args = event.get("args")
+            if isinstance(args, dict):
+                args.setdefault("stream", stream)
+
+
+def _sizes_from_runtime(trace: KinetoTrace) -> None:
+    """Copies and memsets without `bytes` (ROCm's gpu_memcpy) take the size of the runtime call they correlate
+    with (hipMemcpy*'s `size`)."""
+    missing = [e for e in trace.events if e.get("cat") in N.KINETO_MEMORY_WORK and e.get("ph") == "X"
+               and isinstance(e.get("args"), dict) and e["args"].get("bytes") is None
+               and e["args"].get("correlation") is not None]
+    if not missing:
+        return
+    sizes: dict[Any, int] = {}
+    for event in trace.events:
+        args = event.get("args")
+        if event.get("cat") in N.KINETO_RUNTIME_CATEGORIES and isinstance(args, dict):
+            size = next((as_int(args[k]) for k in ("size", "sizeBytes", "bytes", "count") if k in args), None)
+            if size is not None and size >= 0 and args.get("correlation") is not None:
+                sizes[args["correlation"]] = size
+    for event in missing:
+        size = sizes.get(event["args"]["correlation"])
+        if size is not None:
+            event["args"]["bytes"] = size
+            trace.fixes["sizes from the correlated runtime call"] = \
+                trace.fixes.get("sizes from the correlated runtime call", 0) + 1
 
 
 def _check_memory_work(trace: KinetoTrace, number: int, event: dict) -> None:

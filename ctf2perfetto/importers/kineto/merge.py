@@ -303,6 +303,9 @@ class KinetoMerge:
             lines.append(f"Kineto events not merged as they were: {detail}")
         if self.clock_note:
             lines.append(self.clock_note)
+        if self.trace.fixes:
+            lines.append("Kineto events of an older layout read as today's: " + ", ".join(
+                f"{n:,} {what}" for what, n in sorted(self.trace.fixes.items())))
         return lines
 
 
