@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -49,7 +50,16 @@ class JsonEventsCheck:
                 head = zlib.decompressobj(31).decompress(head)
             except zlib.error:
                 return False
-        return head.lstrip()[:1] == b"{"
+        return head.lstrip()[:1] == b"{" and is_text(head)
+
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def is_text(head: bytes) -> bool:
+    """No control byte but whitespace in the first 512 bytes: JSON text (which may start with whitespace, libkineto
+    writes "\\n{"), not a Perfetto protobuf whose first packet tag (0x0A) and length happen to read as "\\n{"."""
+    return not _CONTROL.search(head[:512])
 
 
 @dataclass(frozen=True)
@@ -79,8 +89,9 @@ class TraceSource:
     def checked_chunks(self) -> Iterator[bytes]:
         """chunks(), then a MemqError if a protobuf trace ends mid-packet (trace_processor would not say)."""
         head = self.head(4096)
-        framing = ProtoFraming() if is_protobuf_trace(head[:1]) else None
-        events = JsonEventsCheck(head[:2] == b"\x1f\x8b") if framing is None and JsonEventsCheck.applies(head) else None
+        json_object = JsonEventsCheck.applies(head)
+        framing = ProtoFraming() if not json_object and is_protobuf_trace(head[:1]) else None
+        events = JsonEventsCheck(head[:2] == b"\x1f\x8b") if json_object else None
         for chunk in self.chunks():
             if framing is not None:
                 framing.feed(chunk)
@@ -152,4 +163,4 @@ def is_json_trace(source: TraceSource) -> bool:
     """True for a JSON trace (Kineto, Chrome; plain or gzipped): memq converts those before the engine loads them
     (ctf2perfetto.inputs)."""
     head = source.head(4096)
-    return JsonEventsCheck.applies(head) or head.lstrip()[:1] == b"["
+    return JsonEventsCheck.applies(head) or (head.lstrip()[:1] == b"[" and is_text(head))
