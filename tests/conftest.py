@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+TEST_DATA = REPO / "tests" / "data"  # every file a test reads (tests/data/README.md)
 
 
 def import_bt2():
@@ -29,10 +29,10 @@ def import_bt2():
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """../shared/data: the real LTTng and Kineto traces (read only, never copied in)."""
-    assert SHARED_DATA.is_dir(), f"{SHARED_DATA} is missing"
-    return SHARED_DATA
+def test_data() -> Path:
+    """tests/data: the real LTTng and Kineto traces, read only (a test that changes one works on a copy)."""
+    assert TEST_DATA.is_dir(), f"{TEST_DATA} is missing"
+    return TEST_DATA
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Reference implementation of DESIGN.md "What the numbers mean", for the tests only.
+"""Reference implementation of docs/DEFINITIONS.md (every figure and tie rule), for the tests only.
 
 Plain Python, byte by byte, on raw event rows (dicts with EventBatch columns, `api` as
 a name): it never looks at the converter's allocation ids or resolved endpoints, so it

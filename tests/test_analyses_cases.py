@@ -24,7 +24,7 @@ MiB = 1 << 20
 PID = 77
 HOST, HOST2, DEV, MANAGED, UNTRACKED = 0x10000000, 0x30000000, 0x900000000, 0xA00000000, 0x50000000
 PINNED, DEV2 = 0x70000000, 0x900100000
-KINETO = sorted((Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "kineto").glob("*.json.gz"))
+KINETO = sorted((Path(__file__).resolve().parent / "data" / "kineto").glob("*.json.gz"))
 
 
 LOG = Rows(PID)
@@ -378,9 +378,9 @@ def _heap_by_bt2(bt2, directory: Path) -> tuple[int, dict[tuple[str, int], tuple
     return allocs, leaks
 
 
-def test_lttng_directory_is_converted(shared_data, bt2):
+def test_lttng_directory_is_converted(test_data, bt2):
     """A real LTTng trace: host allocations and the leaks table equal an independent count through bt2."""
-    directory = shared_data / "ctf" / "dbg"
+    directory = test_data / "ctf" / "dbg"
     allocs, leaks = _heap_by_bt2(bt2, directory)
     assert allocs and leaks
     with analyses.load(directory) as engine:
@@ -406,10 +406,10 @@ def test_cli_by_is_wired_to_attribution(trace):
             out.stderr
 
 
-def test_lost_events_are_reported(shared_data, bt2):
+def test_lost_events_are_reported(test_data, bt2):
     """A discard-mode trace that lost events: every output says how many (independent count: bt2's
     DiscardedEvents messages)."""
-    directory = shared_data / "ctf" / "disc"
+    directory = test_data / "ctf" / "disc"
     discarded = sum(msg.count or 0 for msg in bt2.TraceCollectionMessageIterator(str(directory))
                     if type(msg) is bt2._DiscardedEventsMessageConst)
     assert discarded > 0

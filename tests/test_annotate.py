@@ -261,9 +261,9 @@ def test_bad_input_is_one_line(hip: Path, hip_annotated: Path, tmp_path: Path) -
     assert not (tmp_path / "g.pftrace").exists()
 
 
-def test_refuses_json_traces(shared_data: Path, tmp_path: Path) -> None:
+def test_refuses_json_traces(test_data: Path, tmp_path: Path) -> None:
     # trace_processor reads Kineto JSON, but packets appended to JSON would make it unreadable.
-    kineto = shared_data / "kineto" / "base.json.gz"
+    kineto = test_data / "kineto" / "base.json.gz"
     refused = memq("annotate", str(kineto), "-o", str(tmp_path / "k.pftrace"))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "gzip" in refused.stderr
     assert not (tmp_path / "k.pftrace").exists()

@@ -4,8 +4,8 @@ from __future__ import annotations
 import subprocess
 
 
-def test_closed_stdout_is_not_an_error(shared_data) -> None:
-    trace = shared_data / "kineto" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+def test_closed_stdout_is_not_an_error(test_data) -> None:
+    trace = test_data / "kineto" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
     proc = subprocess.Popen(["memq", "sql", str(trace), "SELECT id, ts, name FROM slice"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().split() == [b"id", b"ts", b"name"]

@@ -80,8 +80,8 @@ def test_stdlib_through_cli(trace_file: Path, capsys: pytest.CaptureFixture[str]
     assert code == 0 and json.loads(out) == [{"tid": TID, "thread_name": "worker"}]
 
 
-def test_kineto_json_gz(shared_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = shared_data / "kineto" / "base.json.gz"
+def test_kineto_json_gz(test_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = test_data / "kineto" / "base.json.gz"
     with gzip.open(path, "rt") as f:
         events = json.load(f)["traceEvents"]
     expected = sum(1 for e in events if e.get("cat") == "gpu_memcpy" and e.get("ph") == "X")

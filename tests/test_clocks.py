@@ -156,16 +156,16 @@ def test_snapshot_holds_the_recorder_clock_readings(run: dict, engine) -> None:
     assert engine.query("SELECT int_value FROM metadata WHERE name = 'trace_time_clock_id'")["int_value"][0] == 1
 
 
-def test_missing_clock_readings_fall_back_to_ctf_offset_loudly(shared_data: Path, tmp_path: Path, bt2) -> None:
+def test_missing_clock_readings_fall_back_to_ctf_offset_loudly(test_data: Path, tmp_path: Path, bt2) -> None:
     """ctf/dbg was recorded without memq record: no clock readings, only the CTF clock offset."""
     out = tmp_path / "dbg.pftrace"
-    conv = subprocess.run(["ctf2perfetto", str(shared_data / "ctf" / "dbg"), "-o", str(out)],
+    conv = subprocess.run(["ctf2perfetto", str(test_data / "ctf" / "dbg"), "-o", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert conv.returncode == 0, conv.stderr
     assert "CTF clock offset" in conv.stderr and "BOOTTIME" in conv.stderr
     # Event times are babeltrace2's ns from origin (monotonic + CTF offset), exactly.
     expected = []
-    for msg in bt2.TraceCollectionMessageIterator(str(shared_data / "ctf" / "dbg")):
+    for msg in bt2.TraceCollectionMessageIterator(str(test_data / "ctf" / "dbg")):
         if type(msg) is bt2._EventMessageConst and msg.event.name == "lttng_ust_libc:malloc":
             expected.append(msg.default_clock_snapshot.ns_from_origin)
     with open_trace(out) as engine:

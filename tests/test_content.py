@@ -1,4 +1,4 @@
-"""Content fingerprints of copies (issue 11), end to end and piece by piece.
+"""Content fingerprints of copies, end to end and piece by piece.
 
 Real `memq record` sessions of tests/fakes/content_work.c (the fake CUDA / HIP runtimes
 move bytes for real; "kernels" write the fake device memory directly, untraced), read

@@ -107,12 +107,12 @@ def bt2_reading(bt2, trace: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def real(shared_data, bt2, tmp_path_factory):
+def real(test_data, bt2, tmp_path_factory):
     """name -> (converter stderr, trace_processor rows, bt2 reading) for every real trace."""
     out_dir = tmp_path_factory.mktemp("real")
     result = {}
     for name in REAL:
-        trace = shared_data / "ctf" / name
+        trace = test_data / "ctf" / name
         out = out_dir / f"{name}.pftrace"
         proc = convert(trace, out)
         assert proc.returncode == 0, proc.stderr
@@ -172,14 +172,14 @@ def test_real_trace_matches_the_bt2_reading(real, name):
 
 def test_lost_events_and_packets_with_exact_counts(real):
     _, disc, disc_bt2 = real["disc"]
-    assert disc_bt2["lost_events"] == 143_322 and disc_bt2["lost_packets"] == 0
-    assert (disc["meta"]["lost_events"], disc["meta"]["lost_packets"]) == (143_322, 0)
-    assert disc["lost"] == [("lost events", disc_bt2["lost_messages"], 143_322)]
+    assert disc_bt2["lost_events"] == 2_689 and disc_bt2["lost_packets"] == 0
+    assert (disc["meta"]["lost_events"], disc["meta"]["lost_packets"]) == (2_689, 0)
+    assert disc["lost"] == [("lost events", disc_bt2["lost_messages"], 2_689)]
     _, ovw, ovw_bt2 = real["ovw"]
     assert ovw_bt2["lost_packets"] == 46 and ovw_bt2["lost_events"] == 0
     assert (ovw["meta"]["lost_events"], ovw["meta"]["lost_packets"]) == (0, 46)
     assert ovw["lost"] == [("lost packets", ovw_bt2["lost_messages"], 46)]
-    assert "lost: 143,322 events, 0 packets" in real["disc"][0]
+    assert "lost: 2,689 events, 0 packets" in real["disc"][0]
     assert "lost: 0 events, 46 packets" in real["ovw"][0]
 
 
@@ -312,8 +312,8 @@ def _assert_one_line_failure(proc, out: Path, code: int, *needles: str) -> None:
 
 
 @pytest.fixture
-def disc_copy(shared_data, tmp_path):
-    trace = _copy(shared_data / "ctf" / "disc", tmp_path / "disc")
+def disc_copy(test_data, tmp_path):
+    trace = _copy(test_data / "ctf" / "disc", tmp_path / "disc")
     chan = trace / "ust/uid/0/64-bit"
     return trace, chan / "ch0_1", [(o, s // 8) for o, s in _packets(chan / "index/ch0_1.idx")]
 
@@ -377,8 +377,8 @@ def test_garbage_inside_a_packet(disc_copy, tmp_path):
     assert proc.returncode == 0 and f"{stream}: salvage dropped" in proc.stderr, proc.stderr
 
 
-def test_output_that_cannot_be_written(shared_data, tmp_path):
-    trace = shared_data / "ctf" / "dbg"
+def test_output_that_cannot_be_written(test_data, tmp_path):
+    trace = test_data / "ctf" / "dbg"
     proc = convert(trace, tmp_path / "nodir" / "x.pftrace")
     assert proc.returncode == 2 and "nodir" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "nodir").exists()
@@ -390,10 +390,10 @@ def test_output_that_cannot_be_written(shared_data, tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
-def test_memq_convert_is_the_same_command(shared_data, tmp_path):
+def test_memq_convert_is_the_same_command(test_data, tmp_path):
     a, b = tmp_path / "a.pftrace", tmp_path / "b.pftrace"
-    assert convert(shared_data / "ctf" / "perpid", a, "--quiet").returncode == 0
-    proc = subprocess.run(["memq", "convert", str(shared_data / "ctf" / "perpid"), "-o", str(b), "-q"],
+    assert convert(test_data / "ctf" / "perpid", a, "--quiet").returncode == 0
+    proc = subprocess.run(["memq", "convert", str(test_data / "ctf" / "perpid"), "-o", str(b), "-q"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert a.read_bytes() == b.read_bytes()  # and byte-identical from run to run

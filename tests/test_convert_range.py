@@ -115,8 +115,8 @@ def test_range_of_a_fake_gpu_recording(fake_hip_trace, tmp_path):
     check_range(fake_hip_trace.dir, tmp_path)
 
 
-def test_range_of_a_real_libc_trace(shared_data, tmp_path):
-    check_range(shared_data / "ctf" / "perpid", tmp_path)
+def test_range_of_a_real_libc_trace(test_data, tmp_path):
+    check_range(test_data / "ctf" / "perpid", tmp_path)
 
 
 def test_range_of_a_windowed_recording(fake_gpu, tmp_path):
@@ -155,10 +155,10 @@ def test_bad_ranges(fake_hip_trace, tmp_path, extra, code, needle):
     _assert_one_line_failure(convert(fake_hip_trace.dir, out, *extra), out, code, needle)
 
 
-def test_a_range_takes_no_kineto_merge(fake_hip_trace, shared_data, tmp_path):
+def test_a_range_takes_no_kineto_merge(fake_hip_trace, test_data, tmp_path):
     out = tmp_path / "out" / "bad.pftrace"
     out.parent.mkdir()
-    profile = next((shared_data / "kineto").rglob("*.json*"))
+    profile = next((test_data / "kineto").rglob("*.json*"))
     proc = subprocess.run(["ctf2perfetto", str(fake_hip_trace.dir), "-o", str(out), "--from", "0",
                            "--kineto", str(profile)], capture_output=True, text=True, timeout=300)
     _assert_one_line_failure(proc, out, 2, "--kineto")

@@ -258,12 +258,12 @@ def test_memory64_build(trace_file: Path) -> None:
 KINETO_GZ = "kineto/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
 
-def test_out_of_wasm_memory(monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
+def test_out_of_wasm_memory(monkeypatch: pytest.MonkeyPatch, test_data: Path) -> None:
     # The real trace_processor running out of heap: the 68k-event Kineto trace needs ~80 MiB.
     monkeypatch.setattr(wasm, "_heap_max", lambda memory_type, memory64: 40 << 20)
     monkeypatch.setattr(capacity, "INGEST_FACTOR", 0.0)  # past the up-front check
     monkeypatch.setenv("MEMQ_WASM_MEMORY64", "0")  # the user chose the 32-bit build: no second try
-    path = shared_data / KINETO_GZ
+    path = test_data / KINETO_GZ
     with pytest.raises(MemqError) as info:
         open_trace(path)
     assert str(info.value).startswith(f"{path}: trace_processor ran out of its 40 MiB WebAssembly heap (")
@@ -273,10 +273,10 @@ def test_out_of_wasm_memory(monkeypatch: pytest.MonkeyPatch, shared_data: Path) 
 
 
 def test_a_32_bit_engine_that_dies_loading_hands_over_to_memory64(monkeypatch: pytest.MonkeyPatch,
-                                                                 shared_data: Path, capsys) -> None:
+                                                                 test_data: Path, capsys) -> None:
     """A trace the 32-bit build cannot load (here: its heap made too small) is loaded by the memory64 build,
     with one line saying so; the figures are those of a plain load."""
-    path = shared_data / KINETO_GZ
+    path = test_data / KINETO_GZ
     with open_trace(path) as plain:
         expected = plain.query("SELECT count(*) AS n, sum(dur) AS d FROM slice").values.tolist()
     real = wasm._heap_max
@@ -297,8 +297,8 @@ def _half_of_what_it_needs(path: Path) -> int:
     return int(trace_source(path).expanded_size() * capacity.INGEST_FACTOR) // 2
 
 
-def test_too_big_for_the_heap_is_refused_before_loading(monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
-    path = shared_data / KINETO_GZ
+def test_too_big_for_the_heap_is_refused_before_loading(monkeypatch: pytest.MonkeyPatch, test_data: Path) -> None:
+    path = test_data / KINETO_GZ
     heap = _half_of_what_it_needs(path)
     monkeypatch.setattr(wasm, "_heap_max", lambda memory_type, memory64: heap)
     with pytest.raises(MemqError) as info:
@@ -309,10 +309,10 @@ def test_too_big_for_the_heap_is_refused_before_loading(monkeypatch: pytest.Monk
     assert "\n" not in line
 
 
-def test_machine_short_of_memory(monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
+def test_machine_short_of_memory(monkeypatch: pytest.MonkeyPatch, test_data: Path) -> None:
     # A machine with less free memory than the trace needs: refused up front, and a heap that
     # cannot grow any further (the machine filled up while loading) fails cleanly, never the OOM killer.
-    path = shared_data / KINETO_GZ
+    path = test_data / KINETO_GZ
     free = _half_of_what_it_needs(path)
     monkeypatch.setattr(capacity, "available_memory", lambda: free)
     with pytest.raises(MemqError) as info:
@@ -343,8 +343,8 @@ def test_memory64_rule(tmp_path: Path) -> None:
     assert trace_source(packed).expanded_size() == len(payload)
 
 
-def test_kineto_gpu_memcpy_counts(shared_data: Path) -> None:
-    files = sorted((shared_data / "kineto").glob("*.json.gz"))
+def test_kineto_gpu_memcpy_counts(test_data: Path) -> None:
+    files = sorted((test_data / "kineto").glob("*.json.gz"))
     assert len(files) == 4
     for path in files:
         with gzip.open(path, "rt") as f:

@@ -1,4 +1,4 @@
-"""The real-GPU check (issue 14, docs/GPU_CHECK.md) on this machine, with the fake CUDA runtime.
+"""The real-GPU check (docs/GPU_CHECK.md) on this machine, with the fake CUDA runtime.
 
 scripts/gpu-bundle.sh is built into a temporary directory; recordings then use ONLY
 the bundle's LTTng (the system's lttng is off PATH, its libraries shadowed by
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from support.gpu_bundle import (REPO, build_bundle, build_fake_cudart13, cuda_all_build_env, hidden_path,
-                                isolated)
+                                isolated, rodinia_build_env)
 from support.lttng import read_worklog
 
 REAL_ARCHIVE = REPO / "tests" / "data" / "gpu-check.tar.gz"  # scripts/gpu-check.sh on a real H100
@@ -54,8 +54,9 @@ def bare_env(path_dir: Path, **extra: str) -> dict[str, str]:
 
 def gpu_check(out: Path, bundle: Path, cudart13: Path, path_dir: Path) -> subprocess.CompletedProcess:
     env = bare_env(path_dir, OUT=str(out), MEMQ_BUNDLE_DIR=str(bundle),
-                   **cuda_all_build_env(cudart13),
-                   GPU_CHECK_LOOP="tests/gpu/fake_torch_loop.py", FAKE_CUDART=str(cudart13),
+                   **cuda_all_build_env(cudart13), **rodinia_build_env(cudart13),
+                   GPU_CHECK_LOOP="tests/gpu/fake_torch_loop.py", GPU_CHECK_FINETUNE="tests/gpu/fake_finetune.py",
+                   GPU_CHECK_FINETUNE_STEPS="12", FAKE_CUDART=str(cudart13),
                    FAKE_CUDA_VERSION="13000", FAKE_GPU_COUNT="1", GPU_CHECK_ROUNDS="1", GPU_CHECK_BENCH_ROUNDS="1",
                    GPU_CHECK_BENCH_CALLS="20000", GPU_CHECK_LOOP_STEPS="20", GPU_CHECK_TIMING_STEPS="20")
     return isolated(["bash", str(REPO / "scripts" / "gpu-check.sh")], env=env, timeout=600)
@@ -149,7 +150,9 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
                    "gpu-check/cuda_all/untraced.jsonl",
                    "gpu-check/cuda_all/trace/memq-record.json", "gpu-check/torch/profile.json",
                    "gpu-check/torch/loop.json", "gpu-check/torch/trace/memq-record.json",
-                   "gpu-check/logs/gpu-check.log"):
+                   "gpu-check/finetune/run.json", "gpu-check/finetune/profile.json",
+                   "gpu-check/finetune/trace/memq-record.json", "gpu-check/rodinia/backprop-orig.jsonl",
+                   "gpu-check/rodinia/bfs-fix/memq-record.json", "gpu-check/logs/gpu-check.log"):
         assert member in names, member
     proc = reader(str(archive), "--json", str(tmp_path / "report.json"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -158,8 +161,19 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
     assert checks["device query"]["ok"] and "cuda device 0: Fake CUDA GPU 0" in checks["device query"]["detail"]
     for name in ("steps", "conversion (cuda_all)", "cuda_all calls", "behaviour unchanged", "frees sized (cuda_all)",
                  "conversion (torch)", "torch copies", "torch segments", "pinned", "frees sized (torch)",
-                 "lost events"):
+                 "conversion (finetune)", "finetune copies", "finetune segments", "finetune labels", "finetune mask",
+                 "finetune checkpoints", "lost events"):
         assert checks[name]["ok"] is True, checks[name]
+    # The stand-in fine-tune (tests/gpu/fake_finetune.py): 14 steps x 2 micro-batches, new labels each, the
+    # unchanged mask uploaded with each; checkpoints after steps 5 and 10 of its 6 parameters.
+    assert checks["finetune labels"]["detail"].startswith("28 of 28 label uploads (2048 B) seen, 0 flagged")
+    assert "28 with a source fingerprint, 28 distinct" in checks["finetune labels"]["detail"]
+    assert "27 repeats with evidence content (the program: 27)" in checks["finetune mask"]["detail"]
+    assert checks["finetune checkpoints"]["detail"].startswith("2 checkpoints: 12 of 12 device-to-host copies seen")
+    # GVProf's Rodinia pairs, as tests/test_rodinia.py checks them (the same program, recorded from the bundle).
+    rodinia = {n: c for n, c in checks.items() if n.startswith(("rodinia ", "finding "))}
+    assert len(rodinia) == 20 and all(c["ok"] for c in rodinia.values()), rodinia
+    assert "reported as no_op/round_trip with evidence content" in checks["finding backprop.input_units"]["detail"]
     assert "44 calls of 36 functions" in checks["cuda_all calls"]["detail"]
     # 20 timed + 10 warm-up steps: 2 batch copies each plus the Default one; 1 item() copy each.
     assert "HtoD memq 61/" in checks["torch copies"]["detail"]
@@ -191,6 +205,14 @@ def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> 
     loop = json.loads((root / "torch" / "loop.json").read_text())
     loop["segments_allocated"] += 1
     (root / "torch" / "loop.json").write_text(json.dumps(loop))
+    run = json.loads((root / "finetune" / "run.json").read_text())
+    run["labels"][3] = dict(run["mask_uploads"][3])  # a "label" upload that is the unchanged mask's
+    run["checkpoints"][0]["copies"][0]["bytes"] += 4
+    (root / "finetune" / "run.json").write_text(json.dumps(run))
+    orig = (root / "rodinia" / "streamcluster-orig.jsonl").read_text().splitlines()
+    first = next(i for i, line in enumerate(orig) if '"streamcluster.p"' in line)
+    orig[first] = orig[first].replace('"truth": ""', '"truth": "redundant"')
+    (root / "rodinia" / "streamcluster-orig.jsonl").write_text("\n".join(orig) + "\n")
     record = json.loads((root / "torch" / "trace" / "memq-record.json").read_text())
     record["discarded_events"] = 3
     (root / "torch" / "trace" / "memq-record.json").write_text(json.dumps(record))
@@ -210,7 +232,13 @@ def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> 
     assert lines["behaviour unchanged"].startswith("FAIL") and "cudaDeviceSynchronize: 709 untraced, 0 traced" in \
         lines["behaviour unchanged"]
     assert lines["lost events"].startswith("FAIL") and "torch: 3 discarded" in lines["lost events"]
+    assert lines["finetune labels"].startswith("FAIL") and "1 flagged redundant" in lines["finetune labels"]
+    assert lines["finetune checkpoints"].startswith("FAIL") and "11 of 12 device-to-host copies" in \
+        lines["finetune checkpoints"]
+    assert lines["rodinia streamcluster orig"].startswith("FAIL") and "program redundant, memq not flagged" in \
+        lines["rodinia streamcluster orig"]
     assert lines["frees sized (cuda_all)"].startswith("PASS")  # untouched evidence still passes
+    assert lines["finetune mask"].startswith("PASS") and lines["rodinia backprop orig"].startswith("PASS")
 
 
 def test_reader_bad_input_is_one_line(tmp_path: Path) -> None:
@@ -228,7 +256,11 @@ def test_reader_bad_input_is_one_line(tmp_path: Path) -> None:
 # cudaDeviceSynchronize returned 709 (cuGetProcAddress's cuCtxSynchronize_v2 handed to a no-argument wrapper:
 # fixed, and reproduced on the fake driver by tests/test_reach.py's procaddr workload), and the untraced control
 # run of cuda_all did not exist yet. A new archive from a GPU session replaces this one and empties the dict.
-REAL_ARCHIVE_KNOWN = {"steps": "failed: cuda-all", "behaviour unchanged": "no untraced run of cuda_all in the archive"}
+# It also predates the fine-tune and the Rodinia pairs.
+REAL_ARCHIVE_KNOWN = {"steps": "failed: cuda-all", "behaviour unchanged": "no untraced run of cuda_all in the archive",
+                      "finetune copies": "no finetune/trace/ust or finetune/run.json in the archive",
+                      **{f"rodinia {stem}": f"missing from the archive: {stem}-orig, {stem}-fix"
+                         for stem in ("backprop", "streamcluster", "cfd", "bfs", "streamcluster-full")}}
 
 
 def test_real_gpu_archive(tmp_path: Path) -> None:

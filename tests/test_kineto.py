@@ -1,7 +1,7 @@
 """Merging PyTorch-profiler (Kineto) traces into the converted LTTng trace.
 
-Real inputs: the Kineto traces in ../shared/data/kineto (CUDA, ROCm MI250) merged
-with the real LTTng trace ../shared/data/ctf/dbg through the `ctf2perfetto` CLI,
+Real inputs: the Kineto traces in tests/data/kineto (CUDA, ROCm MI250) merged
+with the real LTTng trace tests/data/ctf/dbg through the `ctf2perfetto` CLI,
 read back with the real trace_processor. Expected values are computed here from
 the JSON with plain Python.
 """
@@ -45,21 +45,21 @@ def expected_ns(doc: dict, ts) -> int:
 
 
 @pytest.fixture(scope="module")
-def merged(shared_data: Path, tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
+def merged(test_data: Path, tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
     out_dir = tmp_path_factory.mktemp("kineto")
     result = {}
     for name in KINETO_FILES:
         out = out_dir / f"{name}.pftrace"
-        proc = convert(shared_data / "ctf" / "dbg", out, "--kineto", str(shared_data / "kineto" / name))
+        proc = convert(test_data / "ctf" / "dbg", out, "--kineto", str(test_data / "kineto" / name))
         assert proc.returncode == 0, proc.stderr
         result[name] = (out, proc)
     return result
 
 
 @pytest.mark.parametrize("name", KINETO_FILES)
-def test_shared_kineto_traces_merge_on_realtime(name: str, merged, shared_data: Path) -> None:
+def test_shared_kineto_traces_merge_on_realtime(name: str, merged, test_data: Path) -> None:
     out, proc = merged[name]
-    doc = read_kineto(shared_data / "kineto" / name)
+    doc = read_kineto(test_data / "kineto" / name)
     events = [e for e in doc["traceEvents"] if e.get("ph") in ("X", "i", "I") and e.get("cat")]
     expected = Counter((e["cat"], expected_ns(doc, e["ts"])) for e in events)
     with open_trace(out) as engine:
@@ -74,9 +74,9 @@ def test_shared_kineto_traces_merge_on_realtime(name: str, merged, shared_data: 
     assert "match no process of the LTTng trace" in proc.stderr
 
 
-def test_memcpy_args_and_gpu_stream_tracks(merged, shared_data: Path) -> None:
+def test_memcpy_args_and_gpu_stream_tracks(merged, test_data: Path) -> None:
     name = "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
-    doc = read_kineto(shared_data / "kineto" / name)
+    doc = read_kineto(test_data / "kineto" / name)
     copies = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy"]
     by_device_stream = Counter((e["args"]["device"], e["args"]["stream"]) for e in copies)
     with open_trace(merged[name][0]) as engine:
@@ -90,9 +90,9 @@ def test_memcpy_args_and_gpu_stream_tracks(merged, shared_data: Path) -> None:
     assert got == {(f"GPU {d}", f"kineto stream {s}"): n for (d, s), n in by_device_stream.items()}
 
 
-def test_flows_join_runtime_calls_to_gpu_work(merged, shared_data: Path) -> None:
+def test_flows_join_runtime_calls_to_gpu_work(merged, test_data: Path) -> None:
     name = "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
-    doc = read_kineto(shared_data / "kineto" / name)
+    doc = read_kineto(test_data / "kineto" / name)
     phases: dict = {}
     for e in doc["traceEvents"]:
         if e.get("ph") in ("s", "f"):
@@ -111,7 +111,7 @@ def test_flows_join_runtime_calls_to_gpu_work(merged, shared_data: Path) -> None
     assert runtime_to_gpu == ac2g > 0
 
 
-def test_memory_instants_keep_their_args(tmp_path: Path, shared_data: Path) -> None:
+def test_memory_instants_keep_their_args(tmp_path: Path, test_data: Path) -> None:
     doc = {"baseTimeNanoseconds": 1_700_000_000_000_000_000, "traceEvents": [
         {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 4242, "tid": 4243, "ts": 10.5, "dur": 3.25,
          "args": {"Input Dims": [[2, 3]], "External id": 7}},
@@ -122,7 +122,7 @@ def test_memory_instants_keep_their_args(tmp_path: Path, shared_data: Path) -> N
     kineto = tmp_path / "profile.json"
     kineto.write_text(json.dumps(doc))
     out = tmp_path / "out.pftrace"
-    proc = convert(shared_data / "ctf" / "dbg", out, "--kineto", str(kineto))
+    proc = convert(test_data / "ctf" / "dbg", out, "--kineto", str(kineto))
     assert proc.returncode == 0, proc.stderr
     with open_trace(out) as engine:
         mem = engine.query("""
@@ -149,13 +149,13 @@ BAD_INPUTS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_kineto_input_is_one_line(case: str, tmp_path: Path, shared_data: Path) -> None:
+def test_bad_kineto_input_is_one_line(case: str, tmp_path: Path, test_data: Path) -> None:
     content, code, message = BAD_INPUTS[case]
     kineto = tmp_path / "profile.json.gz"
     if content is not None:
         kineto.write_bytes(content)
     out = tmp_path / "out.pftrace"
-    proc = convert(shared_data / "ctf" / "dbg", out, "--kineto", str(kineto))
+    proc = convert(test_data / "ctf" / "dbg", out, "--kineto", str(kineto))
     assert proc.returncode == code
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and str(kineto) in lines[0], proc.stderr
@@ -163,19 +163,19 @@ def test_bad_kineto_input_is_one_line(case: str, tmp_path: Path, shared_data: Pa
     assert not out.exists()
 
 
-def test_unreadable_kineto_file(tmp_path: Path, shared_data: Path) -> None:
+def test_unreadable_kineto_file(tmp_path: Path, test_data: Path) -> None:
     kineto = tmp_path / "profile.json"
     kineto.mkdir()  # a directory where a file is expected
-    proc = convert(shared_data / "ctf" / "dbg", tmp_path / "out.pftrace", "--kineto", str(kineto))
+    proc = convert(test_data / "ctf" / "dbg", tmp_path / "out.pftrace", "--kineto", str(kineto))
     assert proc.returncode == 2 and "is a directory" in proc.stderr
 
 
-def test_runtime_calls_sit_under_their_thread(merged, shared_data: Path) -> None:
+def test_runtime_calls_sit_under_their_thread(merged, test_data: Path) -> None:
     """cuda_runtime slices go on a `kineto runtime` child of the thread track of their pid/tid.
 
     trace_processor turns a child of a thread track into a thread track of the same thread."""
     name = "benchmark_result_493459_1694039959_trace.json.gz"
-    doc = read_kineto(shared_data / "kineto" / name)
+    doc = read_kineto(test_data / "kineto" / name)
     expected = Counter((e["pid"], e["tid"]) for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime")
     with open_trace(merged[name][0]) as engine:
         rows = engine.query("""
@@ -207,7 +207,7 @@ def test_packets_decode_with_the_perfetto_protos() -> None:
     assert by_name["f"].double_value == 0.25 and by_name["dims"].string_value == "[[1,2]]"
 
 
-def test_odd_events_are_counted_not_fatal(tmp_path: Path, shared_data: Path) -> None:
+def test_odd_events_are_counted_not_fatal(tmp_path: Path, test_data: Path) -> None:
     """Events the merge cannot place are counted on stderr; the rest are merged."""
     doc = {"traceEvents": [
         {"ph": "X", "cat": "cpu_op", "name": "good", "pid": "4242", "tid": 4243, "ts": "1700000000000000.5",
@@ -221,7 +221,7 @@ def test_odd_events_are_counted_not_fatal(tmp_path: Path, shared_data: Path) -> 
     kineto = tmp_path / "odd.json"
     kineto.write_text(json.dumps(doc))
     out = tmp_path / "odd.pftrace"
-    proc = convert(shared_data / "ctf" / "dbg", out, "--kineto", str(kineto))
+    proc = convert(test_data / "ctf" / "dbg", out, "--kineto", str(kineto))
     assert proc.returncode == 0, proc.stderr
     assert "1 with a bad dur, 1 with phase 'B', 1 without a valid ts" in proc.stderr
     with open_trace(out) as engine:

@@ -31,7 +31,7 @@ def test_wheel_contains_sql_package_and_native_libraries(wheel: Path) -> None:
     assert {"ctf2perfetto/cli/memq.py", "ctf2perfetto/engine/__init__.py"} <= names
 
 
-def test_installed_wheel_registers_the_memq_package(wheel: Path, tmp_path: Path, shared_data: Path) -> None:
+def test_installed_wheel_registers_the_memq_package(wheel: Path, tmp_path: Path, test_data: Path) -> None:
     venv = tmp_path / "venv"
     # Dependencies come from this interpreter's site-packages; memq itself only from the wheel.
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
@@ -46,7 +46,7 @@ def test_installed_wheel_registers_the_memq_package(wheel: Path, tmp_path: Path,
                            check=True, capture_output=True, text=True, env=env).stdout
     assert where.startswith(str(venv)), where
     query = "INCLUDE PERFETTO MODULE memq.units; SELECT memq_mib(3145728) AS mib"
-    run = subprocess.run([venv / "bin" / "memq", "sql", str(shared_data / "kineto" / "base.json.gz"), query,
+    run = subprocess.run([venv / "bin" / "memq", "sql", str(test_data / "kineto" / "base.json.gz"), query,
                           "--format", "csv"], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["mib", "3.0"]

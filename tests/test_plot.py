@@ -132,8 +132,8 @@ def _pageable_copies(path: Path) -> list[tuple[int, int]]:
             if e.get("cat") == "gpu_memcpy" and e.get("ph") == "X" and "Pageable" in e["name"]]
 
 
-def test_kineto_trace_plots_with_duplicated_marked_not_applicable(shared_data: Path, tmp_path: Path) -> None:
-    kineto = shared_data / "kineto" / "benchmark_result_493459_1694039959_trace.json.gz"
+def test_kineto_trace_plots_with_duplicated_marked_not_applicable(test_data: Path, tmp_path: Path) -> None:
+    kineto = test_data / "kineto" / "benchmark_result_493459_1694039959_trace.json.gz"
     pageable = _pageable_copies(kineto)
     assert pageable, "this profile must have pageable copies for the bars to show"
     with open_trace(kineto) as engine:

@@ -1,4 +1,4 @@
-"""Every GPU memory call, however the program reaches it (issue 15), on the fake runtimes and driver.
+"""Every GPU memory call, however the program reaches it, on the fake runtimes and driver.
 
 Each program logs the calls it makes with the event memq must record
 (tests/fakes/driver_work.c, ctypes_direct.py); the recorded memq events of its

@@ -2,6 +2,7 @@
 package and the UI side use only the names it defines."""
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 
@@ -138,3 +139,80 @@ def test_every_argument_key_is_documented() -> None:
     doc = (REPO / "docs" / "TRACE_FORMAT.md").read_text()
     missing = [key for key in N.ARGS if f"`{key}`" not in doc]
     assert not missing, f"docs/TRACE_FORMAT.md does not describe: {missing}"
+
+
+# Track tables of trace_processor: a `name` compared in a statement that reads one of them is a track name.
+_TRACK_TABLE = re.compile(r"\b(?:FROM|JOIN)\s+(\w*track)\b(?:\s+(?:AS\s+)?(?!ON\b|USING\b|WHERE\b|JOIN\b|LEFT\b|"
+                          r"INNER\b|CROSS\b|GROUP\b|ORDER\b)(\w+))?", re.I)
+_SOURCE = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)", re.I)
+_COMPARED = re.compile(r"(?<![\w.])((?:\w+\.)?name)\s*(?:=|==|!=|<>|\bNOT\s+GLOB\b|\bGLOB\b|\bNOT\s+LIKE\b|\bLIKE\b)"
+                       r"\s*'([^']*)'|(?<![\w.])((?:\w+\.)?name)\s+(?:NOT\s+)?IN\s*\(([^()]*)\)", re.I)
+
+
+def track_name_literals(sql: str) -> list[str]:
+    """Every string literal a statement of `sql` compares with the `name` of a track table it reads (`FROM
+    counter_track WHERE name = '...'`, `JOIN track t ... t.name GLOB '...'`, `name IN ('...', ...)`). A bare
+    `name` belongs to the table of the nearest FROM/JOIN before it (or, in a SELECT list, the first after it)."""
+    found = []
+    for statement in re.sub(r"--[^\n]*", "", sql).split(";"):
+        tracks = {(alias or table).lower() for table, alias in _TRACK_TABLE.findall(statement)}
+        if not tracks:
+            continue
+        sources = [(m.start(), m.group(1).lower()) for m in _SOURCE.finditer(statement)]
+        for m in _COMPARED.finditer(statement):
+            column, literals = (m.group(1), [m.group(2)]) if m.group(1) else \
+                (m.group(3), re.findall(r"'([^']*)'", m.group(4)))
+            if "." in column:
+                owner = column.split(".")[0].lower()
+            else:
+                before = [name for at, name in sources if at < m.start()]
+                after = [name for at, name in sources if at > m.start()]
+                owner = before[-1] if before else after[0] if after else ""
+            if owner in tracks:
+                found += literals
+    return found
+
+
+def _matches_a_name(literal: str, defined: set[str]) -> bool:
+    if literal in defined:
+        return True
+    if any(c in literal for c in "*?["):  # GLOB: the pattern must match a name the format makes
+        return any(fnmatch.fnmatchcase(name, literal) for name in defined)
+    if any(c in literal for c in "%_"):  # LIKE (case-insensitive)
+        pattern = re.compile("".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in literal), re.I)
+        return any(pattern.fullmatch(name) for name in defined)
+    return False
+
+
+def test_every_track_name_the_sql_compares_is_a_traceformat_name() -> None:
+    """The SQL package finds tracks by name (counters.sql's live-bytes counters, trace.sql's `Duplicated bytes`):
+    each such literal is a name (or a GLOB/LIKE pattern matching a name) that ctf2perfetto.traceformat defines,
+    so renaming a track there cannot leave the SQL looking for the old name."""
+    defined = _names_defined() | {N.device_counter_name(3), N.gpu_track_name(3)}
+    seen = {}
+    for path in sorted((REPO / "sql" / "memq").rglob("*.sql")):
+        for literal in track_name_literals(path.read_text()):
+            assert _matches_a_name(literal, defined), f"{path.name}: track '{literal}' is not a traceformat name"
+            seen[literal] = path.name
+    # the check reads the places that look tracks up by name
+    assert {N.COUNTER_HOST, N.COUNTER_PINNED, N.COUNTER_REGISTERED, N.COUNTER_MANAGED, ui.DEVICE_COUNTER_GLOB,
+            N.DUPLICATED_TRACK} <= set(seen), seen
+
+
+def test_track_name_literals_are_found_however_the_statement_is_written() -> None:
+    """The finder itself: misspelt names in each way the SQL compares a track's name are found; a slice's name in
+    the same statement is not a track name."""
+    sql = """
+    SELECT id FROM counter_track WHERE name = 'Host heap live byte';
+    SELECT c.ts FROM counter c JOIN counter_track t ON c.track_id = t.id WHERE t.name GLOB 'GPU * device live byte';
+    SELECT CASE WHEN name = 'Pinned live byte' THEN 1 END FROM process_counter_track
+      WHERE name IN ('Managed live byte', 'Registered live bytes');
+    SELECT EXISTS (SELECT 1 FROM track WHERE name LIKE 'Duplicated%bites') AS annotated;
+    SELECT s.name FROM slice s JOIN thread_track tt ON s.track_id = tt.id WHERE s.name = 'hipMalloc';
+    """
+    literals = track_name_literals(sql)
+    assert literals == ["Host heap live byte", "GPU * device live byte", "Pinned live byte", "Managed live byte",
+                        "Registered live bytes", "Duplicated%bites"]
+    defined = _names_defined()
+    assert [lit for lit in literals if not _matches_a_name(lit, defined)] == \
+        ["Host heap live byte", "GPU * device live byte", "Pinned live byte", "Managed live byte", "Duplicated%bites"]

@@ -6,7 +6,7 @@ live allocations to the next batch, so memory grows with live allocations, not
 with events. Everything is numpy over columns; GPU events (few) only add a small
 per-copy search.
 
-Rules (DESIGN.md, "What the numbers mean"):
+Rules (docs/DEFINITIONS.md, "Allocations" and "Live bytes"):
 * An allocation lives in one address space: (pid, class), where the class says
   which free can end it: libc free -> libc heap; hipFree/cudaFree -> device and
   managed; hipHostFree/cudaFreeHost -> pinned; *Unregister -> registered.

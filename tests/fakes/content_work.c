@@ -1,7 +1,7 @@
 /*
  * Content workloads (test only): the copy patterns of a training job, on the
  * fake CUDA runtime (whose copies really move bytes), for content
- * fingerprints (issue 11). "Kernels" write the fake device memory directly:
+ * fingerprints. "Kernels" write the fake device memory directly:
  * writes no trace sees.
  *
  * content_work WHAT STEPS BYTES [OFFSET], WHAT one of:

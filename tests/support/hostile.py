@@ -1,4 +1,4 @@
-"""Damage a recorded LTTng trace the way issue 12's hostile user did, and run memq on it.
+"""Damage a recorded LTTng trace the ways a hostile user (or a failing disk) does, and run memq on it.
 
     t = TraceCopy.of(recorded_dir, tmp_path / "t")   # a writable copy with its stream files and index/
     t.set_field("memq_0", packet=5, field="packet_size", value=1 << 63)
