@@ -11,7 +11,7 @@ previous one's `carry_out` gave. Then
   ids; per process and for the trace) equal the whole trace's over the part, the allocation grouping's peaks
   and integrals equal the whole trace's for the same allocations (matched by process, kind, address and size),
   and every copy of the part has the whole trace's redundant bytes per class, evidence and prorated time;
-* the rows `wholerun.*_of_parts` merge from the parts (duplicated, redundant, the four summary tables, leaks,
+* the rows each analysis' `*_of_parts` merges from the parts (duplicated, redundant, the four summary tables, leaks,
   outlived), their notes, warnings and capture windows equal the whole trace's, allocation keys (the whole
   trace's ids) included. Logs whose processes are partly windowed are left out: a recording is not (the
   preload records every process of a run alike), and the first part would give their windowless processes a
@@ -31,7 +31,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctf2perfetto import analyses
-from ctf2perfetto.analysis import wholerun
+from ctf2perfetto.analysis.duplicated import duplicated_of_parts
+from ctf2perfetto.analysis.leaks import leaks_of_parts
+from ctf2perfetto.analysis.redundant import redundant_of_parts
+from ctf2perfetto.analysis.summary import summary_of_parts
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
 from ctf2perfetto.analysis.parts import BEGINNING, carry_out, each_part, quiet_points
@@ -226,10 +229,10 @@ def check_merged(rows: list[dict], devices: list[dict], bounds: list[int], tmp) 
     make = _maker(rows, devices)
 
     windowed = any(r["kind"] == K.WINDOW for r in rows)
-    got = {"duplicated": wholerun.duplicated_of_parts(each_part(spans, make), windowed),
-           "redundant": wholerun.redundant_of_parts(each_part(spans, make), windowed)}
-    got.update(wholerun.summary_of_parts(each_part(spans, make), windowed))
-    got["leaks"], got["outlived"] = wholerun.leaks_of_parts(each_part(spans, make), windowed)
+    got = {"duplicated": duplicated_of_parts(each_part(spans, make), windowed),
+           "redundant": redundant_of_parts(each_part(spans, make), windowed)}
+    got.update(summary_of_parts(each_part(spans, make), windowed))
+    got["leaks"], got["outlived"] = leaks_of_parts(each_part(spans, make), windowed)
     with open_trace(tmp / "whole.pftrace") as whole:
         expect = {"duplicated": analyses.duplicated_rows(whole), "redundant": analyses.redundant_rows(whole),
                   **analyses.summary_rows(whole), "leaks": analyses.leaks_rows(whole),

@@ -21,16 +21,16 @@ Times are nanoseconds after the start of the recording, as ranges.Range counts t
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctf2perfetto.analysis.base import Stage, no_stage
 from ctf2perfetto.errors import UsageError
 from ctf2perfetto.events import EventBatch, EventKind
 from ctf2perfetto.convert.ranges import Range, RangeReport
@@ -47,14 +47,6 @@ _NS = 1_000_000_000
 # the rows of that span after each target: 10 s of an untrimmed heap recording (650k events/s) is ~100 MiB.
 SEARCH_NS = 10 * _NS
 _INSERT_ROWS = 500  # rows per INSERT statement (SQLite parses each; one huge statement is slower)
-
-Stage = Callable[[str], ContextManager[Any]]  # progress: a context around each long step, given its description
-
-
-def no_stage(_: str) -> ContextManager[Any]:
-    """A Stage that shows nothing."""
-    return contextlib.nullcontext()
-
 
 # -- where to cut --------------------------------------------------------------------------------
 class _Busy:

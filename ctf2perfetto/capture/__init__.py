@@ -10,7 +10,7 @@ the command itself with SIGINT/SIGTERM/SIGHUP forwarded, then stop, the
 discarded event count, destroy -- the last three whatever happened to the
 command, and whatever signals arrive meanwhile (they are recorded, not obeyed,
 until memq-record.json is written). If memq itself is killed (SIGKILL), a
-guardian process (record_guard.py) stops and destroys the session.
+guardian process (guardian.py) stops and destroys the session.
 `memq-record.json` in the output directory says what was done.
 
 One job per module:

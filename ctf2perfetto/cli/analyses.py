@@ -22,16 +22,6 @@ from ctf2perfetto.cli import ticking
 from ctf2perfetto.errors import UsageError
 from ctf2perfetto.cli.output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame, range_of, seconds
 
-COMMANDS = {
-    "duplicated": "bytes duplicated between host and device over time: peak, when, mean; by direction, "
-                  "allocation and untracked source",
-    "redundant": "copies that moved nothing new (no-op, repeat, round trip, managed endpoint, unified memory) and "
-                 "staged (pageable) copies: count, bytes, summed and wall-clock time, and how much of it content "
-                 "fingerprints prove (evidence content) rather than the address rules alone (address)",
-    "summary": "top API calls by time, copies per direction with bandwidth, allocations per kind, "
-               "device busy share",
-    "leaks": "allocations never freed, by kind and size",
-}
 EPILOG = ("Output: tables with bytes in MiB, times in ms and timestamps in seconds from the trace start; "
           "--format json prints one object {analysis, source, upper_bound, notes, tables: {name: {applies, rows}}} "
           "with raw bytes and ns; --format csv prints '# ' note lines, then each table (with a '# table:' line "
@@ -54,20 +44,24 @@ def _has_attribution() -> bool:
 
 
 def add_parser(subparsers: Any) -> None:
-    """Register duplicated, redundant, summary and leaks."""
-    for name, text in COMMANDS.items():
+    """Register every analysis of the registry as `memq NAME`."""
+    from ctf2perfetto.analysis.registry import ANALYSES
+
+    for analysis in ANALYSES:
+        name = analysis.name
         parser = subparsers.add_parser(
-            name, help=text, epilog=EPILOG,
-            description=f"memq {name}: {text}. Figures are upper bounds: writes by CPU code and GPU kernels are "
-                        "not traced.")
+            name, help=analysis.help, epilog=EPILOG,
+            description=f"memq {name}: {analysis.help}. Figures are upper bounds: writes by CPU code and GPU "
+                        "kernels are not traced.")
         parser.add_argument("trace", metavar="TRACE", help=TRACE_HELP)
         add_format_arg(parser)
         add_engine_args(parser)
         add_range_args(parser, "when TRACE is an LTTng trace directory, analyse only")
-        parser.add_argument("--parts", type=seconds, metavar="SEC", default=None, help=PARTS_HELP)
-        if name == "redundant":
+        if analysis.whole_run is not None:
+            parser.add_argument("--parts", type=seconds, metavar="SEC", default=None, help=PARTS_HELP)
+        if "unified" in analysis.options:
             add_unified_arg(parser)
-        if name in ("duplicated", "redundant") and _has_attribution():
+        if analysis.attributed is not None and _has_attribution():
             parser.add_argument("--by", choices=("op", "callsite"), default=None,
                                 help="also break the figures down by PyTorch op (needs a trace merged with "
                                      "`ctf2perfetto --kineto`) or by call site (binary + function)")
@@ -79,10 +73,12 @@ TOP_ROWS = 20  # per-allocation / leak-group rows a human table shows (json/csv:
 
 def run(name: str, args: argparse.Namespace) -> int:
     from ctf2perfetto import analyses
+    from ctf2perfetto.analysis.registry import analysis
 
+    found = analysis(name)
     span = range_of(args)
     if getattr(args, "parts", None) is not None:
-        return _run_in_parts(name, args, span)
+        return _run_in_parts(found, args, span)
 
     loading = f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else "")
     with contextlib.ExitStack() as stack:
@@ -90,32 +86,21 @@ def run(name: str, args: argparse.Namespace) -> int:
             engine = stack.enter_context(analyses.load(args.trace, trace_processor=args.trace_processor,
                                                        span=span))
         with ticking(f"running {name}"):
-            if name == "summary":
-                tables = analyses.summary_rows(engine)
-            elif name == "duplicated":
-                tables = {"duplicated": analyses.duplicated_rows(engine)}
-            elif name == "redundant":
-                tables = {"redundant": analyses.redundant_rows(engine, args.unified)}
-            else:
-                tables = {"leaks": analyses.leaks_rows(engine)}
-                if tables["leaks"].attrs.get("windows"):
-                    tables["outlived"] = analyses.outlived_rows(engine)
+            tables = found.tables(engine, args)
             if next(iter(tables.values())).attrs.get("windows"):
                 tables["windows"] = analyses.windows_rows(engine)
             by = getattr(args, "by", None)
             if by:
-                tables[f"by {by}"] = Rows.from_frame(_attributed(engine, name, by, args))
+                tables[f"by {by}"] = Rows.from_frame(found.attributed(engine, by, args))
             first = next(iter(tables.values()))
             first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
             start = int(analyses.module_rows(engine, ("trace",), "SELECT start_ts FROM memq_trace").first("start_ts"))
-    _print(name, tables, args.format, start)
+    _print(found, tables, args.format, start)
     return 0
 
 
-def _run_in_parts(name: str, args: argparse.Namespace, span: Any) -> int:
+def _run_in_parts(found: Any, args: argparse.Namespace, span: Any) -> int:
     """`--parts`: the whole run's figures, a part at a time (ctf2perfetto.analysis.wholerun)."""
-    from ctf2perfetto.analysis import wholerun
-
     if span is not None:
         raise UsageError("--parts analyses the whole recording: leave out --from/--to")
     if getattr(args, "by", None):
@@ -123,42 +108,12 @@ def _run_in_parts(name: str, args: argparse.Namespace, span: Any) -> int:
     if not os.path.isdir(args.trace):
         raise UsageError(f"{args.trace}: --parts needs an LTTng trace directory (a converted trace is analysed "
                          "whole)" if os.path.exists(args.trace) else f"{args.trace}: no such trace directory")
-    kwargs = dict(trace_processor=args.trace_processor, stage=ticking)
-    if name == "summary":
-        tables = wholerun.summary_rows(args.trace, args.parts, **kwargs)
-    elif name == "duplicated":
-        tables = {name: wholerun.duplicated_rows(args.trace, args.parts, **kwargs)}
-    elif name == "redundant":
-        tables = {name: wholerun.redundant_rows(args.trace, args.parts, args.unified, **kwargs)}
-    else:
-        leaks, outlived = wholerun.leaks_rows(args.trace, args.parts, **kwargs)
-        tables = {"leaks": leaks, **({"outlived": outlived} if leaks.attrs.get("windows") else {})}
+    tables = found.whole_run(args.trace, args.parts, args, trace_processor=args.trace_processor, stage=ticking)
     first = next(iter(tables.values()))
     if first.attrs.get("windows"):
         tables["windows"] = first.attrs["windows"]
-    _print(name, tables, args.format, int(first.attrs["trace_start"]))
+    _print(found, tables, args.format, int(first.attrs["trace_start"]))
     return 0
-
-
-def _attributed(engine: Any, name: str, by: str, args: argparse.Namespace) -> Any:
-    """Per-copy or per-mirror rows attributed to op / call site, summed per group."""
-    from ctf2perfetto import analyses
-    from ctf2perfetto.analysis.attribution import attribute
-
-    column = "op" if by == "op" else "callsite"
-    if name == "redundant":
-        rows = analyses.redundant_copies(engine, args.unified)
-        rows = attribute(engine, rows[rows["redundant_bytes"] > 0], by)
-        grouped = rows.groupby(column, dropna=False).agg(copies=("id", "count"), bytes=("redundant_bytes", "sum"),
-                                                       dur_sum=("redundant_dur", "sum"))
-    else:
-        rows = analyses.mirrors(engine)
-        rows = attribute(engine, rows.assign(byte_ns=rows["bytes"] * rows["dur"]), by)
-        grouped = rows.groupby(column, dropna=False).agg(mirrors=("id", "count"), bytes=("bytes", "sum"),
-                                                       byte_ns=("byte_ns", "sum"))
-    out = grouped.reset_index().sort_values("bytes", ascending=False)
-    out.attrs.update(rows.attrs)
-    return out
 
 
 def _round(value: float, digits: int) -> float:
@@ -221,15 +176,10 @@ def _subset(table: Rows, keep: list[int]) -> Rows:
     return Rows(table.columns, [rows[i] for i in keep], lambda: table.frame().iloc[keep], table.attrs)
 
 
-def _without(table: Rows, drop: set[str]) -> Rows:
-    """The table without columns `drop` (for printing only)."""
-    keep = [i for i, c in enumerate(table.columns) if c not in drop]
-    return Rows([table.columns[i] for i in keep], [tuple(r[i] for i in keep) for r in table.rows],
-                lambda: table.frame().drop(columns=sorted(drop)), table.attrs)
-
-
-def _print(name: str, tables: dict[str, Rows], fmt: str, start: int) -> None:
+def _print(found: Any, tables: dict[str, Rows], fmt: str, start: int) -> None:
     from ctf2perfetto.analyses import UPPER_BOUND, frame
+
+    name = found.name
 
     first = next(iter(tables.values()))
     notes = [UPPER_BOUND]
@@ -263,10 +213,10 @@ def _print(name: str, tables: dict[str, Rows], fmt: str, start: int) -> None:
         if not df.attrs.get("applies", True):
             print(f"({df.attrs.get('note') or 'not applicable'})")
             continue
-        if key == "redundant":  # for reading: the evidence split as the part content proves
-            df = _without(df, {c for c in df.columns if c.startswith("address_") or c == "content_wall_dur"})
-            print("(content_*: the part a content fingerprint proves; the rest has evidence address, "
-                  "--format json|csv has both)")
+        if key == name and found.for_reading is not None:
+            df, left_out = found.for_reading(df)
+            if left_out:
+                print(left_out)
         print_frame(_human(_shortened(key, df), start), "table")
     print()
     for line in notes:

@@ -1,6 +1,6 @@
 """What happens around libbabeltrace2 when a trace is decoded: checks before, guard during, loss after.
 
-    checked = Preflight(traces, salvage)   # ctfcheck on every trace; refuses a damaged one unless salvaging
+    checked = Preflight(traces, salvage)   # ctf/check.py on every trace; refuses a damaged one unless salvaging
     handle = checked.open(opener, probe)   # the library opens it first in a guarded child, then here
     checked.account(info, events_read)     # losses the files show, into TraceInfo (after the last batch)
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import MemqError
 from ..events import COLUMNS, EventBatch, EventKind, TraceInfo
+from .sniff import SQLITE_MAGIC
 
 # hipMemcpyKind / cudaMemcpyKind values, as memq's copy_kind column holds them.
 HTOH, HTOD, DTOH, DTOD, DEFAULT = 0, 1, 2, 3, 4
@@ -87,7 +88,6 @@ class Rows:
         return EventBatch({k: v[order] for k, v in cols.items()}, self.api_names)
 
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def open_sqlite(path: Path, what: str) -> sqlite3.Connection:
