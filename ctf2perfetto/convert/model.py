@@ -40,7 +40,7 @@ from ctf2perfetto.convert.liveset import NEVER, Allocs, LiveSet, sort_by_space_a
 
 # Address-space classes: which free can end an allocation.
 CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4
-# The allocation holding a byte (docs/TRACE_FORMAT.md, "Which allocation holds a byte"; the one
+# The allocation holding a byte (docs/DEFINITIONS.md, "Which allocation holds a byte"; the one
 # rule, also sql/memq/mirrors.sql's and tests/oracle.py's): among the allocations live at the
 # call's start that contain it, the most specific class first (a registered range holds libc
 # blocks; a fake runtime's device memory is libc memory), then the latest started.

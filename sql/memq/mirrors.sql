@@ -35,7 +35,7 @@
 --   by then and not freed by then: a free starting as the copy starts has released
 --   them) that hold it (a registered range and the heap block under it both count);
 --   any of them ending ends the mirror. The *primary* one (for the split by allocation) is the
---   one rule of docs/TRACE_FORMAT.md, "Which allocation holds a byte" (also how
+--   one rule of docs/DEFINITIONS.md, "Which allocation holds a byte" (also how
 --   ctf2perfetto picks a copy's dst_alloc_id / src_alloc_id for its first bytes):
 --   first of device/managed, pinned, registered, host, the latest started within a
 --   kind (the later alloc_id on a tie).
