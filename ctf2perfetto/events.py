@@ -237,8 +237,14 @@ class TraceInfo:
     processes: dict[int, str] = field(default_factory=dict)  # pid -> process name
     threads: dict[tuple[int, int], str] = field(default_factory=dict)  # (pid, tid) -> name
     # Devices the preload library could query: dicts with pid, device, name,
-    # integrated (bool), unified_memory (bool), runtime ("hip"/"cuda").
+    # integrated (bool), unified_memory (bool), runtime ("hip"/"cuda"), uuid, pci_bus_id ("" unknown).
     devices: list[dict] = field(default_factory=list)
+    # Who each process is in its job (memq:identity; ctf2perfetto.convert.identity decides the roles):
+    # dicts with pid, ppid, host, env ({NAME: value} of the launcher variables that were set).
+    identities: list[dict] = field(default_factory=list)
+    # A job of several recordings read together (ctf2perfetto.convert.job): one dict per recording with
+    # path, node, offset_ns, shift_ns, uncertainty_ns, pid_base; empty for one recording.
+    recordings: list[dict] = field(default_factory=list)
     # Loaded binaries for call-site mapping: dicts with pid, baddr, memsz, path, build_id.
     binaries: list[dict] = field(default_factory=list)
     # Contents of memq-record.json when the trace came from `memq record`.

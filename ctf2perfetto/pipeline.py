@@ -102,9 +102,16 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
         merge = kineto_merge.KinetoMerge(kineto_merge.load(kineto))  # bad input fails here, before decoding
         lttng_events = kineto_merge.LttngEvents(merge.anchor_addresses())
     extra_packets: Iterable[bytes] = ()
+    from ctf2perfetto.convert.job import decode_job, is_job
+
+    job = is_job(trace_dir)  # several recordings of one job (one per node): read together, clocks aligned
+    if job and kineto is not None:
+        raise UsageError(f"{trace_dir}: holds several recordings; --kineto merges into one recording: convert "
+                         "that recording's directory with it")
+    opened = decode_job(trace_dir, salvage=salvage, batch_size=batch_size) if job else \
+        decode(trace_dir, salvage=salvage, batch_size=batch_size, progress=progress.decoded if progress else None)
     # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
-    with decode(trace_dir, salvage=salvage, batch_size=batch_size,
-                progress=progress.decoded if progress else None) as decoding:
+    with opened as decoding:
         batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load
         report = None
         if span is not None:
@@ -122,6 +129,8 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
         summary = write_trace(batches, lambda: decoding.info, out, progress=progress.written if progress else None,
                               extra_packets=extra_packets, extra_processes=merge.processes if merge else {},
                               extra_threads=merge.threads if merge else {}, inputs=inputs)
+    if job:
+        summary.warnings += decoding.alignment_lines()
     if merge is not None:
         summary.warnings += merge.warnings(summary.lttng_threads)
     if report is not None:

@@ -237,7 +237,10 @@ def expected_rows(bt2, path: Path) -> tuple[list[dict], list[dict], list[dict], 
         if ev.name == "memq:device":
             devices.append({"pid": pid, "runtime": label_of(p["runtime"]), "device": int(p["device"]),
                             "name": str(p["name"]), "integrated": bool(int(p["integrated"])),
-                            "unified_memory": bool(int(p["unified_memory"]))})
+                            "unified_memory": bool(int(p["unified_memory"])),
+                            # appended fields: "" where the trace predates them (this test's provider)
+                            "uuid": str(p["uuid"]) if "uuid" in p else "",
+                            "pci_bus_id": str(p["pci_bus_id"]) if "pci_bus_id" in p else ""})
             continue
         if ev.name not in MAPPING:
             continue

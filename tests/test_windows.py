@@ -214,7 +214,7 @@ def test_forked_child_writes_its_own_window(fake_gpu, tmp_path):
     a = log[0]["ptr"]
     mine = {pid: read_events(rec.dir, pids={pid}, prefix="memq:") for pid in (parent, child)}
     summary = {pid: [(e["event"], e.get("open"), e.get("cause_label"), e.get("ptr", e.get("src")))
-                     for e in events if e["event"] not in ("memq:clock", "memq:device", "memq:copy_done")]
+                     for e in events if e["event"] not in ("memq:clock", "memq:device", "memq:identity", "memq:copy_done")]
                for pid, events in mine.items()}
     assert summary[child] == [("memq:window", 1, "profiler_api", None), ("memq:live", None, None, a),
                               ("memq:copy", None, None, a), ("memq:free", None, None, a),

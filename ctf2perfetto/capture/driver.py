@@ -18,7 +18,7 @@ from ctf2perfetto.capture.guardian import start_guardian
 from ctf2perfetto.capture.command import Signals, resolve_command, run_command
 from ctf2perfetto.capture.lttng import Lttng, discarded_counts, ensure_sessiond, lttng_environment
 from ctf2perfetto.capture.options import RecordOptions, check_options
-from ctf2perfetto.capture.outdir import count_events, prepare_output, trace_size, undo_output, write_record
+from ctf2perfetto.capture.outdir import count_events, expand_output, prepare_output, trace_size, undo_output, write_record
 from ctf2perfetto.capture.plan import configure_session, enabled_settings, event_rules, host_settings
 from ctf2perfetto.capture.preload import capture_env, child_environment, preload_list
 from ctf2perfetto.capture.reach import read_reach, reach_warnings
@@ -36,7 +36,7 @@ def record(options: RecordOptions, announce: Callable[[str], None] | None = None
     executable = resolve_command(options.command[0], env)
     if executable is None:
         raise MemqError(f"{options.command[0]}: command not found", exit_code=127)
-    output, created = prepare_output(options.output, options.force)
+    output, created = prepare_output(expand_output(options.output, os.environ), options.force)
     signals = Signals()
     try:
         return _record(options, announce, env, lttng, executable, output, created, signals)

@@ -5,13 +5,56 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 from pathlib import Path
+from typing import Mapping
 
 from ctf2perfetto.errors import MemqError, UsageError
+from ctf2perfetto.traceformat import names as N
 
 RECORD_FILE = "memq-record.json"
+
+
+def expand_output(output: Path, env: Mapping[str, str], host: str | None = None) -> Path:
+    """`-o job/%h`: %h the host name, %r the rank the launcher gave this process (RANK, SLURM_PROCID, ...),
+    %j the job id (SLURM_JOB_ID, else TORCHELASTIC_RUN_ID), %% a percent sign; one directory per node or
+    rank on a shared file system (`srun memq record -o job/%h -- ...`)."""
+    text = str(output)
+    if "%" not in text:
+        return output
+
+    def first(names: tuple[str, ...], what: str, letter: str) -> str:
+        for name in names:
+            value = env.get(name, "").strip()
+            if value:
+                return value
+        raise UsageError(f"-o {text}: %{letter} needs {what}, and none of {', '.join(names)} is set")
+
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        letter = text[i + 1] if i + 1 < len(text) else ""
+        if letter == "h":
+            value = host if host is not None else socket.gethostname()
+        elif letter == "r":
+            value = first(N.RANK_VARS, "a rank", "r")
+        elif letter == "j":
+            value = first(N.JOB_ID_VARS, "a job id", "j")
+        elif letter == "%":
+            value = "%"
+        else:
+            raise UsageError(f"-o {text}: unknown pattern %{letter} (use %h host, %r rank, %j job id, %% a percent sign)")
+        if "/" in value or value in (".", ".."):
+            raise UsageError(f"-o {text}: %{letter} gives {value!r}, which cannot be a directory name")
+        out.append(value)
+        i += 2
+    return Path("".join(out))
 
 
 def prepare_output(output: Path, force: bool) -> tuple[Path, bool]:

@@ -84,7 +84,8 @@ def event_rules(apis: tuple[str, ...], host_source: str = "memq") -> list[tuple[
         rules.append((",".join(f"memq:{e}" for e in MEMQ_HOST_EVENTS), None))
     if gpu or memq_heap:
         live = [f"({API_FILTER[g]})" for g in gpu] + ([f"({HOST_API_FILTER})"] if memq_heap else [])
-        rules += [("memq:clock", None), ("memq:window", None), ("memq:live", " || ".join(live))]
+        rules += [("memq:clock", None), ("memq:identity", None), ("memq:window", None),
+                  ("memq:live", " || ".join(live))]
     return rules
 
 

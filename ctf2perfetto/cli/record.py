@@ -68,7 +68,9 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("record", help=HELP, description=DESCRIPTION, epilog=EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
-                        help="trace directory (created; must be empty unless --force)")
+                        help="trace directory (created; must be empty unless --force); %%h is replaced by the "
+                             "host name, %%r by the rank and %%j by the job id the launcher set, for one recording "
+                             "per node of a job: srun memq record -o job/%%h -- python train.py")
     parser.add_argument("--api", default="hip,cuda,libc", metavar="LIST",
                         help="what to record, comma-separated from hip,cuda,libc (default: all)")
     parser.add_argument("--host-min-size", default="4096", metavar="BYTES",

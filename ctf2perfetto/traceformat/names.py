@@ -37,6 +37,8 @@ CAT_COPY_DONE = "memq.copy_done"  # a copy's destination fingerprint at its comp
 CAT_WINDOW = "memq.window"  # a capture window, on its process's `Capture windows` track
 CAT_LIVE = "memq.live"  # an allocation live when a capture window opened
 CAT_ANALYSIS = "memq.analysis"
+CAT_PROCESS = "memq.process"  # who a process is in its job (rank, node, role), one instant per process
+CAT_RECORDING = "memq.recording"  # a job's recording: its node and how its clock was aligned
 # Categories of the PyTorch profiler (Kineto) that memq reads.
 KINETO_CPU_OP = "cpu_op"
 KINETO_MEMCPY = "gpu_memcpy"
@@ -115,6 +117,41 @@ LEAKED_BYTES_TRACK = "Leaked bytes"
 UPPER_BOUND_NOTE = "upper bound: writes by CPU code and GPU kernels are not traced"
 
 
+# The launcher variables that name a process's place in its job (preload/memq_core.c records them), in the
+# order they are asked: torchrun, Slurm, Open MPI, MPICH/PMI, PMIx.
+RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+LOCAL_RANK_VARS = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+WORLD_SIZE_VARS = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+JOB_ID_VARS = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+
+# A process's role in its job (ctf2perfetto.convert.identity decides; memq.process instants carry it).
+ROLE_RANK = "rank"  # the launcher gave it a rank (and its parent does not carry the same one)
+ROLE_WORKER = "worker"  # under a rank (a data-loader worker): its figures count under that rank
+ROLE_LAUNCHER = "launcher"  # not a rank, parents ranks (torchrun, srun, mpirun)
+ROLE_PROCESS = "process"  # anything else
+
+
+def process_title(role: str, pid: int, node: str, rank: int | None = None, procname: str = "") -> str:
+    """A process track's name in a job: `rank 2 (node a12, pid 4411)`, `rank 2 worker python3 (node a12, pid
+    4420)`, `launcher torchrun (node a12, pid 4400)` (`rank`: its own for a rank, its owner's for a worker)."""
+    where = f"node {node or '?'}, pid {pid}"
+    what = f" {procname}" if procname else ""
+    if role == ROLE_RANK:
+        return f"rank {rank} ({where})"
+    if role == ROLE_WORKER:
+        return f"rank {rank} worker{what} ({where})"
+    if role == ROLE_LAUNCHER:
+        return f"launcher{what} ({where})"
+    return f"{procname or 'process'} ({where})"
+
+
+def gpu_track_title(device: int, bus_ids: list[str]) -> str:
+    """The GPU track's name: `GPU 0 (0000:17:00.0)`; several bus ids when processes of the trace reached
+    different GPUs under the same device number; `GPU 0` when no runtime said."""
+    ids = sorted({b for b in bus_ids if b})
+    return gpu_track_name(device) + (f" ({', '.join(ids)})" if ids else "")
+
+
 def gpu_track_name(device: int) -> str:
     """The `GPU <device>` track (parent of the stream tracks and the device counter); also the name of
     the device's memq.device instant."""
@@ -185,6 +222,11 @@ ARGS: dict[str, str | None] = {
     "dropped_packets": None, "dropped_bytes": BYTES, "host_source": None,
     "host_min_size": BYTES, "windows": None, "live_at_start": None, "name": None, "integrated": None,
     "unified_memory": None, "baddr": None, "memsz": BYTES, "path": None, "build_id": None, "count": None,
+    "gpu_uuid": None, "pci_bus_id": None,
+    # the job: memq.process (one per process) and memq.recording (one per recording of a job)
+    "real_pid": None, "ppid": None, "node": None, "rank": None, "local_rank": None, "world_size": None,
+    "job_id": None, "role": None, "owner_rank": None, "run_dur": None, "launcher_env": None,
+    "shift_ns": None, "uncertainty_ns": None, "readings": None,
     # memq annotate
     "class": None, "reason": None, "evidence": None, "redundant_bytes": BYTES, "content_bytes": BYTES,
     "redundant_dur": NS, "no_op_bytes": BYTES, "repeat_bytes": BYTES,

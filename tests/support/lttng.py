@@ -168,7 +168,7 @@ def record_workload(fake, out_dir: Path, runtime: str, *, api: str = "hip,cuda,l
 
 # --- comparing a recording with what a workload logged (tests/fakes/worklog.h) ---
 
-PROCESS_EVENTS = ("memq:clock", "memq:device")
+PROCESS_EVENTS = ("memq:clock", "memq:device", "memq:identity")
 HOST_EVENTS = ("memq:host_alloc", "memq:host_free", "memq:host_small")  # the host heap (test_heap.py's business)
 # Events that are not calls: these two, the host heap's and copies' after-fingerprints (tests/test_content.py).
 NOT_CALLS = PROCESS_EVENTS + HOST_EVENTS + ("memq:copy_done",)

@@ -6,6 +6,7 @@ import numpy as np
 from ctf2perfetto import __version__
 from ctf2perfetto.convert.encode import ARG_INT, ARG_STRING, ARG_UINT
 from ctf2perfetto.events import TraceInfo
+from ctf2perfetto.convert.identity import job_processes, run_durations
 from ctf2perfetto.traceformat import names as N
 from ctf2perfetto.traceformat import packets as P
 from ctf2perfetto.traceformat import tracks as T
@@ -53,6 +54,26 @@ class MetaWriter:
         self.out.emit(instant_table([ts], [track], [interner.name(name)], [interner.category(category)],
                                     [(nm, t, v, np.ones(1, bool)) for nm, t, v in args]))
 
+    def _emit_job(self, info: TraceInfo, t0: int, memq: int) -> None:
+        """memq.process: who each process is in its job (convert/identity.py); memq.recording: each recording
+        of a job and how its clock was aligned (convert/job.py)."""
+        runs = run_durations(info.clock_readings)
+        for pid, ident in sorted(job_processes(info).items()):
+            values = {A.pid: pid, A.real_pid: ident.pid if ident.real_pid is None else ident.real_pid,
+                      A.ppid: ident.ppid, A.node: ident.host, A.role: ident.role, A.job_id: ident.job_id,
+                      A.launcher_env: "".join(f"{k}={v}\n" for k, v in ident.env.items())}
+            for key, value in ((A.rank, ident.rank), (A.local_rank, ident.local_rank),
+                               (A.world_size, ident.world_size), (A.owner_rank, ident.owner_rank),
+                               (A.run_dur, runs.get(pid))):
+                if value is not None:
+                    values[key] = value
+            self._instant(t0, memq, N.CAT_PROCESS, ident.name(), values)
+        for rec in getattr(info, "recordings", []):
+            self._instant(t0, memq, N.CAT_RECORDING, str(rec.get("node", "")), {
+                A.path: str(rec.get("path", "")), A.node: str(rec.get("node", "")),
+                A.shift_ns: int(rec.get("shift_ns", 0)), A.uncertainty_ns: int(rec.get("uncertainty_ns", 0)),
+                A.readings: int(rec.get("readings", 0))})
+
     def emit_info(self, info: TraceInfo, t0: int, summary) -> None:
         """memq.meta, memq.device and memq.binary instants (`summary`: the ConvertSummary so far)."""
         memq = T.memq_uuid()
@@ -66,7 +87,10 @@ class MetaWriter:
             self._instant(t0, memq, N.CAT_DEVICE, N.gpu_track_name(dev.get("device", 0)), {
                 A.pid: dev.get("pid", 0), A.device: dev.get("device", 0), A.runtime: str(dev.get("runtime", "")),
                 A.name: str(dev.get("name", "")), A.integrated: int(bool(dev.get("integrated"))),
-                A.unified_memory: int(bool(dev.get("unified_memory")))})
+                A.unified_memory: int(bool(dev.get("unified_memory"))),
+                **{key: str(dev[field]) for key, field in ((A.gpu_uuid, "uuid"), (A.pci_bus_id, "pci_bus_id"))
+                   if dev.get(field)}})
+        self._emit_job(info, t0, memq)
         for binary in info.binaries:
             values = {key: binary.get(key, 0) for key in (A.pid, A.baddr, A.memsz)}
             values[A.path] = str(binary.get("path", ""))

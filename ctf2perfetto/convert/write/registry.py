@@ -6,6 +6,7 @@ from typing import Mapping
 import numpy as np
 
 from ctf2perfetto.events import TraceInfo
+from ctf2perfetto.convert.identity import job_processes
 from ctf2perfetto.convert.model import CNT_DEVICE, CNT_HOST, CNT_MANAGED, CNT_PINNED, CNT_REGISTERED, split_counter_key
 from ctf2perfetto.traceformat import names as N
 from ctf2perfetto.traceformat import tracks as T
@@ -97,10 +98,16 @@ class TrackRegistry:
         """Every other descriptor (written after the events: trace_processor reads them first anyway)."""
         pids = {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE}
         pids |= self.window_pids
+        # In a job, a process is named by its place in it (`rank 2 (node a12, pid 4411)`); its threads keep
+        # their own names.
+        titles = {pid: ident.name() for pid, ident in job_processes(info).items()}
         out = process_thread_descriptors({**info.processes, **extra_processes}, {**info.threads, **extra_threads},
-                                         t0, self.threads | set(extra_threads), pids | set(extra_processes))
+                                         t0, self.threads | set(extra_threads), pids | set(extra_processes) | set(titles),
+                                         titles)
         out += [T.record(N.SEQ_DESCRIPTORS, T.heap_track(pid, tid)) for pid, tid in sorted(self.heap_threads)]
-        out += [T.record(N.SEQ_DESCRIPTORS, T.gpu_track(dev)) for dev in sorted(self.gpus)]
+        out += [T.record(N.SEQ_DESCRIPTORS, T.gpu_track(dev, [str(d.get("pci_bus_id") or "") for d in info.devices
+                                                              if d.get("device") == dev]))
+                for dev in sorted(self.gpus)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.stream_track(*where))
                 for _, where in sorted(self.streams.items(), key=lambda kv: kv[1])]
         out += [T.record(N.SEQ_DESCRIPTORS, T.windows_track(pid)) for pid in sorted(self.window_pids)]
@@ -111,13 +118,16 @@ class TrackRegistry:
 
 
 def process_thread_descriptors(processes: Mapping[int, str], threads: Mapping[tuple[int, int], str], t0: int = 0,
-                               used_threads: set | None = None, used_pids: set | None = None) -> list[bytes]:
+                               used_threads: set | None = None, used_pids: set | None = None,
+                               titles: Mapping[int, str] | None = None) -> list[bytes]:
     """Descriptor records of processes and threads (names where known, stamped `t0` on the converter's
     MONOTONIC clock): the threads `used_threads` (default: every one named) and the processes of those plus
-    `used_pids` (default: every one named)."""
+    `used_pids` (default: every one named); `titles` name processes instead of `processes` (not their threads)."""
     thread_set = set(threads) if used_threads is None else set(used_threads)
     pids = sorted({p for p, _ in thread_set} | (set(processes) if used_pids is None else set(used_pids)))
-    out = [T.record(N.SEQ_DESCRIPTORS, T.process_track(pid, processes.get(pid) or None), t0, N.CLOCK_MONOTONIC)
+    titles = titles or {}
+    out = [T.record(N.SEQ_DESCRIPTORS, T.process_track(pid, titles.get(pid) or processes.get(pid) or None), t0,
+                    N.CLOCK_MONOTONIC)
            for pid in pids]
     for pid, tid in sorted(thread_set):
         name = threads.get((pid, tid)) or (processes.get(pid) if pid == tid else None)

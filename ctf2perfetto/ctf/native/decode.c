@@ -54,6 +54,7 @@ enum action {
 	A_SET_DEVICE, A_CLOCK, A_DEVICE, A_PROCNAME, A_BIN_INFO, A_BUILD_ID, A_COPY_DONE,
 	A_HOST, A_HOST_SMALL,  /* memq's heap wrappers (issue 10) */
 	A_WINDOW,              /* capture windows (issue 10) */
+	A_IDENTITY,            /* memq:identity: who the process is in its job */
 };
 
 /* Payload roles: which member feeds what (index into handler.idx). */
@@ -64,7 +65,7 @@ enum role {
 	R_BADDR, R_MEMSZ, R_PATH, R_BUILD_ID, R_DEPTH, R_DSLICE, R_SSLICE,
 	R_REQUESTED, R_ALLOC_COUNT, R_ALLOC_BYTES, R_FREE_COUNT, R_FREE_BYTES,
 	R_SEQ, R_CONTENT, R_CONTENT_MODE, R_SRC_HASH, R_DST_HASH_BEFORE, R_DST_HASH_AFTER,
-	R_OPEN, R_CAUSE, R_INDEX, NROLES,
+	R_OPEN, R_CAUSE, R_INDEX, R_UUID, R_BUS_ID, R_PPID, R_HOST, R_ENV, NROLES,
 };
 
 /* An enumeration's labels: value ranges -> code (API name index, MemKind, ...). */
@@ -416,7 +417,9 @@ static const struct class_spec specs[] = {
 	  {R_BOOTTIME, "boottime_ns"}, {-1, 0}}},
 	{"memq:device", A_DEVICE, 0, 0,
 	 {{R_RUNTIME, "runtime"}, {R_DEVICE, "device"}, {R_NAME, "name"}, {R_INTEGRATED, "integrated"},
-	  {R_UNIFIED, "unified_memory"}, {-1, 0}}},
+	  {R_UNIFIED, "unified_memory"}, {R_UUID | OPTIONAL, "uuid"}, {R_BUS_ID | OPTIONAL, "pci_bus_id"}, {-1, 0}}},
+	{"memq:identity", A_IDENTITY, 0, 0,
+	 {{R_PPID, "ppid"}, {R_HOST, "host"}, {R_ENV, "env"}, {-1, 0}}},
 	{"lttng_ust_statedump:procname", A_PROCNAME, 0, 0, {{R_NAME, "procname"}, {-1, 0}}},
 	{"lttng_ust_statedump:bin_info", A_BIN_INFO, 0, 0,
 	 {{R_BADDR, "baddr"}, {R_MEMSZ, "memsz"}, {R_PATH, "path"}, {-1, 0}}},
@@ -835,6 +838,18 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 			    get_i(h, pl, R_DEVICE), get_i(h, pl, R_INTEGRATED) ? "true" : "false",
 			    get_i(h, pl, R_UNIFIED) ? "true" : "false");
 		side_json_str(d, get_str(h, pl, R_NAME));
+		side_printf(d, ",\"uuid\":");
+		side_json_str(d, get_str(h, pl, R_UUID));
+		side_printf(d, ",\"pci_bus_id\":");
+		side_json_str(d, get_str(h, pl, R_BUS_ID));
+		side_printf(d, "}\n");
+		return 0;
+	case A_IDENTITY:
+		side_printf(d, "{\"t\":\"identity\",\"pid\":%" PRId64 ",\"ppid\":%" PRId64 ",\"host\":", pid,
+			    get_i(h, pl, R_PPID));
+		side_json_str(d, get_str(h, pl, R_HOST));
+		side_printf(d, ",\"env\":");
+		side_json_str(d, get_str(h, pl, R_ENV));
 		side_printf(d, "}\n");
 		return 0;
 	default:
