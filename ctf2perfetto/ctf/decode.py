@@ -181,6 +181,11 @@ def error_line(text: str, traces: list[Path], failed: str | None = None, hint: s
     return f"{where}: cannot open the trace: {root}"
 
 
+def _env_lines(text: str) -> dict[str, str]:
+    """memq:identity's `env` ("NAME=value" lines) as a dict."""
+    return {name: value for name, sep, value in (line.partition("=") for line in text.splitlines()) if sep and name}
+
+
 class Decoding:
     """An open decode of every trace under one directory; iterate for EventBatches.
 
@@ -354,6 +359,9 @@ class Decoding:
                                                                "boottime")})
             elif t == "device":
                 info.devices.append({k: v for k, v in r.items() if k != "t"})
+            elif t == "identity":
+                info.identities.append({"pid": r["pid"], "ppid": r["ppid"], "host": r["host"],
+                                        "env": _env_lines(r["env"])})
             elif t == "skipped":
                 info.skipped[r["name"]] = info.skipped.get(r["name"], 0) + r["count"]
 
