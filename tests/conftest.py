@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from support.checkout import use_checkout
+
 REPO = Path(__file__).resolve().parent.parent
 TEST_DATA = REPO / "tests" / "data"  # every file a test reads (tests/data/README.md)
+CHECKOUT_BIN = use_checkout()  # `memq` / `ctf2perfetto` in any subprocess: this checkout's (support/checkout.py)
 
 
 def import_bt2():
