@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Mutation check of the analyses tests: plant known bugs in sql/memq, one at a time, and see a test fail.
+"""Mutation check: plant known bugs in sql/memq, the converter, the model, the decoder and the importers, one at a
+time, and see a test fail.
 
     python3 scripts/mutation_check.py            # every mutation, deterministic tests only
     python3 scripts/mutation_check.py --random   # also the randomised property test
     python3 scripts/mutation_check.py --every    # name every test that fails, not only the first
     python3 scripts/mutation_check.py --list
 
-Each mutation is a text replacement in one sql/memq file that breaks one documented rule (DESIGN.md, the
+Each mutation is a text replacement in one file that breaks one documented rule (docs/DEFINITIONS.md, the
 modules' doc comments). The repository is copied to a temporary directory (the checkout is never modified),
-the tests run there once unmutated (they must pass), then once per mutation with the file changed and put
-back after. A mutation is caught when a test fails. The tests are the deterministic ones by default (the
-hand-worked cases and the pinned logs), so a catch never depends on a random draw. Exit status 1 when a
-mutation survives or no longer applies (its text is gone from the file: update the list here).
+the tests run there once unmutated (they must pass), then once per mutation with the file changed (and, for
+C sources, the library rebuilt) and put back after. A mutation is caught when a test fails. A mutation of
+sql/memq runs the deterministic analyses tests (the hand-worked cases and the pinned logs) and any it names;
+one elsewhere runs the tests it names, those nearest the code. No catch depends on a random draw. Exit
+status 1 when a mutation survives or no longer applies (its text is gone from the file: update the list here).
 Not run by pytest; takes about 15 s per mutation on a quiet machine.
 """
 from __future__ import annotations
@@ -39,9 +41,23 @@ INF = "9223372036854775807"
 @dataclass(frozen=True)
 class Mutation:
     name: str
-    file: str  # under sql/memq
+    file: str  # under sql/memq, or a path from the repository root (holding a "/")
     edits: tuple[tuple[str, str], ...]  # (text that must occur exactly once, replacement)
     breaks: str  # the rule it breaks
+    tests: tuple[str, ...] = ()  # the tests nearest the code (with DETERMINISTIC for sql/memq)
+
+    @property
+    def path(self) -> str:
+        return self.file if "/" in self.file else f"sql/memq/{self.file}"
+
+    def test_ids(self, extra: list[str]) -> list[str]:
+        base = DETERMINISTIC + extra if self.path.startswith("sql/memq/") else []
+        return base + [t for t in self.tests if t not in base]
+
+
+# A C source's library, rebuilt in the copy after each change to it (the Makefile's rule).
+NATIVE = {"ctf2perfetto/ctf/native/": "libmemqdecode.so", "ctf2perfetto/convert/native/": "libmemqencode.so"}
+PLANTED = "tests/test_planted.py"
 
 
 MUTATIONS = [
@@ -177,6 +193,30 @@ MUTATIONS = [
              (("WHERE p.t < $at AND p.end_raw >= $at AND p.end_raw > p.t\nORDER BY p.ord, p.lo;",
                "WHERE p.t < $at AND p.end_raw > $at AND p.end_raw > p.t\nORDER BY p.ord, p.lo;"),),
              "the pieces alive at a part's end are those its closes end there"),
+    # -- beyond sql/memq: the converter, the model, the decoder, the importers ------------------------------
+    Mutation("three_d_slice_at_width", "copies.sql",
+             (("WHEN IFNULL($depth, 0) <= 1 OR $slice = $pitch * $height",
+               "WHEN IFNULL($depth, 0) <= 1 OR $slice = $width * $height"),),
+             "a 3D copy whose slices continue the row stride is rows (its key is the 2D copy's)",
+             (f"{PLANTED}::test_a_3d_copy_of_contiguous_slices_has_the_2d_key",)),
+    Mutation("leaks_smallest_first", "leaks.sql",
+             (("  FROM memq_host_small\n  HAVING SUM(live_count) > 0 OR SUM(live_bytes) > 0\n)\nORDER BY bytes DESC;",
+               "  FROM memq_host_small\n  HAVING SUM(live_count) > 0 OR SUM(live_bytes) > 0\n)\nORDER BY bytes;"),),
+             "the leak report lists the most leaked bytes first",
+             (f"{PLANTED}::test_leaks_are_listed_largest_first",)),
+    Mutation("leaked_allocations_smallest_first", "leaks.sql",
+             (("ORDER BY l.size DESC, l.ts;", "ORDER BY l.size, l.ts;"),),
+             "leaked allocations are listed largest first, then oldest",
+             (f"{PLANTED}::test_leaks_are_listed_largest_first",)),
+    Mutation("decode_begin_without_clock_delta", "ctf2perfetto/ctf/native/decode.c",
+             (("c->begin[i] = (int64_t)get_u(pl, h->idx[R_BEGIN]) + h->delta_ns;",
+               "c->begin[i] = (int64_t)get_u(pl, h->idx[R_BEGIN]);"),),
+             "a GPU call's begin time is on the reference clock (its trace's clock offset delta added)",
+             (f"{PLANTED}::test_call_times_of_two_traces_with_different_clock_offsets",)),
+    Mutation("kineto_flow_skips_slice_at_its_time", "ctf2perfetto/importers/kineto/layout.py",
+             (("i = bisect.bisect_left(starts.get(lane, []), ts)", "i = bisect.bisect_right(starts.get(lane, []), ts)"),),
+             "a flow end without bp=e binds to the next slice starting at or after its time",
+             (f"{PLANTED}::test_a_flow_end_binds_to_the_slice_starting_at_its_time",)),
 ]
 
 
@@ -204,6 +244,17 @@ def _run_tests(repo: Path, tests: list[str], every: bool = False) -> tuple[bool,
     return False, ", ".join(failed) if failed else (lines[-1] if lines else f"exit {done.returncode}")
 
 
+def _rebuild(repo: Path, path: str) -> tuple[bool, str]:
+    """Rebuilds the library of a changed C source in the copy (nothing to do for other files)."""
+    for folder, library in NATIVE.items():
+        if path.startswith(folder):
+            done = subprocess.run(["make", "-s", "-B", "-C", str(repo / folder), f"OUT={repo / 'ctf2perfetto' / 'lib'}"],
+                                  capture_output=True, text=True)
+            if done.returncode:
+                return False, f"{library} does not build: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+    return True, ""
+
+
 def _apply(text: str, m: Mutation) -> str | None:
     for old, new in m.edits:
         if text.count(old) != 1:
@@ -223,11 +274,12 @@ def main() -> int:
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
     if args.list or not chosen:
         for m in MUTATIONS:
-            print(f"{m.name:34} {m.file:16} {m.breaks}")
+            print(f"{m.name:34} {m.path:40} {m.breaks}")
         return 0 if chosen or not args.only else 2
-    tests = DETERMINISTIC + (RANDOM if args.random else [])
+    extra = RANDOM if args.random else []
     with tempfile.TemporaryDirectory(prefix="memq-mutation-") as tmp:
         repo = _copy_repo(Path(tmp))
+        tests = list(dict.fromkeys(t for m in chosen for t in m.test_ids(extra)))
         print(f"tests: {' '.join(tests)}", flush=True)
         start = time.monotonic()
         ok, why = _run_tests(repo, tests)
@@ -237,20 +289,23 @@ def main() -> int:
         print(f"unmutated: pass ({time.monotonic() - start:.0f} s)", flush=True)
         survived = 0
         for m in chosen:
-            path = repo / "sql" / "memq" / m.file
+            path = repo / m.path
             original = path.read_text()
             mutated = _apply(original, m)
             if mutated is None:
-                print(f"{m.name:34} DOES NOT APPLY: its text is no longer in sql/memq/{m.file}", flush=True)
+                print(f"{m.name:34} DOES NOT APPLY: its text is no longer in {m.path}", flush=True)
                 survived += 1
                 continue
             start = time.monotonic()
             path.write_text(mutated)
+            built = False
             try:
-                ok, why = _run_tests(repo, tests, args.every)
+                built, why = _rebuild(repo, m.path)
+                ok, why = _run_tests(repo, m.test_ids(extra), args.every) if built else (True, why)
             finally:
                 path.write_text(original)
-            verdict = "SURVIVED" if ok else f"caught by {why}"
+                _rebuild(repo, m.path)
+            verdict = ("SURVIVED" if built else why.upper()) if ok else f"caught by {why}"
             survived += ok
             print(f"{m.name:34} {verdict} ({time.monotonic() - start:.0f} s)", flush=True)
     print(f"{len(chosen) - survived} of {len(chosen)} mutations caught")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import zlib
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -46,10 +47,9 @@ def load(path: str | Path) -> KinetoTrace:
         raise UsageError(f"{path}: Kineto trace not found")
     if not path.is_file():  # a fifo would block for ever, /dev/zero never end
         raise UsageError(f"{path}: not a regular file, expected a Kineto JSON file")
+    raw = b""
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        raw = _json_text(path)
         doc = json.loads(raw, parse_float=Decimal)
     except OSError as exc:
         reason = exc.strerror or str(exc)
@@ -58,6 +58,13 @@ def load(path: str | Path) -> KinetoTrace:
         raise MemqError(f"{path}: not a readable gzip file: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MemqError(f"{path}: not a JSON Kineto trace: {exc}") from None
+    except RecursionError:
+        raise MemqError(f"{path}: not a Kineto trace: its JSON is nested deeper than {sys.getrecursionlimit()} "
+                        "levels") from None
+    except MemoryError:
+        raise MemqError(f"{path}: the trace ({len(raw):,} bytes of JSON text) does not fit in the memory this "
+                        "process may use (ulimit -v, the machine's memory)") from None
+    del raw
     if isinstance(doc, list):  # the Chrome trace format's bare event array
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
@@ -65,12 +72,16 @@ def load(path: str | Path) -> KinetoTrace:
     base = doc.get("baseTimeNanoseconds", 0)
     try:
         base_ns = int(base)
-    except (TypeError, ValueError, InvalidOperation):
+    except (TypeError, ValueError, InvalidOperation, OverflowError):
         raise MemqError(f"{path}: baseTimeNanoseconds is not a number: {base!r}") from None
+    if not 0 <= base_ns <= I64_MAX:
+        raise MemqError(f"{path}: baseTimeNanoseconds {base} is outside the times a trace holds (0 to 2^63-1 ns "
+                        "from the Epoch)")
     trace = KinetoTrace(path, base_ns, [])
     for number, event in enumerate(doc["traceEvents"]):
         if not isinstance(event, dict):
             continue
+        _check_event(trace, number, event)
         _modernize(trace, event)
         if event.get("ph") == "M":
             _read_metadata(trace, event)
@@ -80,6 +91,44 @@ def load(path: str | Path) -> KinetoTrace:
             trace.events.append(event)
     _sizes_from_runtime(trace)
     return trace
+
+
+I64_MAX = (1 << 63) - 1  # a Perfetto trace's times and sizes are int64
+READ_BYTES = 16 << 20
+
+
+def _json_text(path: Path) -> bytes:
+    """The file's JSON text, decompressed if gzipped, a piece at a time: what does not start like JSON (a
+    gzip of zeros) is refused after its first piece, never decompressed whole."""
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    text = bytearray()
+    with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
+        while piece := f.read(READ_BYTES):
+            if not text:
+                start = piece.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+                if start and start not in b"{[":
+                    raise MemqError(f"{path}: not a JSON Kineto trace: it starts with byte {start[0]:#04x}, "
+                                    "not a JSON object or array")
+            text += piece
+    return bytes(text)
+
+
+def _check_event(trace: KinetoTrace, number: int, event: dict) -> None:
+    """An event's ids and time as the format holds them: a pid or tid that is no id (a list, an object) and a
+    time outside int64 ns from the Epoch are refused in one line, not turned into something else."""
+    where = f"{trace.path}: traceEvents[{number}] ({event.get('cat')} {str(event.get('name', ''))[:60]!r})"
+    for key, what in (("pid", "process"), ("tid", "thread")):
+        value = event.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, str, Decimal))):
+            raise MemqError(f"{where}: {key} {value!r} is not a {what} id (a number or a string)")
+    ts = event.get("ts")
+    if ts is None:
+        return
+    at = trace.abs_ns(ts)
+    if at is not None and not 0 <= at <= I64_MAX:
+        raise MemqError(f"{where}: ts {ts} is outside the times a trace holds (0 to 2^63-1 ns from the Epoch, "
+                        f"with baseTimeNanoseconds {trace.base_ns})")
 
 
 # PyTorch 1.8-era (libkineto's first) category names -> today's.
@@ -138,12 +187,17 @@ def _check_memory_work(trace: KinetoTrace, number: int, event: dict) -> None:
     dur = us_to_ns(event.get("dur", 0))
     if dur is None or dur < 0:
         raise MemqError(f"{where}: dur {event.get('dur')!r} is not a duration (a number >= 0)")
+    if trace.abs_ns(event.get("ts")) + dur > I64_MAX:
+        raise MemqError(f"{where}: dur {event.get('dur')} ends outside the times a trace holds (2^63-1 ns from the "
+                        "Epoch)")
     args = event.get("args")
     if args is not None and not isinstance(args, dict):
         raise MemqError(f"{where}: args is not an object")
     nbytes = (args or {}).get("bytes")
     if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
         raise MemqError(f"{where}: bytes {nbytes!r} is not a byte count (an integer >= 0)")
+    if nbytes is not None and nbytes > I64_MAX:
+        raise MemqError(f"{where}: bytes {nbytes} does not fit a trace's byte counts (at most 2^63-1)")
 
 
 def _read_metadata(trace: KinetoTrace, event: dict) -> None:
