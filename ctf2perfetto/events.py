@@ -117,7 +117,7 @@ class WindowCause(IntEnum):
 
 
 class MemKind(IntEnum):
-    """Kind of memory an allocation is (DESIGN.md, "What the numbers mean")."""
+    """Kind of memory an allocation is (docs/DEFINITIONS.md, "Allocations")."""
 
     UNKNOWN = 0
     HOST = 1  # libc heap
@@ -155,11 +155,11 @@ COLUMNS: dict[str, np.dtype] = {
     "aux2": np.dtype(np.uint64),
     "dpitch": np.dtype(np.uint64),
     "spitch": np.dtype(np.uint64),
-    # appended (issue 15): 3D copies, 0 otherwise
+    # appended for 3D copies, 0 otherwise
     "depth": np.dtype(np.uint64),
     "dslice": np.dtype(np.uint64),
     "sslice": np.dtype(np.uint64),
-    # appended (issue 11): content fingerprints of copies, 0 otherwise (see the module docstring)
+    # appended for content fingerprints of copies, 0 otherwise (see the module docstring)
     "seq": np.dtype(np.uint64),
     "content": np.dtype(np.uint8),
     "content_mode": np.dtype(np.uint8),

@@ -221,12 +221,9 @@ MUTATIONS = [
 
 
 def _copy_repo(dest: Path) -> Path:
-    """The checkout as it is (uncommitted changes and built libraries included), next to a link to ../shared."""
+    """The checkout as it is (uncommitted changes, built libraries and tests/data included)."""
     repo = dest / "repo"
     shutil.copytree(REPO, repo, ignore=COPY_IGNORE, symlinks=True)
-    shared = REPO.parent / "shared"
-    if shared.exists():
-        (dest / "shared").symlink_to(shared.resolve())
     return repo
 
 
