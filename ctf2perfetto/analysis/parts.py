@@ -215,6 +215,31 @@ class Plan:
     missed: int = 0  # cuts dropped: no quiet time within `search` of them (their parts are joined)
 
 
+MAX_PARTS = 1000  # parts of one recording: each decodes the recording from its start
+
+
+def recording_length_ns(trace_dir: Path) -> int | None:
+    """The recording's length from its packet headers (ctf2perfetto.ctf.check: no event is decoded), from the
+    first packet's begin to the last one's end over every trace; None when no trace says."""
+    from ctf2perfetto.ctf.check import TraceProblem, check_trace
+    from ctf2perfetto.ctf.decode import find_traces
+
+    first = last = None
+    for trace in find_traces(trace_dir):
+        try:
+            check = check_trace(trace)
+        except TraceProblem:
+            continue  # the decode says what is wrong with it
+        meta = check.metadata
+        for scan in check.streams.values():
+            if scan.packets and not scan.stray:
+                begin = meta.clock_offset_ns + meta.to_ns(scan.packets[0].ts_begin)
+                end = meta.clock_offset_ns + meta.to_ns(max(p.ts_end for p in scan.packets))
+                first = begin if first is None else min(first, begin)
+                last = end if last is None else max(last, end)
+    return None if first is None else max(last - first, 0)
+
+
 def plan(trace_dir: Path, every_s: float, stage: Stage = no_stage) -> Plan:
     """The parts of about `every_s` seconds of an LTTng trace directory, cut at the first quiet time after each
     multiple of it (one decoding pass)."""
@@ -223,6 +248,11 @@ def plan(trace_dir: Path, every_s: float, stage: Stage = no_stage) -> Plan:
     if not every_s > 0 or every_s >= 1e9:  # NaN fails this too
         raise UsageError(f"--parts {every_s}: not a length of time in seconds (more than 0)")
     every = max(round(every_s * _NS), 1)
+    length = recording_length_ns(trace_dir)
+    if length is not None and length // every + 1 > MAX_PARTS:
+        raise UsageError(f"--parts {every_s:g} s would cut the {length / _NS:.3g} s recording into "
+                         f"{length // every + 1:,} parts (at most {MAX_PARTS:,}: each part decodes the recording "
+                         f"from its start); give parts of {length / MAX_PARTS / _NS:.3g} s or more")
     search = max(min(SEARCH_NS, every // 10), 1)
     with stage("finding quiet times to cut the recording at"):
         with decode(trace_dir, batch_size=1 << 16) as decoding:
