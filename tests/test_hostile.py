@@ -1,6 +1,6 @@
-"""Issue 12: nothing hangs, nothing aborts, nothing is overwritten, nothing is lost in silence.
+"""Hostile input: nothing hangs, nothing aborts, nothing is overwritten, nothing is lost in silence.
 
-Every reproduction of the issue, built from a small real recording (the fake HIP workload
+Every reproduction of a hostile input, built from a small real recording (the fake HIP workload
 under `memq record`, 4 KiB sub-buffers so its busiest stream file has dozens of packets):
 one line and the documented exit code, within the subprocess timeout (a hang fails the
 test), no file replaced that is not ours, and losses counted exactly against an
