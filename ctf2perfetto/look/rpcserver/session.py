@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Protocol
 
+from ctf2perfetto.engine.embedded import protos
 from ctf2perfetto.errors import MemqError
 from ctf2perfetto.look.rpcserver import wire
 from ctf2perfetto.look.rpcserver.backend import Backend, Interrupted
@@ -64,6 +65,7 @@ class Session:
         self._running: Client | None = None
         self._request_no = 0  # which request runs (so a late timer does not interrupt the next one)
         self._stopping = False
+        self._reset_by: Client | None = None  # the tab that reset the trace processor (its trace is gone)
         self._thread = threading.Thread(target=self._serve, name="memq-engine", daemon=True)
 
     def start(self) -> "Session":
@@ -126,10 +128,18 @@ class Session:
             self._load(again=False)
         while (item := self._queue.get()) is not None:
             client, message = item
+            if self._reset_by is not None and self._reset_by is not client and client is self._client:
+                # A tab reset the trace processor (the UI does on some reloads) and went: the trace it
+                # wiped is loaded again for this one.
+                self._log(f"a tab had reset the trace processor; loading {self.trace_name} again")
+                self._reset_by = None
+                self._reload()
             with self._lock:
                 backend = self._backend
                 if client is not self._client or backend is None:
                     continue  # its tab is gone
+            if _is_reset(message):
+                self._reset_by = client
                 self._running = client
                 self._request_no += 1
             started = time.monotonic()
@@ -189,3 +199,12 @@ class Session:
             backend, self._backend = self._backend, None
         if backend is not None:
             backend.close()
+
+
+def _is_reset(message: bytes) -> bool:
+    """Whether a framed request resets the trace processor (TPM_RESET_TRACE_PROCESSOR: the served trace goes)."""
+    try:
+        request = wire.parse(message)
+    except Exception:  # noqa: BLE001 - not ours to judge: the backend answers what it cannot parse
+        return False
+    return request.request == protos().TraceProcessorRpc.TPM_RESET_TRACE_PROCESSOR
