@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ctf2perfetto.analysis.base import Analysis, note_for, source_info, with_attrs
+from ctf2perfetto.engine.rows import Rows, is_null
+
 SAMPLE_BLOCKS, SAMPLE_BLOCK = 16, 64  # preload/memq_hash.h MEMQ_SAMPLE_BLOCKS, MEMQ_SAMPLE_BLOCK
 _CHUNK = 1 << 20
 
@@ -26,16 +29,25 @@ class Rule:
     module: str
     table: str
     title: str
+    fix: str
 
 
 RULES = (
-    Rule("zero_content", "advice.zero_content", "memq_advice_zero_content", "copies of all-zero data"),
-    Rule("pinning", "advice.pinning", "memq_advice_pinning", "pageable buffers uploaded again and again"),
-    Rule("sync_loop", "advice.sync_loop", "memq_advice_sync_loop", "synchronous copies in a loop"),
+    Rule("zero_content", "advice.zero_content", "memq_advice_zero_content", "copies of all-zero data",
+         "write zeros on the device (hipMemset / cudaMemset; torch.zeros(..., device=...)) instead of copying them"),
+    Rule("pinning", "advice.pinning", "memq_advice_pinning", "pageable buffers uploaded again and again",
+         "pin the buffer once (pin_memory=True; hipHostMalloc / cudaMallocHost, or hipHostRegister / "
+         "cudaHostRegister of the existing buffer)"),
+    Rule("sync_loop", "advice.sync_loop", "memq_advice_sync_loop", "synchronous copies in a loop",
+         "make it asynchronous: non_blocking=True with a pinned buffer and one synchronisation after the loop; "
+         "drop a read-back or .item() inside the loop"),
     Rule("pinned_oversize", "advice.pinned_oversize", "memq_advice_pinned_oversize",
-         "pinned buffers much larger than their copies"),
-    Rule("pinned_churn", "advice.pinned_churn", "memq_advice_pinned_churn", "pinned alloc/free churn"),
-    Rule("zero_bytes", "advice.zero_bytes", "memq_advice_zero_bytes", "zero-byte copies"),
+         "pinned buffers much larger than their copies",
+         "size the pinned buffer to its largest copy, or take staging buffers from one pool"),
+    Rule("pinned_churn", "advice.pinned_churn", "memq_advice_pinned_churn", "pinned alloc/free churn",
+         "allocate the pinned buffer once and reuse it (or a caching host allocator: pin_memory=True)"),
+    Rule("zero_bytes", "advice.zero_bytes", "memq_advice_zero_bytes", "zero-byte copies",
+         "skip the call when the size is 0"),
 )
 RULE = {r.name: r for r in RULES}
 
@@ -124,3 +136,56 @@ def rule_rows(engine: Any, name: str) -> Any:
     if name == "zero_content":
         fill_zero_fingerprints(engine)
     return engine.rows(f"INCLUDE PERFETTO MODULE memq.{rule.module};\nSELECT * FROM {rule.table}")
+
+
+NOTE = ("Advice rules (sql/memq/advice/*.sql): each table lists the places to fix, largest gain first; gain_dur is "
+        "what fixing it would save at most (NULL: unknown). Zero copies need content fingerprints (memq record "
+        "--content) and libxxhash.")
+
+
+def advice_tables(engine: Any, args: Any = None) -> dict[str, Rows]:
+    """`memq advice`'s tables: one row per rule (findings, summed gain, the fix), then each rule's findings."""
+    names, addressed, has_events = source_info(engine)
+    found = {rule.name: rule_rows(engine, rule.name) if addressed else None for rule in RULES}
+    summary = []
+    for rule in RULES:
+        rows = found[rule.name]
+        gains = [] if rows is None else [v for v in rows.column("gain_dur")] if "gain_dur" in rows.columns else []
+        summary.append({"rule": rule.name, "what": rule.title, "findings": 0 if rows is None else len(rows),
+                        "gain_dur": sum(int(v) for v in gains if not is_null(v)),
+                        "unused_bytes": sum(int(v) for v in rows.column("unused_bytes"))
+                        if rows is not None and "unused_bytes" in rows.columns else 0,
+                        "fix": rule.fix})
+    columns = ["rule", "what", "findings", "gain_dur", "unused_bytes", "fix"]
+    note = note_for(has_events, addressed, NOTE)
+    tables = {"advice": with_attrs(Rows.from_records(summary, columns, as_query=True), applies=addressed, note=note,
+                                   sources=names, engine=engine)}
+    for rule in RULES:
+        rows = found[rule.name]
+        if rows is not None and len(rows):
+            tables[rule.name] = with_attrs(rows, applies=True, note=note, sources=names)
+    return tables
+
+
+def verdict(tables: dict[str, Rows]) -> list[str]:
+    """Two lines in words: how many places to fix, and the largest."""
+    first = tables.get("advice")
+    if first is None or not first.attrs.get("applies", True):
+        return ["No advice: the trace's copies carry no addresses.", "Record with memq record for the rules to apply."]
+    rows = [r for r in first.records() if r["findings"]]
+    if not rows:
+        return ["No advice: none of the rules found waste to fix.",
+                "Checked: " + ", ".join(r["what"] for r in first.records()) + "."]
+    total = sum(r["findings"] for r in rows)
+    best = max(rows, key=lambda r: (r["gain_dur"], r["unused_bytes"]))
+    return [f"{total} place(s) to fix under {len(rows)} rule(s), saving up to {best['gain_dur'] / 1e6:.3f} ms "
+            f"for the largest ({best['what']}).",
+            f"Fix: {best['fix']}."]
+
+
+ANALYSIS = Analysis(
+    name="advice",
+    help="what to fix: copies of zeros, pinning candidates, synchronous copies in a loop, oversized and churning "
+         "pinned buffers, zero-byte copies",
+    tables=advice_tables,
+)

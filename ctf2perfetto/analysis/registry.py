@@ -6,11 +6,12 @@ one list. Adding an analysis: one SQL module in sql/memq/, one Python module her
 """
 from __future__ import annotations
 
-from ctf2perfetto.analysis import duplicated, leaks, redundant, summary
+from ctf2perfetto.analysis import advice, duplicated, leaks, redundant, summary
 from ctf2perfetto.analysis.base import Analysis
 from ctf2perfetto.errors import UsageError
 
-ANALYSES: tuple[Analysis, ...] = (duplicated.ANALYSIS, redundant.ANALYSIS, summary.ANALYSIS, leaks.ANALYSIS)
+ANALYSES: tuple[Analysis, ...] = (duplicated.ANALYSIS, redundant.ANALYSIS, summary.ANALYSIS, leaks.ANALYSIS,
+                                  advice.ANALYSIS)
 
 
 def analysis(name: str) -> Analysis:
