@@ -61,10 +61,15 @@ def add_parser(subparsers: Any) -> None:
             parser.add_argument("--parts", type=seconds, metavar="SEC", default=None, help=PARTS_HELP)
         if "unified" in analysis.options:
             add_unified_arg(parser)
+        job_help = ("rank, node or gpu: the job's figures per rank (its process and its workers), per node or per "
+                    "GPU (UUID), with the job's totals and the spread across them (shown per rank by default when "
+                    "the trace has ranks)")
         if analysis.attributed is not None and _has_attribution():
-            parser.add_argument("--by", choices=("op", "callsite"), default=None,
+            parser.add_argument("--by", choices=("op", "callsite", "rank", "node", "gpu"), default=None,
                                 help="also break the figures down by PyTorch op (needs a trace merged with "
-                                     "`ctf2perfetto --kineto`) or by call site (binary + function)")
+                                     "`ctf2perfetto --kineto`) or by call site (binary + function); " + job_help)
+        else:
+            parser.add_argument("--by", choices=("rank", "node", "gpu"), default=None, help=job_help)
         parser.set_defaults(func=lambda args, name=name: run(name, args))
 
 
@@ -90,13 +95,29 @@ def run(name: str, args: argparse.Namespace) -> int:
             if next(iter(tables.values())).attrs.get("windows"):
                 tables["windows"] = analyses.windows_rows(engine)
             by = getattr(args, "by", None)
-            if by:
+            if by in ("op", "callsite"):
                 tables[f"by {by}"] = Rows.from_frame(found.attributed(engine, by, args))
+            tables.update(_job_tables(name, engine, tables, by))
             first = next(iter(tables.values()))
             first.attrs["warnings"] = list(first.attrs.get("warnings", [])) + analyses.trace_warnings(engine)
             start = int(analyses.module_rows(engine, ("trace",), "SELECT start_ts FROM memq_trace").first("start_ts"))
     _print(found, tables, args.format, start)
     return 0
+
+
+def _job_tables(name: str, engine: Any, tables: dict[str, Rows], by: str | None) -> dict[str, Rows]:
+    """The job's tables (analysis/job.py): per rank unless --by node|gpu; summary also per process."""
+    from ctf2perfetto.analysis import job
+
+    out = job.job_tables(name, engine, tables, by if by in job.BY else "rank")
+    if by in job.BY and not out:
+        raise UsageError(f"--by {by}: the trace names no ranks (record the job's processes with memq record: each "
+                         "records the rank its launcher gave it)")
+    if name == "summary":
+        processes = job.process_table(engine)
+        if processes is not None:
+            out["processes"] = processes
+    return out
 
 
 def _run_in_parts(found: Any, args: argparse.Namespace, span: Any) -> int:

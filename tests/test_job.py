@@ -1,0 +1,251 @@
+"""The whole job: ranks, nodes and GPUs.
+
+* A real 3-rank `torchrun` (gloo, CPU) recorded by `memq record`: memq:identity names each rank and the launcher,
+  `memq summary DIR --format json` gives rows per rank 0, 1, 2 and the job, the launcher is no rank, and each
+  rank's figures equal its process analysed alone by the oracle (tests/oracle.py, from the decoded events).
+* Two "nodes" (two recordings, each in a mount, UTS and time namespace of its own: its own host name, its own
+  LTTng session daemon, and for the second a CLOCK_MONOTONIC 5000 s ahead): read together, the offset is removed
+  and the stated uncertainty covers the real error, checked against the wall-clock times the program read around
+  each call.
+* Devices: the fake runtimes' UUID and PCI bus id per device (CUDA_VISIBLE_DEVICES maps ordinals to other GPUs).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import oracle
+from support.lttng import MEMQ, PROCESS_EVENTS, read_events, record
+from support.rows import from_batches
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+OFFSET_S = 5000  # node b's CLOCK_MONOTONIC is this far ahead of node a's
+
+
+def memq_json(*args: str) -> dict:
+    proc = subprocess.run([*MEMQ, *args, "--format", "json"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def sql(trace: Path, query: str) -> list[dict]:
+    from ctf2perfetto.analysis.base import load
+
+    with load(trace) as engine:
+        return engine.rows(query).records()
+
+
+def process_events(trace_dir: Path, pid: int) -> dict[str, list[dict]]:
+    events = read_events(trace_dir, pids={pid}, prefix="memq:")
+    return {name: [e for e in events if e["event"] == name] for name in PROCESS_EVENTS}
+
+
+def decoded(trace_dir: Path):
+    from ctf2perfetto.ctf.decode import decode
+
+    with decode(trace_dir) as d:
+        batches = list(d)
+        return from_batches(batches, d.api_names), d.info
+
+
+# --- a real torchrun job ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def torchrun_job(tmp_path_factory):
+    out = tmp_path_factory.mktemp("torchrun") / "rec"
+    rec = record(out, [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3",
+                       str(FAKES / "ddp_loop.py"), "4"], timeout=600)
+    trace = out.parent / "job.pftrace"
+    proc = subprocess.run([*MEMQ, "convert", str(out), "-o", str(trace)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return rec, trace
+
+
+def test_torchrun_ranks_are_recorded_named_and_summed_per_rank(torchrun_job) -> None:
+    rec, trace = torchrun_job
+    rows, info = decoded(rec.dir)
+    # What each process recorded: torchrun's variables in the ranks, none in the launcher, which parents them.
+    env = {r["pid"]: r["env"] for r in info.identities}
+    ranks = {int(e["RANK"]): pid for pid, e in env.items() if "RANK" in e}
+    assert sorted(ranks) == [0, 1, 2]
+    parents = {r["pid"]: r["ppid"] for r in info.identities}
+    launcher = {parents[pid] for pid in ranks.values()}
+    assert len(launcher) == 1 and "RANK" not in env[next(iter(launcher))]
+    launcher_pid = next(iter(launcher))
+    assert all(env[p]["WORLD_SIZE"] == "3" and env[p]["TORCHELASTIC_RUN_ID"] for p in ranks.values())
+    host = info.identities[0]["host"]
+
+    out = memq_json("summary", str(rec.dir))
+    table = out["tables"]["by rank"]["rows"]
+    by_rank = {r["rank"]: r for r in table if r["role"] == "rank"}
+    assert sorted(by_rank) == [0, 1, 2]
+    assert [r["role"] for r in table if r["rank"] is None] == ["launcher", "job"]
+    assert [r["pid"] for r in table if r["role"] == "launcher"] == [launcher_pid]
+    # Each rank's figures are its process's alone (the oracle over that process's events).
+    per_pid = defaultdict(list)
+    for row in rows:
+        per_pid[row["pid"]].append(row)
+    for rank, pid in ranks.items():
+        got = by_rank[rank]
+        assert (got["pid"], got["node"], got["processes"]) == (pid, host, 1)
+        kinds = oracle.allocations_per_kind(oracle.build(per_pid[pid]))
+        assert got["allocations"] == sum(k["count"] for k in kinds.values()) > 1000
+        assert got["allocated_bytes"] == sum(k["bytes"] for k in kinds.values())
+        small = [r for r in per_pid[pid] if r["kind"] == oracle.K.HOST_SMALL]
+        assert got["small_allocations"] == sum(r["aux"] for r in small) > 0
+        assert got["small_bytes"] == sum(r["size"] for r in small)
+    # The job: every process's, the launcher's included; the spread names its ranks.
+    job = next(r for r in table if r["role"] == "job")
+    everyone = oracle.allocations_per_kind(oracle.build(rows))
+    assert job["allocations"] == sum(k["count"] for k in everyone.values())
+    spread = {r["figure"]: r for r in out["tables"]["rank spread"]["rows"]}
+    values = {rank: by_rank[rank]["allocated_bytes"] for rank in by_rank}
+    top = max(values, key=lambda r: (values[r], -r))
+    assert (spread["allocated_bytes"]["max"], spread["allocated_bytes"]["max_rank"]) == (values[top], top)
+    assert spread["allocated_bytes"]["median"] == sorted(values.values())[1]
+    # memq summary's per-process split lists every process with who it is.
+    processes = {r["pid"]: r for r in out["tables"]["processes"]["rows"]}
+    assert {processes[p]["rank"] for p in ranks.values()} == {0, 1, 2}
+    assert processes[launcher_pid]["role"] == "launcher"
+
+    # The trace names the processes by their place in the job.
+    names = {r["pid"]: r["name"] for r in sql(trace, "SELECT pid, name FROM process WHERE pid > 0")}
+    for rank, pid in ranks.items():
+        assert names[pid] == f"rank {rank} (node {host}, pid {pid})"
+    assert names[launcher_pid].startswith("launcher ") and names[launcher_pid].endswith(f"(node {host}, pid "
+                                                                                        f"{launcher_pid})")
+
+
+def test_torchrun_other_analyses_by_rank_and_node(torchrun_job) -> None:
+    _rec, trace = torchrun_job
+    dup = memq_json("duplicated", str(trace))
+    assert sorted(r["rank"] for r in dup["tables"]["by rank"]["rows"] if r["role"] == "rank") == [0, 1, 2]
+    node = memq_json("redundant", str(trace), "--by", "node")
+    rows = node["tables"]["by node"]["rows"]
+    assert [r["ranks"] for r in rows if r["node"] != "job"] == ["0,1,2"]
+    assert "redundant_share" not in rows[0]  # per node: sums only
+    ranks = memq_json("redundant", str(trace), "--by", "rank")["tables"]["by rank"]["rows"]
+    assert all(r["redundant_share"] == 0 for r in ranks if r["role"] == "rank")  # no GPU copies on the CPU
+
+
+def test_by_rank_on_a_trace_without_ranks_is_one_clear_line(fake_hip_trace, tmp_path) -> None:
+    proc = subprocess.run([*MEMQ, "summary", str(fake_hip_trace.dir), "--by", "rank"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "names no ranks" in proc.stderr.strip().splitlines()[-1]
+
+
+# --- two nodes, two clocks ----------------------------------------------------------------------------------
+
+NODE_SCRIPT = r'''
+set -e
+hostname "$1"
+mount -t tmpfs memq-test /var/run/lttng
+export HOME="$2" LTTNG_HOME="$2"
+shift 2
+rc=0
+"$@" || rc=$?
+if [ -f /var/run/lttng/lttng-sessiond.pid ]; then kill "$(cat /var/run/lttng/lttng-sessiond.pid)" || true; fi
+sleep 0.3
+exit $rc
+'''
+
+
+def on_node(name: str, home: Path, argv: list[str], monotonic_s: int = 0) -> subprocess.CompletedProcess:
+    """Run `argv` as on another node: its own host name, LTTng daemons (a private /var/run/lttng: memq record
+    starts a session daemon there, stopped after) and, with `monotonic_s`, a CLOCK_MONOTONIC (and BOOTTIME)
+    that far ahead (a time namespace); REALTIME is the machine's, as NTP keeps it on real nodes."""
+    home.mkdir(parents=True, exist_ok=True)
+    clock = ["--time", f"--monotonic={monotonic_s}", f"--boottime={monotonic_s}"] if monotonic_s else []
+    return subprocess.run(["unshare", "--mount", "--uts", *clock, "--fork", "sh", "-c", NODE_SCRIPT, "node", name,
+                           str(home), *argv], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def two_nodes(fake_gpu, tmp_path_factory):
+    base = tmp_path_factory.mktemp("two_nodes")
+    job = base / "job"
+    marks = {}
+    for name, offset in (("nodea", 0), ("nodeb", OFFSET_S)):
+        marks[name] = base / f"marks-{name}.json"
+        proc = on_node(name, base / f"home-{name}", [*MEMQ, "record", "-o", str(job / "%h"), "--", sys.executable,
+                                                     str(FAKES / "clock_marks.py"), str(fake_gpu.dir),
+                                                     str(marks[name]), "6"], offset)
+        assert proc.returncode == 0, proc.stderr
+    return job, {name: json.loads(path.read_text()) for name, path in marks.items()}
+
+
+def test_two_nodes_merge_with_the_offset_removed(two_nodes, tmp_path) -> None:
+    job, marks = two_nodes
+    assert sorted(p.name for p in job.iterdir()) == ["nodea", "nodeb"]  # -o job/%h
+    # The namespace really moved node b's clock: its program read MONOTONIC 5000 s ahead of node a's.
+    gap = marks["nodeb"][0]["mono_before"] - marks["nodea"][0]["mono_before"]
+    real_gap = marks["nodeb"][0]["before"] - marks["nodea"][0]["before"]
+    assert abs(gap - real_gap - OFFSET_S * 10**9) < 10**9
+
+    trace = tmp_path / "job.pftrace"
+    proc = subprocess.run(["ctf2perfetto", str(job), "-o", str(trace)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "uncertainty" in proc.stderr and "nodeb" in proc.stderr
+    placed = sql(trace, """SELECT EXTRACT_ARG(arg_set_id, 'debug.node') AS node,
+                                  EXTRACT_ARG(arg_set_id, 'debug.shift_ns') AS shift,
+                                  EXTRACT_ARG(arg_set_id, 'debug.uncertainty_ns') AS unc
+                           FROM slice WHERE category = 'memq.recording' ORDER BY node""")
+    assert [p["node"] for p in placed] == ["nodea", "nodeb"]
+    ref, other = placed
+    assert (ref["shift"], ref["unc"]) == (0, 0)
+    # The offset removed: node b moved back by 5000 s, within the stated uncertainty (a few µs here).
+    assert abs(other["shift"] + OFFSET_S * 10**9) <= other["unc"] < 10**6
+
+    # Each traced call lands, on the trace's REALTIME clock, between the wall-clock readings its program took
+    # around it, on both nodes, within the stated uncertainty.
+    calls = sql(trace, """SELECT s.ts, s.dur, EXTRACT_ARG(s.arg_set_id, 'debug.size') AS size, p.name AS process
+                          FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid)
+                          JOIN process p USING (upid) WHERE s.name = 'hipMalloc'""")
+    assert len(calls) == 12
+    for name, unc in (("nodea", 0), ("nodeb", other["unc"])):
+        by_size = {c["size"]: c for c in calls if f"(node {name}," in c["process"]}
+        assert len(by_size) == 6
+        for mark in marks[name]:
+            call = by_size[mark["size"]]
+            assert mark["before"] - unc <= call["ts"] and call["ts"] + call["dur"] <= mark["after"] + unc
+
+    # Both nodes' processes are apart (each its own pid in the trace), named by node.
+    procs = sql(trace, "SELECT pid, name FROM process WHERE name GLOB '* (node *'")
+    assert {p["name"].split("(node ")[1].split(",")[0] for p in procs} >= {"nodea", "nodeb"}
+    assert len({p["pid"] for p in procs}) == len(procs)
+
+
+def test_two_nodes_analysed_by_node(two_nodes) -> None:
+    job, _marks = two_nodes
+    out = memq_json("summary", str(job))
+    assert "by rank" not in out["tables"]  # no launcher gave ranks: no job tables by rank
+    procs = out["tables"]["processes"]["rows"]
+    assert {p["node"] for p in procs} >= {"nodea", "nodeb"}
+
+
+# --- devices ------------------------------------------------------------------------------------------------
+
+def test_devices_are_named_by_uuid_and_bus_id(fake_gpu, tmp_path) -> None:
+    env = dict(__import__("os").environ, CUDA_VISIBLE_DEVICES="3,1")
+    rec = record(tmp_path / "t", [str(fake_gpu.workload), "cuda", str(tmp_path / "log")], env=env)
+    pid = json.loads((tmp_path / "log").read_text().splitlines()[0])["pid"]
+    devices = process_events(rec.dir, pid)["memq:device"]
+    # CUDA_VISIBLE_DEVICES=3,1: device 0 is the fourth GPU (bus 0x78), device 1 the second (0x38).
+    assert [(d["device"], d["pci_bus_id"]) for d in devices] == [(0, "0000:78:00.0"), (1, "0000:38:00.0")]
+    uuids = [d["uuid"] for d in devices]
+    assert all(u.startswith("GPU-") and len(u) == 40 for u in uuids) and len(set(uuids)) == 2
+    ident = process_events(rec.dir, pid)["memq:identity"]
+    assert len(ident) == 1 and ident[0]["host"] and ident[0]["ppid"] > 0
+    trace = tmp_path / "t.pftrace"
+    assert subprocess.run(["ctf2perfetto", str(rec.dir), "-o", str(trace)], capture_output=True).returncode == 0
+    tracks = {r["name"] for r in sql(trace, "SELECT name FROM track WHERE name GLOB 'GPU *'")}
+    assert {"GPU 0 (0000:78:00.0)", "GPU 1 (0000:38:00.0)"} <= tracks
+    used = sql(trace, "INCLUDE PERFETTO MODULE memq.job; SELECT DISTINCT gpu_uuid FROM memq_process_gpu")
+    assert {u["gpu_uuid"] for u in used} <= set(uuids) and used
