@@ -6,12 +6,30 @@
  * `memq:api` enum of the trace metadata (label = function name, value = the
  * stable number below) and the MEMQ_API_<name> constants used by the
  * wrappers. Numbers are part of the trace contract (docs/EVENTS.md): never
- * renumber, only append. HIP uses 1..99, CUDA 101..199.
+ * renumber, only append. Which family a number belongs to is MEMQ_API_RANGES_*
+ * below.
  */
 #ifndef MEMQ_API_H
 #define MEMQ_API_H
 
 #include <stdint.h>
+
+/*
+ * The number ranges of each family of calls, written only here: HIP runtime
+ * and HIP VMM, CUDA runtime and CUDA driver, memq's own libc heap wrappers.
+ * The recorder's event filters come from the same list
+ * (ctf2perfetto/capture/api_ranges.py; tests/test_preload_build.py checks the
+ * two agree and that every number of MEMQ_APIS lies in its family's range).
+ */
+#define MEMQ_API_RANGES_HIP(X) X(1, 99) X(401, 449)
+#define MEMQ_API_RANGES_CUDA(X) X(101, 199) X(301, 399)
+#define MEMQ_API_RANGES_LIBC(X) X(501, 519)
+#define MEMQ_API_IN_RANGE(lo, hi) || (api >= (lo) && api <= (hi))
+
+static inline int memq_api_is_hip(int api)
+{
+	return 0 MEMQ_API_RANGES_HIP(MEMQ_API_IN_RANGE);
+}
 
 #define MEMQ_APIS(X)                                                          \
 	X(hipMalloc, 1) X(hipMallocManaged, 2) X(hipHostMalloc, 3)             \

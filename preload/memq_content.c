@@ -65,7 +65,7 @@ enum { FAMILY_HIP = 0, FAMILY_CUDA = 1 };
 
 static int family_of_api(int api)
 {
-	return api < 100 || (api > 400 && api < 450) ? FAMILY_HIP : FAMILY_CUDA;
+	return memq_api_is_hip(api) ? FAMILY_HIP : FAMILY_CUDA;
 }
 
 static int family_of_runtime(int runtime)

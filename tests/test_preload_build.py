@@ -53,3 +53,23 @@ def test_clean_removes_what_it_built_where_out_put_it(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert not (out / LIBRARY).exists() and not list(src.glob("*.o"))
     assert (out / "keep.txt").read_text() == "not ours"
+
+
+def test_api_ranges_are_the_headers() -> None:
+    """capture/api_ranges.py is preload/memq_api.h's MEMQ_API_RANGES_* and enum memq_runtime, and every wrapped
+    function's number lies in its family's range (hip*, cuda* and cu* calls, the libc heap)."""
+    import re
+
+    from ctf2perfetto.capture.api_ranges import API_RANGES, RUNTIMES
+
+    header = (PRELOAD / "memq_api.h").read_text()
+    ranges = {family.lower(): tuple((int(a), int(b)) for a, b in re.findall(r"X\((\d+), (\d+)\)", body))
+              for family, body in re.findall(r"#define MEMQ_API_RANGES_(\w+)\(X\) (.*)", header)}
+    assert ranges == API_RANGES
+    runtimes = {name.lower(): int(v) for name, v in re.findall(r"MEMQ_RT_(\w+) = (\d+)", header)}
+    assert runtimes == RUNTIMES
+    apis = re.findall(r"X\(([A-Za-z_]\w*), (\d+)\)", header)
+    assert len(apis) > 100
+    for name, number in apis:
+        family = "hip" if name.startswith("hip") else "cuda" if name.startswith("cu") else "libc"
+        assert any(lo <= int(number) <= hi for lo, hi in API_RANGES[family]), (name, number, family)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ctf2perfetto.capture.api_ranges import RUNTIMES, lttng_filter
+
 if TYPE_CHECKING:
     from ctf2perfetto.capture.lttng import Lttng
     from ctf2perfetto.capture.options import RecordOptions
@@ -25,9 +27,8 @@ SUBBUF_SIZE = "2M"
 SUBBUF_SIZE_THRESHOLD = "512k"
 CONTEXTS = ("vpid", "vtid", "ip")
 
-# memq events that carry the `api` enum (HIP runtime 1..99 and VMM 401..449,
-# CUDA runtime 101..199 and driver 301..399, see docs/EVENTS.md), and the
-# per-process ones (`runtime` 1 = hip, 2 = cuda). With one GPU runtime, its
+# memq events that carry the `api` enum (its ranges per family: api_ranges.py,
+# see docs/EVENTS.md), and the per-process ones (`runtime`: api_ranges.RUNTIMES). With one GPU runtime, its
 # gate event (never emitted) switches the other runtime's wrappers off in the
 # preload library itself, so they forward calls untraced instead of building
 # events; the filters still keep this session to its runtime when another
@@ -38,10 +39,9 @@ MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "p
 # memq's host heap events (docs/EVENTS.md, "Capture layout"); they carry no runtime.
 MEMQ_HOST_EVENTS = ("host_alloc", "host_free", "host_small")
 # memq:live lists a window's live allocations: the GPU runtime's (its `api`) and the heap's (malloc ... free).
-HOST_API_FILTER = "api > 500 && api < 520"
-API_FILTER = {"hip": "api < 100 || (api > 400 && api < 450)",
-              "cuda": "(api > 100 && api < 200) || (api > 300 && api < 400)"}
-RUNTIME_FILTER = {"hip": "runtime == 1", "cuda": "runtime == 2"}
+HOST_API_FILTER = lttng_filter("libc")
+API_FILTER = {"hip": lttng_filter("hip"), "cuda": lttng_filter("cuda")}
+RUNTIME_FILTER = {name: f"runtime == {RUNTIMES[name]}" for name in ("hip", "cuda")}
 GATE_EVENT = {"hip": "memq:gate_hip", "cuda": "memq:gate_cuda"}
 
 
