@@ -249,3 +249,31 @@ def test_devices_are_named_by_uuid_and_bus_id(fake_gpu, tmp_path) -> None:
     assert {"GPU 0 (0000:78:00.0)", "GPU 1 (0000:38:00.0)"} <= tracks
     used = sql(trace, "INCLUDE PERFETTO MODULE memq.job; SELECT DISTINCT gpu_uuid FROM memq_process_gpu")
     assert {u["gpu_uuid"] for u in used} <= set(uuids) and used
+
+
+# --- who is who (convert/identity.py), on hand-written records ---------------------------------------------
+
+def test_roles_workers_launcher_and_a_foreign_job() -> None:
+    from ctf2perfetto.convert.identity import identify
+
+    def ident(pid, ppid, host="a12", **env):
+        return {"pid": pid, "ppid": ppid, "host": host, "env": {k: str(v) for k, v in env.items()}}
+
+    records = [
+        ident(10, 1),                                        # torchrun, child of memq record (pid 1)
+        ident(11, 10, RANK=0, WORLD_SIZE=2), ident(12, 10, RANK=1, WORLD_SIZE=2),
+        ident(13, 12, RANK=1), ident(14, 13),                # rank 1's data-loader worker and its child
+        ident(20, 1, SLURM_PROCID=5, SLURM_JOB_ID=77),       # a Slurm task: rank 5, job 77
+        ident(30, 99, RANK=0),                               # another job's rank 0, traced by its own memq record
+        ident(40, 1, host="b07", RANK=1),                    # same pid tree numbers on another node: a rank there
+    ]
+    got = identify(records, {10: "torchrun"}, recorders={1})
+    assert {p: (i.role, i.owner_rank) for p, i in got.items()} == {
+        10: ("launcher", None), 11: ("rank", 0), 12: ("rank", 1), 13: ("worker", 1), 14: ("worker", 1),
+        20: ("rank", 5), 30: ("process", None), 40: ("rank", 1)}
+    assert got[20].job_id == "77" and got[11].world_size == 2
+    assert got[10].name() == "launcher torchrun (node a12, pid 10)"
+    assert got[13].name() == "rank 1 worker (node a12, pid 13)"
+    assert got[12].name() == "rank 1 (node a12, pid 12)"
+    # Without the recorders' pids every process with a rank counts (older recordings).
+    assert identify(records)[30].role == "rank"

@@ -69,9 +69,15 @@ class Identity:
         return N.process_title(self.role, pid, self.host, rank, self.procname)
 
 
-def identify(records: Iterable[Mapping], processes: Mapping[int, str] | None = None) -> dict[int, Identity]:
+def identify(records: Iterable[Mapping], processes: Mapping[int, str] | None = None,
+             recorders: Iterable[int] = ()) -> dict[int, Identity]:
     """pid -> Identity from TraceInfo.identities records (dicts with pid, ppid, host, env: a dict or the
-    recorded text). A pid recorded twice (a forked child re-describes itself) keeps its last record."""
+    recorded text). A pid recorded twice (a forked child re-describes itself) keeps its last record.
+
+    `recorders`: the pids of the `memq record` processes that made the recording(s). When given, only their
+    commands' processes (children of a recorder and their descendants) can be ranks, workers or launchers: a
+    session records every process of its user that runs memq's preload library, so another job traced at the
+    same time (another memq record) shows up too, and its ranks are not this job's."""
     found: dict[int, Identity] = {}
     for r in records:
         env = r.get("env") or {}
@@ -97,8 +103,15 @@ def identify(records: Iterable[Mapping], processes: Mapping[int, str] | None = N
             yield p
             p = parent(p)
 
+    recorders = {int(p) for p in recorders}
+
+    def ours(i: Identity) -> bool:
+        if not recorders or i.ppid in recorders:
+            return True
+        return any(up.ppid in recorders for up in ancestors(i))
+
     for ident in found.values():
-        if ident.rank is None:
+        if ident.rank is None or not ours(ident):
             continue
         up = parent(ident)
         if up is None or up.rank != ident.rank:
@@ -130,6 +143,15 @@ def run_durations(clock_readings: Iterable[Mapping]) -> dict[int, int]:
     return {pid: end[pid] - t for pid, t in start.items() if pid in end and end[pid] >= t}
 
 
+def recorder_pids(info) -> set[int]:
+    """The `memq record` processes of a TraceInfo: they read the clock (memq-record.json's readings) but run no
+    preload library, so they recorded no memq:identity. Empty when no process recorded one (older traces)."""
+    identified = {int(r["pid"]) for r in getattr(info, "identities", [])}
+    if not identified:
+        return set()
+    return {int(r["pid"]) for r in info.clock_readings if r.get("pid") is not None} - identified
+
+
 def job_processes(info) -> dict[int, Identity]:
     """The identities a TraceInfo's memq:identity records give, process names attached."""
-    return identify(getattr(info, "identities", []), info.processes)
+    return identify(getattr(info, "identities", []), info.processes, recorder_pids(info))

@@ -1,0 +1,76 @@
+"""A 3-rank torchrun job (gloo, CPU) recorded by memq: what `memq record` costs the whole job.
+
+Measures, in one run, `torchrun --standalone --nproc_per_node 3 tests/fakes/ddp_loop.py STEPS` untraced and
+under `memq record` (defaults: memq's heap wrappers, --host-min-size 4096; every process of the job, the
+launcher included, writes memq:identity once): alternating runs, median of --repeat each; goal <= 1.1x + 1 s.
+Then checks the recording names ranks 0..2 and the launcher (memq:identity decoded), and prints the ratio.
+
+    python3 bench/job_record.py [--steps 30] [--repeat 3] [--keep DIR]
+
+Wall-clock on a shared machine: run it when the machine is quiet and compare the ratio, not the seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from ctf2perfetto.convert.identity import job_processes  # noqa: E402
+from ctf2perfetto.ctf.decode import decode  # noqa: E402
+
+LOOP = REPO / "tests" / "fakes" / "ddp_loop.py"
+MEMQ = [sys.executable, "-m", "ctf2perfetto"]
+GOAL_SLOWDOWN, GOAL_FIXED_S = 1.1, 1.0
+
+
+def timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, default=None, help="keep the last recording here")
+    args = parser.parse_args()
+    job = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3", str(LOOP),
+           str(args.steps)]
+    tmp = Path(tempfile.mkdtemp(prefix="memq-bench-job-"))
+    out = args.keep or tmp / "rec"
+    plain, traced = [], []
+    try:
+        for _ in range(args.repeat):
+            plain.append(timed(job))
+            shutil.rmtree(out, ignore_errors=True)
+            traced.append(timed([*MEMQ, "record", "-o", str(out), "--", *job]))
+        with decode(out) as d:
+            for _ in d:
+                pass
+            roles = sorted((i.role, i.rank if i.rank is not None else -1)
+                           for i in job_processes(d.info).values())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    base, rec = statistics.median(plain), statistics.median(traced)
+    limit = base * GOAL_SLOWDOWN + GOAL_FIXED_S
+    print(f"untraced torchrun (3 ranks, {args.steps} steps): median {base:.2f} s of {plain}")
+    print(f"memq record of it:                       median {rec:.2f} s of {traced}")
+    print(f"ratio {rec / base:.3f}x, +{rec - base:.2f} s; goal <= {GOAL_SLOWDOWN}x + {GOAL_FIXED_S} s = {limit:.2f} s: "
+          f"{'met' if rec <= limit else 'NOT met'}")
+    print(f"processes identified: {roles}")
+    ok = rec <= limit and [r for r in roles if r[0] == "rank"] == [("rank", 0), ("rank", 1), ("rank", 2)] \
+        and ("launcher", -1) in roles
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
