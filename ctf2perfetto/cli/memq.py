@@ -23,7 +23,11 @@ SUBCOMMAND_MODULES = [
     "open",  # memq open: local Perfetto UI with the trace loaded
     "serve",  # memq serve: the trace processor RPC for any Perfetto UI
     "plot",  # memq plot: PNG figure of memory over time
+    "report",  # memq report: one HTML page of what to fix
+    "diff",  # memq diff: what changed between two runs
 ]
+START_HERE = ("Start here: memq report TRACE -o report.html  (one page: what the job wastes, where, the fix and its "
+              "gain)\nRecord first with: memq record -o trace/ -- python train.py")
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -53,7 +57,13 @@ def build_parser(modules: list[str] = SUBCOMMAND_MODULES) -> argparse.ArgumentPa
 
 
 def main(argv: list[str] | None = None, modules: list[str] = SUBCOMMAND_MODULES) -> int:
-    args = build_parser(modules).parse_args(argv)
+    parser = build_parser(modules)
+    if not (sys.argv[1:] if argv is None else argv) and "report" in modules:
+        parser.print_usage(sys.stderr)
+        print(START_HERE, file=sys.stderr)
+        print("All commands: memq --help", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     return run_command("memq", lambda: args.func(args))
 
 
