@@ -60,14 +60,14 @@ WITH ev AS (
   UNION ALL
   SELECT grouping, upid, key, end_ts, -bytes FROM _memq_dup_member
 ),
-step AS (
-  SELECT grouping, upid, key, ts, SUM(delta) AS delta FROM ev GROUP BY grouping, upid, key, ts
-),
+-- the changes per time and their running sum in one statement: the window reads the grouped rows in the
+-- order the grouping sorted them (a separate grouped subquery was sorted again: 25% of this table's time)
 run AS (
   SELECT grouping, upid, key, ts,
-    SUM(delta) OVER win AS value,
+    SUM(SUM(delta)) OVER win AS value,
     LEAD(ts) OVER win AS next_ts
-  FROM step
+  FROM ev
+  GROUP BY grouping, upid, key, ts
   WINDOW win AS (PARTITION BY grouping, upid, key ORDER BY ts)
 )
 SELECT grouping, upid, key, ts, IFNULL(next_ts, trace_end()) - ts AS dur, value FROM run;
@@ -95,14 +95,24 @@ CREATE PERFETTO TABLE memq_duplicated_group(
   -- Recorded time the mean is over: the trace window, or the union of its capture windows.
   recorded_dur DURATION
 ) AS
-WITH c AS (
-  SELECT *, MAX(value) OVER (PARTITION BY grouping, upid, key) AS peak FROM memq_duplicated_counter
+-- The peak and integral in one grouping pass, then the peak's first time by looking each sample's group up
+-- (NULL process and key as -1 and '': keys are never ''); a window for the peak sorted the counter once more.
+WITH g AS (
+  SELECT grouping, upid, key, IFNULL(upid, -1) AS u, IFNULL(key, '') AS k, MAX(value) AS peak_bytes,
+    TOTAL(value * 1.0 * (MIN(ts + dur, trace_end()) - MAX(ts, trace_start()))) AS byte_ns
+  FROM memq_duplicated_counter
+  GROUP BY grouping, upid, key
+),
+at_peak AS (
+  SELECT g.grouping, g.u, g.k, MIN(c.ts) AS peak_ts
+  FROM memq_duplicated_counter c
+  JOIN g ON g.grouping = c.grouping AND g.u = IFNULL(c.upid, -1) AND g.k = IFNULL(c.key, '')
+  WHERE c.value = g.peak_bytes
+  GROUP BY g.grouping, g.u, g.k
 ),
 fig AS (
-  SELECT grouping, upid, key, MAX(value) AS peak_bytes, MIN(IIF(value = peak, ts, NULL)) AS peak_ts,
-    TOTAL(value * 1.0 * (MIN(ts + dur, trace_end()) - MAX(ts, trace_start()))) AS byte_ns
-  FROM c
-  GROUP BY grouping, upid, key
+  SELECT g.grouping, g.upid, g.key, g.peak_bytes, p.peak_ts, g.byte_ns
+  FROM g LEFT JOIN at_peak p USING (grouping, u, k)
 )
 SELECT
   f.grouping, f.upid, f.key, f.peak_bytes, f.peak_ts, f.byte_ns,
