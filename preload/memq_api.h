@@ -67,7 +67,7 @@ static inline int memq_api_is_hip(int api)
 	MEMQ_APIS_REACH(X)
 
 /*
- * Issue 15 (reach): 3D runtime copies (HIP 60..79, CUDA 150..169), the CUDA
+ * How calls are reached (docs/EVENTS.md): 3D runtime copies (HIP 60..79, CUDA 150..169), the CUDA
  * driver API (301..399) and HIP VMM (401..449). VMM handle creation,
  * release and address reservation allocate nothing visible to copies, so
  * they have no number: only mappings (cuMemMap/hipMemMap) and unmaps are

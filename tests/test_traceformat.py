@@ -216,3 +216,16 @@ def test_track_name_literals_are_found_however_the_statement_is_written() -> Non
     defined = _names_defined()
     assert [lit for lit in literals if not _matches_a_name(lit, defined)] == \
         ["Host heap live byte", "GPU * device live byte", "Pinned live byte", "Managed live byte", "Duplicated%bites"]
+
+
+def test_has_addresses_is_asked_through_its_one_name() -> None:
+    """Whether a source's copies carry addresses is one macro, memq_has_addresses!(source) in copies.sql
+    (docs/DEFINITIONS.md, "Sources with and without addresses"); no module compares a source with a name itself."""
+    asks = re.compile(r"\bsource\s*(?:=|==|!=|<>|\bIN\b)\s*\(?\s*'", re.I)
+    for path in sorted((REPO / "sql" / "memq").rglob("*.sql")):
+        code = re.sub(r"--[^\n]*", "", path.read_text())
+        if path.name == "copies.sql":
+            assert "CREATE PERFETTO MACRO memq_has_addresses" in code
+            code = code.replace("($source = 'lttng')", "")
+        assert not asks.search(code), f"{path.name}: ask memq_has_addresses!(source), not the source's name"
+    assert asks.search("WHERE c.source = 'lttng'") and asks.search("source IN ('kineto')")

@@ -51,12 +51,12 @@ WITH side AS (
   SELECT dst_alloc_id AS alloc_id, dst AS addr,
     CASE WHEN height IS NULL THEN bytes
       ELSE (IFNULL(MAX(depth, 1), 1) - 1) * IFNULL(dslice, 0) + (height - 1) * dpitch + width END AS extent
-  FROM memq_copy WHERE source = 'lttng' AND dst_alloc_id IS NOT NULL
+  FROM memq_copy WHERE memq_has_addresses!(source) AND dst_alloc_id IS NOT NULL
   UNION ALL
   SELECT src_alloc_id, src,
     CASE WHEN height IS NULL THEN bytes
       ELSE (IFNULL(MAX(depth, 1), 1) - 1) * IFNULL(sslice, 0) + (height - 1) * spitch + width END
-  FROM memq_copy WHERE source = 'lttng' AND src_alloc_id IS NOT NULL
+  FROM memq_copy WHERE memq_has_addresses!(source) AND src_alloc_id IS NOT NULL
 ),
 used AS (
   SELECT s.alloc_id, MIN(a.size, MAX(s.addr - a.addr + s.extent)) AS used_bytes, COUNT(*) AS copies

@@ -66,13 +66,13 @@ CREATE PERFETTO TABLE memq_advice_pinning(
 WITH up AS (
   SELECT c.*, IFNULL(CAST(c.src_alloc_id AS STRING), 'key:' || c.src_key) AS buffer
   FROM memq_copy c
-  WHERE c.source = 'lttng' AND c.direction = 'HtoD' AND c.pageable AND c.bytes > 0 AND c.upid IS NOT NULL
+  WHERE memq_has_addresses!(c.source) AND c.direction = 'HtoD' AND c.pageable AND c.bytes > 0 AND c.upid IS NOT NULL
     AND c.src IS NOT NULL
 ),
 rate AS (
   SELECT upid, device, SUM(bytes) * 1.0 / SUM(dur) AS gbps
   FROM memq_copy
-  WHERE source = 'lttng' AND direction = 'HtoD' AND NOT pageable AND dur > 0 AND bytes > 0
+  WHERE memq_has_addresses!(source) AND direction = 'HtoD' AND NOT pageable AND dur > 0 AND bytes > 0
   GROUP BY upid, device
 ),
 per AS (

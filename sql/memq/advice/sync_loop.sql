@@ -67,7 +67,7 @@ WITH s AS (
   SELECT c.id, c.ts, c.dur, c.upid, c.utid, c.call_id, k.ip, c.api, c.direction, c.bytes,
     IIF(c.api NOT GLOB '*Async*', 'blocking API', 'pageable host memory') AS why
   FROM memq_copy c LEFT JOIN memq_advice_call k USING (call_id)
-  WHERE c.source = 'lttng' AND c.bytes > 0
+  WHERE memq_has_addresses!(c.source) AND c.bytes > 0
     AND (c.api NOT GLOB '*Async*' OR (c.direction IN ('HtoD', 'DtoH') AND c.pageable))
 ),
 o AS (
