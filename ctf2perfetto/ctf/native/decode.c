@@ -28,7 +28,7 @@ enum {
 	K_GPU_ALLOC = 10, K_GPU_FREE = 11, K_GPU_REGISTER = 12, K_GPU_UNREGISTER = 13, K_GPU_COPY = 14,
 	K_GPU_SET = 15, K_GPU_PREFETCH = 16, K_GPU_ADVISE = 17, K_GPU_SYNC = 18, K_GPU_SET_DEVICE = 19,
 	K_GPU_COPY_DONE = 20, K_LOST = 30,
-	K_LIVE = 40, K_WINDOW = 41,  /* capture windows (issue 10) */
+	K_LIVE = 40, K_WINDOW = 41,  /* capture windows */
 };
 
 /* Column buffers, in ctf2perfetto.events.COLUMNS order (mirrored by a ctypes Structure). */
@@ -41,8 +41,8 @@ typedef struct {
 	int32_t *copy_kind, *device;
 	int64_t *result;
 	uint64_t *ptr, *src, *size, *stream, *flags, *aux, *aux2, *dpitch, *spitch;
-	uint64_t *depth, *dslice, *sslice;  /* appended (issue 15: 3D copies) */
-	/* appended (issue 11: content fingerprints) */
+	uint64_t *depth, *dslice, *sslice;  /* appended for 3D copies */
+	/* appended for content fingerprints */
 	uint64_t *seq;
 	uint8_t *content, *content_mode;
 	uint64_t *src_hash, *dst_hash_before, *dst_hash_after;
@@ -52,8 +52,8 @@ typedef struct {
 enum action {
 	A_UNKNOWN, A_IGNORE, A_LIBC, A_ALLOC, A_FREE, A_COPY, A_SET, A_PREFETCH, A_ADVISE, A_SYNC,
 	A_SET_DEVICE, A_CLOCK, A_DEVICE, A_PROCNAME, A_BIN_INFO, A_BUILD_ID, A_COPY_DONE,
-	A_HOST, A_HOST_SMALL,  /* memq's heap wrappers (issue 10) */
-	A_WINDOW,              /* capture windows (issue 10) */
+	A_HOST, A_HOST_SMALL,  /* memq's heap wrappers */
+	A_WINDOW,              /* capture windows */
 	A_IDENTITY,            /* memq:identity: who the process is in its job */
 };
 
