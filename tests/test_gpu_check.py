@@ -206,7 +206,7 @@ def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> 
     loop["segments_allocated"] += 1
     (root / "torch" / "loop.json").write_text(json.dumps(loop))
     run = json.loads((root / "finetune" / "run.json").read_text())
-    run["labels"][3] = dict(run["mask_uploads"][3])  # a "label" upload that is the unchanged mask's
+    run["labels"] = run["mask_uploads"]  # "labels" that never change: the mask's uploads
     run["checkpoints"][0]["copies"][0]["bytes"] += 4
     (root / "finetune" / "run.json").write_text(json.dumps(run))
     orig = (root / "rodinia" / "streamcluster-orig.jsonl").read_text().splitlines()
@@ -232,7 +232,8 @@ def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> 
     assert lines["behaviour unchanged"].startswith("FAIL") and "cudaDeviceSynchronize: 709 untraced, 0 traced" in \
         lines["behaviour unchanged"]
     assert lines["lost events"].startswith("FAIL") and "torch: 3 discarded" in lines["lost events"]
-    assert lines["finetune labels"].startswith("FAIL") and "1 flagged redundant" in lines["finetune labels"]
+    assert lines["finetune labels"].startswith("FAIL") and "27 flagged redundant" in lines["finetune labels"] and \
+        "28 with a source fingerprint, 1 distinct" in lines["finetune labels"]
     assert lines["finetune checkpoints"].startswith("FAIL") and "11 of 12 device-to-host copies" in \
         lines["finetune checkpoints"]
     assert lines["rodinia streamcluster orig"].startswith("FAIL") and "program redundant, memq not flagged" in \

@@ -3,8 +3,9 @@
     python3 -m tools.gpu_check gpu-check.tar.gz [--json REPORT.json]
 
 The archive (layout: scripts/gpu-check.sh, docs/GPU_CHECK.md) holds the traces of a
-CUDA program that calls every wrapped runtime function once (tests/gpu/cuda_all.cu)
-and of a PyTorch training loop, their own logs, the loop's Kineto trace and timings.
+CUDA program that calls every wrapped runtime function once (tests/gpu/cuda_all.cu),
+of a PyTorch training loop and an LLM fine-tune, and of GVProf's Rodinia pairs, their
+own logs, the Kineto traces and timings.
 Checks, each PASS or FAIL:
   conversion        every trace converts (`memq convert`, the loop's with --kineto)
   device query      the preload library found the CUDA runtime's device (name as the trace says)
@@ -17,6 +18,15 @@ Checks, each PASS or FAIL:
   torch segments    memq's successful cudaMalloc count equals the caching allocator's
                     memory_stats()["segment.all.allocated"]
   pinned            pinned host allocations (DataLoader pin_memory) were recorded
+  finetune copies, segments   the same two for the LLM fine-tune (examples/finetune_gpt.py)
+  finetune labels   its DataLoader label uploads (new labels every micro-batch) are not
+                    repeats, and one distinct source fingerprint each shows why
+  finetune mask     its unchanged loss mask, re-uploaded every micro-batch: every upload
+                    after the first a repeat with evidence content
+  finetune checkpoints  every parameter's device-to-host checkpoint copy seen with its bytes
+  rodinia ...       GVProf's Rodinia findings (tests/fakes/rodinia_work.c, tools/rodinia_pairs.py):
+                    each copy flagged exactly when the program says it moved nothing new,
+                    but for the listed disagreements; each finding in the original, not the fix
   lost events       0 in every trace (memq-record.json and the trace's own counts)
 and two goals, reported as met or missed: a recorded cudaMemcpyAsync costs <= 300 ns
 more than an untraced one, and the loop runs <= 1.05x slower traced (default settings).
@@ -37,6 +47,7 @@ from pathlib import Path
 from ctf2perfetto.cli import run_command
 from ctf2perfetto.outfiles import check_output, write_atomically
 from ctf2perfetto.events import EventKind, MemKind
+from tools.gpu_finetune import finetune_checks, rodinia_checks
 from tools.gpu_archive import (ARCHIVES, DIRECTIONS, LOG_FIELDS, LOG_KINDS, UNSIGNED, Check, TraceRows, _copy_directions,
                                _json, check_lost, read_log, read_trace, unpack)
 
@@ -154,19 +165,20 @@ def _tally(copies: list[tuple[str, int]]) -> dict[str, tuple[int, int]]:
     return out
 
 
-def check_torch_copies(rows: TraceRows, profile: Path) -> Check:
+def check_torch_copies(rows: TraceRows, profile: Path, label: str = "torch") -> Check:
+    name = f"{label} copies"
     if not profile.is_file():
-        return Check("torch copies", False, f"{profile.name} is missing")
+        return Check(name, False, f"{profile.name} is missing")
     memq, prof = _tally(_copy_directions(rows)), _tally(_kineto_copies(profile))
     if not prof:
-        return Check("torch copies", False, "the profiler recorded no gpu_memcpy event")
+        return Check(name, False, "the profiler recorded no gpu_memcpy event")
     text = ", ".join(f"{d} memq {memq.get(d, (0, 0))[0]}/{memq.get(d, (0, 0))[1]} B, "
                      f"profiler {prof.get(d, (0, 0))[0]}/{prof.get(d, (0, 0))[1]} B"
                      for d in sorted(set(memq) | set(prof)))
-    return Check("torch copies", memq == prof, text)
+    return Check(name, memq == prof, text)
 
 
-def check_segments(rows: TraceRows, loop: dict) -> Check:
+def check_segments(rows: TraceRows, loop: dict, label: str = "torch") -> Check:
     """PyTorch's caching allocator takes each segment with one runtime cudaMalloc: their count and bytes equal
     memory_stats' segment.all.allocated and reserved_bytes.all.allocated. Device memory that CUDA libraries take
     from the driver themselves (cuBLAS calls cuMemAlloc_v2: seen on an H100) is real but outside the caching
@@ -186,7 +198,7 @@ def check_segments(rows: TraceRows, loop: dict) -> Check:
     want_bytes = int((loop.get("memory_stats") or {}).get("reserved_bytes.all.allocated", -1))
     ok = len(runtime) == want and (want_bytes < 0 or got_bytes == want_bytes)
     other_text = "; ".join(f"{k}: {n}, {b} B" for k, (n, b) in sorted(others.items()))
-    return Check("torch segments", ok,
+    return Check(f"{label} segments", ok,
                  f"memq device allocations {len(runtime)} ({got_bytes} B), memory_stats segment.all.allocated "
                  f"{want} ({want_bytes} B reserved)" + (f"; outside the caching allocator: {other_text}"
                                                         if other_text else ""))
@@ -288,6 +300,17 @@ def check_archive(path: Path, work: Path) -> tuple[dict, list[Check]]:
                    check_free_sizes(mine, "torch")]
     else:
         checks.append(Check("torch copies", False, "no torch/trace/ust or torch/loop.json in the archive"))
+    finetune, run = root / "finetune" / "trace", _json(root / "finetune" / "run.json")
+    ft_profile = root / "finetune" / "profile.json"
+    if (finetune / "ust").is_dir() and run:
+        checks.append(check_conversion(finetune, ft_profile if ft_profile.is_file() else None, work, "finetune"))
+        traces["finetune"] = read_trace(finetune)
+        mine = traces["finetune"].of_pid(int(run["pid"]))
+        checks += [check_torch_copies(mine, ft_profile, "finetune"), check_segments(mine, run, "finetune"),
+                   *finetune_checks(finetune, run)]
+    else:
+        checks.append(Check("finetune copies", False, "no finetune/trace/ust or finetune/run.json in the archive"))
+    checks += rodinia_checks(root / "rodinia")
     checks.append(check_lost(traces))
     checks += goals(_json(root / "timings.json"))
     return info, checks

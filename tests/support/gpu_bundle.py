@@ -68,6 +68,14 @@ def cuda_all_build_env(cudart: Path) -> dict[str, str]:
             "GPU_CHECK_BUILD_LIBS": f"-x none -L{cudart.parent} -l:libcudart.so.13 -Wl,-rpath,{cudart.parent}"}
 
 
+def rodinia_build_env(cudart: Path) -> dict[str, str]:
+    """GPU_CHECK_RODINIA_* for gpu-check.sh: tests/fakes/rodinia_work.c with the fake's kernels (direct writes of
+    the fake device memory) against the fake libcudart.so.13, with gcc instead of nvcc."""
+    return {"GPU_CHECK_RODINIA_BUILD": f"gcc -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -std=gnu11 -I{FAKES} -o",
+            "GPU_CHECK_RODINIA_KERNELS": str(FAKES / "rodinia_kernels_fake.c"),
+            "GPU_CHECK_RODINIA_LIBS": f"-L{cudart.parent} -l:libcudart.so.13 -Wl,-rpath,{cudart.parent} -lm"}
+
+
 def hidden_path(dest: Path) -> Path:
     """A directory of links to TOOLS and the real Python interpreter (not a pyenv shim), nothing else."""
     dest.mkdir(parents=True, exist_ok=True)
