@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # memq's main job end to end on this machine's defaults (embedded trace_processor,
-# no GPU needed): record -> convert -> analyse -> annotate -> plot, twice:
+# no GPU needed): record -> convert -> analyse -> annotate -> plot, three times:
 #   1. a real PyTorch CPU training loop (host heap),
 #   2. a HIP offload loop (examples/hip_offload.py) run against the test suite's
-#      fake HIP runtime, standing in for a GPU this machine does not have.
+#      fake HIP runtime, standing in for a GPU this machine does not have,
+#   3. a 3-rank torchrun job: the per-rank table.
 # Usage: scripts/demo.sh [OUTDIR]   (default out/demo; recreated)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,11 @@ ctf2perfetto "$OUT/offload" -o "$OUT/offload.pftrace"
 memq duplicated "$OUT/offload.pftrace"
 memq redundant "$OUT/offload.pftrace"
 
-step "3. Results on the timeline and in a figure"
+step "3. A 3-rank torchrun job (gloo, CPU): the figures per rank, the job, the spread across ranks"
+memq record -o "$OUT/job" -- torchrun --standalone --nproc_per_node 3 tests/fakes/ddp_loop.py 10
+memq summary "$OUT/job" --by rank
+
+step "4. Results on the timeline and in a figure"
 memq annotate "$OUT/offload.pftrace" -o "$OUT/offload.annotated.pftrace"
 memq plot "$OUT/offload.pftrace" -o "$OUT/offload.png"
 echo
