@@ -98,9 +98,11 @@ class TrackRegistry:
         """Every other descriptor (written after the events: trace_processor reads them first anyway)."""
         pids = {split_counter_key(k)[1] for k in self.counters if split_counter_key(k)[0] != CNT_DEVICE}
         pids |= self.window_pids
-        # In a job, a process is named by its place in it (`rank 2 (node a12, pid 4411)`); its threads keep
-        # their own names.
-        titles = {pid: ident.name() for pid, ident in job_processes(info).items()}
+        # In a job (ranks, or several nodes), a process is named by its place in it (`rank 2 (node a12, pid
+        # 4411)`); its threads keep their own names. A single program's trace keeps its process names.
+        idents = job_processes(info)
+        in_job = len({i.host for i in idents.values()}) > 1 or any(i.role != N.ROLE_PROCESS for i in idents.values())
+        titles = {pid: ident.name() for pid, ident in idents.items()} if in_job else {}
         out = process_thread_descriptors({**info.processes, **extra_processes}, {**info.threads, **extra_threads},
                                          t0, self.threads | set(extra_threads), pids | set(extra_processes) | set(titles),
                                          titles)
