@@ -10,16 +10,14 @@ figures apply to it, and the analyses say so.
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 import numpy as np
 
 from ..errors import MemqError
 from ..events import COLUMNS, EventBatch, EventKind, TraceInfo
-from .sniff import SQLITE_MAGIC
+from ctf2perfetto.importers.sqlite import columns, open_sqlite, query, tables  # noqa: F401 (the importers' one import)
 
 # hipMemcpyKind / cudaMemcpyKind values, as memq's copy_kind column holds them.
 HTOH, HTOD, DTOH, DTOD, DEFAULT = 0, 1, 2, 3, 4
@@ -88,41 +86,6 @@ class Rows:
         return EventBatch({k: v[order] for k, v in cols.items()}, self.api_names)
 
 
-
-
-def open_sqlite(path: Path, what: str) -> sqlite3.Connection:
-    """`path` opened read-only (never written, never locked, no journal made beside it)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except OSError as exc:
-        raise MemqError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if head != SQLITE_MAGIC:
-        raise MemqError(f"{path}: not an SQLite database, expected {what}")
-    try:
-        db = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro&immutable=1", uri=True)
-        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:
-        raise MemqError(f"{path}: unreadable SQLite database ({exc}), expected {what}") from None
-    return db
-
-
-def tables(db: sqlite3.Connection) -> dict[str, str]:
-    """Table and view names -> their type ('table' or 'view')."""
-    return {name: kind for name, kind in db.execute("SELECT name, type FROM sqlite_master WHERE type IN "
-                                                    "('table', 'view')")}
-
-
-def columns(db: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in db.execute(f'PRAGMA table_info("{table}")')]
-
-
-def query(db: sqlite3.Connection, path: Path, sql: str, args: tuple = ()):
-    """Rows of `sql`; a damaged or unexpected database is one line naming the file."""
-    try:
-        return db.execute(sql, args).fetchall()
-    except sqlite3.Error as exc:
-        raise MemqError(f"{path}: cannot read the database: {exc}") from None
 
 
 _INT = re.compile(r"^\s*(0[xX][0-9a-fA-F]+|-?\d+)\s*$")

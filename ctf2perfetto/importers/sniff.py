@@ -16,12 +16,12 @@ import struct
 from pathlib import Path
 
 from ..errors import MemqError
+from .sqlite import SQLITE_MAGIC, open_sqlite, tables
 
 FORMATS = ("rpd", "rocpd", "nsys", "thapi")
 THAPI_PROVIDERS = ("lttng_ust_hip", "lttng_ust_cuda", "lttng_ust_cudart")
 _EVENT_NAME = re.compile(rb'name\s*=\s*"?([A-Za-z0-9_:.]+)"?\s*;')
 CTF_PACKET_MAGIC = 0x75D11D57
-SQLITE_MAGIC = b"SQLite format 3\x00"  # the 16-byte header of every SQLite 3 database
 
 
 def is_sqlite(path: Path) -> bool:
@@ -35,7 +35,6 @@ def is_sqlite(path: Path) -> bool:
 def sqlite_format(path: Path) -> str:
     """'rpd', 'rocpd' or 'nsys' for an SQLite file; MemqError naming its tables for any other database."""
     from . import nsys, rocpd, rpd  # numpy and the importers only once a database is at hand
-    from .foreign import open_sqlite, tables
 
     db = open_sqlite(path, "an RPD, rocpd or Nsight Systems database")
     try:
