@@ -26,6 +26,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import resource
 import struct
 import sys
 import tempfile
@@ -60,8 +61,51 @@ HEAP_MAX_MEMORY64 = 16 << 30
 # memory reservation covers the largest heap, so a heap always grows in place: past
 # wasmtime's default 4 GiB reservation it moved, copying the whole heap (old and new copy
 # resident at once). Reserving is address space only.
-_ENGINE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True), ("epoch_interruption", True),
-                    ("memory_reservation", HEAP_MAX_MEMORY64))
+_BASE_SETTINGS = (("cranelift_opt_level", "speed"), ("wasm_memory64", True), ("epoch_interruption", True))
+# Under an address-space limit (ulimit -v, common on clusters) the reservation is what the limit leaves, in halves
+# of the largest heap (each size its own compiled module), never less than RESERVATION_MIN; ADDRESS_SPACE_MARGIN is
+# kept for this process's own growth (Python, the trace's bytes, thread stacks).
+RESERVATION_MIN = 256 << 20
+ADDRESS_SPACE_MARGIN = 1 << 30
+GUARD_BYTES = 64 << 20  # what wasmtime maps beyond the reservation (its guard pages)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{max(n, 0) >> 20} MiB"
+
+
+def _vm_size() -> int:
+    """This process's address space in use (bytes), from /proc/self/status."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+@functools.cache
+def memory_reservation() -> int:
+    """The linear memory's address-space reservation: the largest heap, or what `ulimit -v` leaves of it.
+    MemqError (one line naming the limit) when the limit leaves less than RESERVATION_MIN."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return HEAP_MAX_MEMORY64
+    room = soft - _vm_size() - ADDRESS_SPACE_MARGIN - GUARD_BYTES
+    reservation = HEAP_MAX_MEMORY64
+    while reservation > room and reservation > RESERVATION_MIN:
+        reservation //= 2
+    if reservation > room:
+        raise MemqError(f"the address space limit (ulimit -v {soft >> 10}, {_gib(soft)}) leaves {_gib(room)} for "
+                        f"trace_processor's memory, which needs {_gib(RESERVATION_MIN)} at least: raise it to "
+                        f"{_gib(soft - room + RESERVATION_MIN)} or more (ulimit -v unlimited)")
+    return reservation
+
+
+def _engine_settings() -> tuple:
+    return _BASE_SETTINGS + (("memory_reservation", memory_reservation()),)
 
 
 class WasmTrap(MemqError):
@@ -118,7 +162,7 @@ def cache_dir() -> Path:
 @functools.cache
 def _engine() -> wasmtime.Engine:
     config = wasmtime.Config()
-    for name, value in _ENGINE_SETTINGS:
+    for name, value in _engine_settings():
         setattr(config, name, value)
     return wasmtime.Engine(config)
 
@@ -131,7 +175,7 @@ def _wasmtime_version() -> str:
 
 def cache_file(path: Path, data: bytes) -> Path:
     """Where the compiled form of the wasm `data` (read from `path`) is cached."""
-    key = hashlib.sha256(data + repr((_wasmtime_version(), _ENGINE_SETTINGS)).encode()).hexdigest()[:24]
+    key = hashlib.sha256(data + repr((_wasmtime_version(), _engine_settings())).encode()).hexdigest()[:24]
     return cache_dir() / f"{path.stem}-{key}.cwasm"
 
 
@@ -411,9 +455,9 @@ def _wasi_unsupported(*_args: Any) -> int:
 def _heap_max(memory_type: wasmtime.MemoryType, memory64: bool) -> int:
     """Largest heap trace_processor may grow to, as Emscripten's JS reports it."""
     if memory64:
-        return HEAP_MAX_MEMORY64
+        return min(HEAP_MAX_MEMORY64, memory_reservation())
     # 65535 pages: 4 GiB itself does not fit the 32-bit size_t the module uses.
-    return min(memory_type.limits.max or 65536, 65535) * WASM_PAGE
+    return min(min(memory_type.limits.max or 65536, 65535) * WASM_PAGE, memory_reservation())
 
 
 class WasmTraceProcessor:
