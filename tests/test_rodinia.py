@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from ctf2perfetto import analyses
 from support.fakes import FAKES
 from support.lttng import record
 from tools import rodinia_pairs
@@ -46,7 +45,7 @@ def run(exe: Path, tmp: Path, program: str, variant: str, *, content: str = "sam
     env = {**os.environ, "FAKE_GPU_UNIFIED": "1" if unified else "0"}
     record(tmp / name, [str(exe), program, variant, str(log)], api="cuda,libc", extra=("--content", content),
            env=env)
-    return read_log(log), analyses.redundant_copies(tmp / name)
+    return read_log(log), rodinia_pairs.memq_copies(tmp / name)
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +122,16 @@ def test_cfd_iteration_zero_copy_is_invisible(discrete, rodinia_work, tmp_path) 
 
 
 def test_bfs_masks_are_zero_data_not_redundant(discrete) -> None:
+    """The updating mask is all zeros (the other two hold the source node's byte): memq's zero_content rule lists
+    it and the loop's 1-byte uploads of a false flag, each of them, and nothing else."""
     calls, copies = discrete["bfs"]["orig"]
     masks = [c for c in calls if c["finding"] == "bfs.masks"]
-    assert [(c["op"], c["bytes"], c["truth"]) for c in masks] == [("copy", SIZES["bfs"], "zero")] * 3
+    assert [(c["op"], c["bytes"], c["zero"]) for c in masks] == [("copy", SIZES["bfs"], z) for z in (0, 1, 0)]
+    got = verdicts(calls, copies, "discrete", "sampled")[0]
+    zero = [(v.call["bytes"], v.call["why"]) for v in got if v.zero]
+    levels = sum(c["bytes"] == 1 and c["direction"] == "HtoD" for c in calls)
+    assert zero == [(SIZES["bfs"], "all zeros")] + [(1, "resets the flag Kernel2 may have set")] * levels
+    assert not any(v.flagged for v in got if v.zero)
     fix_calls, _ = discrete["bfs"]["fix"]
     sets = [c for c in fix_calls if c["finding"] == "bfs.masks"]
     assert [(c["op"], c["bytes"], c["value"]) for c in sets] == [

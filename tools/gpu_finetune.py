@@ -111,8 +111,6 @@ def finetune_checks(trace: Path, run: dict) -> list[Check]:
 def rodinia_checks(root: Path, device: str = "discrete") -> list[Check]:
     """Each Rodinia pair of the archive (rodinia/P-V.jsonl and its trace rodinia/P-V/), judged by
     tools.rodinia_pairs; streamcluster-full-V with --content full."""
-    from ctf2perfetto import analyses
-
     out = []
     for program, content, stem in [(p, "sampled", p) for p in rodinia_pairs.PROGRAMS] + [
             ("streamcluster", "full", "streamcluster-full")]:
@@ -122,7 +120,7 @@ def rodinia_checks(root: Path, device: str = "discrete") -> list[Check]:
             if not log.is_file() or not (trace / "ust").is_dir():
                 missing.append(f"{stem}-{variant}")
                 continue
-            runs[variant] = (rodinia_pairs.read_log(log), analyses.redundant_copies(trace))
+            runs[variant] = (rodinia_pairs.read_log(log), rodinia_pairs.memq_copies(trace))
         if missing:
             out.append(Check(f"rodinia {stem}", False, "missing from the archive: " + ", ".join(missing)))
             continue

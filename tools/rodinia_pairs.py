@@ -2,10 +2,11 @@
 (tests/fakes/rodinia_work.c writes it) against memq's per-copy verdicts (analyses.redundant_copies).
 
 Each program logs every cudaMemcpy in call order with its `truth`, from the program's data flow
-(not from memq): "redundant" when the destination already held every byte copied, "zero" for an
-upload of data a memset could write, "" otherwise. memq *flags* a copy when its class is a data
-redundancy (no_op, repeat, round_trip; unified and managed say where the copy could be avoided, not
-that it moved nothing new). A copy agrees when memq flags exactly the "redundant" ones.
+(not from memq): "redundant" when the destination already held every byte copied, "" otherwise; and
+`zero`: 1 when its host source held only zeros (a memset could write it). memq *flags* a copy when its
+class is a data redundancy (no_op, repeat, round_trip; unified and managed say where the copy could be
+avoided, not that it moved nothing new), and calls it a *zero copy* when its zero_content advice rule
+lists it. A copy agrees when memq flags exactly the "redundant" ones and calls exactly the zero ones zero.
 
 Where memq cannot agree, the reason is known and listed in KNOWN (what memq says instead and why); a
 disagreement not listed there is a failure, and so is a listed one that no longer happens (fixed: take
@@ -32,8 +33,9 @@ FINDINGS = {
     "streamcluster.p": ("streamcluster", ("repeat",), "content"),
     # DtoD: only a unified-memory device lets the CPU read either side.
     "cfd.old_variables": ("cfd", ("no_op",), "content"),
-    # Not a redundant copy: data a memset could write (an advice rule's matter, not the redundant classes').
-    "bfs.masks": ("bfs", (), ""),
+    # Not a redundant copy: data a memset could write, the zero_content advice rule's (the one all-zero mask; the
+    # other two hold the source's byte).
+    "bfs.masks": ("bfs", (), "zero"),
 }
 
 
@@ -80,6 +82,21 @@ def read_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def memq_copies(trace: Any) -> Any:
+    """memq's verdict on every copy of a trace: analyses.redundant_copies with `zero` (the copy is in the
+    zero_content advice rule's memq_advice_zero_copy)."""
+    from ctf2perfetto import analyses
+    from ctf2perfetto.analysis.advice import fill_zero_fingerprints
+
+    copies = analyses.redundant_copies(trace)
+    with analyses.load(trace) as engine:
+        fill_zero_fingerprints(engine)
+        zero = {int(r["id"]) for r in analyses.module_rows(
+            engine, ("advice.zero_content",), "SELECT id FROM memq_advice_zero_copy").records()}
+    copies["zero"] = copies["id"].map(lambda i: int(i) in zero)
+    return copies
+
+
 @dataclass
 class Verdict:
     """One logged copy with memq's verdict on it."""
@@ -88,6 +105,7 @@ class Verdict:
     cls: str | None  # memq's class when it is a data redundancy, else None
     evidence: str | None
     known: Known | None  # the listed reason when memq and the program disagree
+    zero: bool = False  # memq's zero_content rule lists it
 
     @property
     def flagged(self) -> bool:
@@ -95,12 +113,13 @@ class Verdict:
 
     @property
     def agrees(self) -> bool:
-        return self.flagged == (self.call["truth"] == "redundant")
+        return self.flagged == (self.call["truth"] == "redundant") and self.zero == bool(self.call.get("zero"))
 
 
 def verdicts(calls: list[dict], copies: Any, device: str, content: str) -> tuple[list[Verdict], list[str]]:
     """Pair each logged copy with memq's row of the same process (in time order) and judge it.
-    copies: analyses.redundant_copies' frame. Returns the verdicts and what did not pair up."""
+    copies: memq_copies' frame (without a `zero` column: no copy is a zero copy). Returns the verdicts and what
+    did not pair up."""
     logged = [c for c in calls if c["op"] == "copy"]
     if not logged:
         return [], ["the program logged no copy"]
@@ -116,7 +135,7 @@ def verdicts(calls: list[dict], copies: Any, device: str, content: str) -> tuple
             continue
         cls = row["class"] if isinstance(row["class"], str) and row["class"] in DATA_CLASSES else None
         evidence = row["evidence"] if cls and isinstance(row["evidence"], str) else None
-        v = Verdict(call, cls, evidence, None)
+        v = Verdict(call, cls, evidence, None, bool(row.get("zero", False)))
         if not v.agrees:
             v.known = next((k for k in KNOWN if k.applies(call, device, content)), None)
         out.append(v)
@@ -134,7 +153,8 @@ def stale_known(got: list[Verdict], device: str, content: str) -> list[Known]:
     return out
 
 
-def judge(program: str, runs: dict[str, tuple[list[dict], Any]], device: str, content: str) -> list[tuple[str, bool, str]]:
+def judge(program: str, runs: dict[str, tuple[list[dict], Any]], device: str,
+          content: str) -> list[tuple[str, bool, str]]:
     """(name, ok, detail) lines for one program's original and fix: runs = {"orig": (calls, copies), "fix": ...}."""
     lines = []
     for variant in ("orig", "fix"):
@@ -150,8 +170,9 @@ def judge(program: str, runs: dict[str, tuple[list[dict], Any]], device: str, co
             text += f"; {len(known)} known disagreements: " + "; ".join(sorted(
                 {f"{v.call['why']} -> {v.cls or 'not flagged'} {v.evidence or ''}".rstrip() for v in known}))
         for v in unexpected:
-            problems.append(f"copy {v.call['seq']} ({v.call['why']}): program {v.call['truth'] or 'new data'}, "
-                            f"memq {v.cls or 'not flagged'} {v.evidence or ''}".rstrip())
+            problems.append(f"copy {v.call['seq']} ({v.call['why']}): program {v.call['truth'] or 'new data'}"
+                            f"{', zero' if v.call.get('zero') else ''}, memq {v.cls or 'not flagged'}"
+                            f"{' ' + v.evidence if v.evidence else ''}{', zero' if v.zero else ''}")
         for k in stale_known(got, device, content):
             problems.append(f"listed disagreement gone ({k.why}...: memq agrees with the program now)")
         lines.append((f"rodinia {program} {variant}", not problems, "; ".join(problems[:6]) or text))
@@ -162,17 +183,19 @@ def judge(program: str, runs: dict[str, tuple[list[dict], Any]], device: str, co
             mine = [v for v in got if v.call["finding"] == finding]
             hits = [v for v in mine if v.call["truth"] == "redundant"]
             if variant == "fix":
-                flagged = [v for v in mine if v.flagged and v.known is None]
+                flagged = [v for v in mine if (v.flagged or v.zero) and v.known is None]
                 ok = not hits and not flagged
                 lines.append((f"finding {finding} fixed", ok, f"{len(mine)} copies of it in the fix, "
                               f"{len(hits)} redundant by the program, {len(flagged)} flagged by memq "
                               "(known disagreements apart)"))
                 continue
-            if not classes:  # zero data: counted; not a redundant class
-                zero = [v for v in mine if v.call["truth"] == "zero"]
-                ok = bool(zero) and not any(v.flagged for v in zero)
-                lines.append((f"finding {finding}", ok, f"{len(zero)} uploads of data a memset could write "
-                              f"({sum(v.call['bytes'] for v in zero)} B), none a redundant copy"))
+            if not classes:  # zero data: the zero_content rule's, not a redundant class
+                zero = [v for v in mine if v.call.get("zero")]
+                seen = [v for v in zero if v.zero and not v.flagged]
+                ok = bool(zero) and len(seen) == len(zero) and not any(v.zero for v in mine if v not in zero)
+                lines.append((f"finding {finding}", ok, f"{len(mine)} uploads, {len(zero)} of all-zero data "
+                              f"({sum(v.call['bytes'] for v in zero)} B): {len(seen)} listed by the zero_content "
+                              "rule, none a redundant copy"))
                 continue
             blind = [v for v in hits if v.known is not None and v.known.got is None]
             seen = [v for v in hits if v.cls in classes and v.evidence == evidence]

@@ -73,9 +73,13 @@ void k_bfs2(char *mask, char *updating, char *visited, char *over, int n);
 #define RK_NNB 4
 
 /* backprop's weight index of block row by, thread (ty, tx) */
-RK_ELEMENT int bp_index(int hid, int by, int ty, int tx) { return (hid + 1) * RK_SIDE * by + (hid + 1) * ty + tx + 1 + (hid + 1); }
+RK_ELEMENT int bp_index(int hid, int by, int ty, int tx)
+{
+	return (hid + 1) * RK_SIDE * by + (hid + 1) * ty + tx + 1 + (hid + 1);
+}
 
-RK_ELEMENT void bp_adjust_one(const float *delta, int hid, const float *ly, float *w, float *oldw, int by, int ty, int tx)
+RK_ELEMENT void bp_adjust_one(const float *delta, int hid, const float *ly, float *w, float *oldw, int by, int ty,
+	int tx)
 {
 	int index = bp_index(hid, by, ty, tx);
 	float change = RK_ETA * delta[tx + 1] * ly[RK_SIDE * by + ty + 1] + RK_MOMENTUM * oldw[index];

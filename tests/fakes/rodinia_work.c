@@ -26,7 +26,8 @@
  * LOG gets one JSON line per copy or memset, in call order, with what the program knows
  * about it: "truth" is "redundant" when the destination already held every byte copied
  * (by the program's own data flow: nothing wrote either side since they last matched),
- * "zero" for an upload of data a memset could write, "" otherwise; "finding" names the
+ * "" otherwise; "zero" is 1 for an upload whose host source held only zeros (a memset
+ * could write it: what memq's zero_content advice rule finds); "finding" names the
  * GVProf finding the call belongs to, "why" says how the truth follows. Exit 0, 1 when
  * a call failed, 2 on bad arguments.
  */
@@ -67,22 +68,38 @@ static void head(const char *op, const char *api)
 		"\"api\": \"%s\"", (int) getpid(), program, variant, seq++, op, api);
 }
 
-/* A cudaMemcpy's line in the log, with the program's knowledge of it. */
-static void log_copy(void *dst, const void *src, size_t n, int kind, const char *truth, const char *finding,
-	const char *why)
+/* Whether a host source holds only zeros (what a memset could write); device sources: 0 (not read). */
+static int all_zero(const void *src, size_t n, int kind)
+{
+	const unsigned char *b = src;
+
+	if (kind != H2D)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+/* A cudaMemcpy's line in the log, with the program's knowledge of it ("zero": its host source was all
+ * zeros when it was copied). */
+static void log_copy(void *dst, const void *src, size_t n, int kind, int zero, const char *truth,
+	const char *finding, const char *why)
 {
 	head("copy", "cudaMemcpy");
-	fprintf(out, ", \"direction\": \"%s\", \"bytes\": %zu, \"dst\": %llu, \"src\": %llu, \"truth\": \"%s\", "
-		"\"finding\": \"%s\", \"why\": \"%s\"}\n", DIRECTION[kind], n, (unsigned long long) (uintptr_t) dst,
-		(unsigned long long) (uintptr_t) src, truth, finding, why);
+	fprintf(out, ", \"direction\": \"%s\", \"bytes\": %zu, \"dst\": %llu, \"src\": %llu, \"zero\": %d, "
+		"\"truth\": \"%s\", \"finding\": \"%s\", \"why\": \"%s\"}\n", DIRECTION[kind], n,
+		(unsigned long long) (uintptr_t) dst, (unsigned long long) (uintptr_t) src, zero, truth, finding, why);
 }
 
 /* cudaMemcpy whose truth the program knows beforehand. */
 static void copy(void *dst, const void *src, size_t n, int kind, const char *truth, const char *finding,
 	const char *why)
 {
+	int zero = all_zero(src, n, kind);
+
 	fail_on(cudaMemcpy(dst, src, n, kind), "cudaMemcpy");
-	log_copy(dst, src, n, kind, truth, finding, why);
+	log_copy(dst, src, n, kind, zero, truth, finding, why);
 }
 
 static void set(void *dst, int value, size_t n, const char *finding)
@@ -359,9 +376,9 @@ static void bfs(int n)
 	copy(d_nodes, h_nodes, n * sizeof(bfs_node), H2D, "", "", "the graph's nodes");
 	copy(d_edges, h_edges, edges * sizeof(int), H2D, "", "", "the graph's edges");
 	if (!fix) {
-		copy(d_mask, h_mask, n, H2D, "zero", "bfs.masks", "all zeros but the source's byte");
-		copy(d_updating, h_updating, n, H2D, "zero", "bfs.masks", "all zeros");
-		copy(d_visited, h_visited, n, H2D, "zero", "bfs.masks", "all zeros but the source's byte");
+		copy(d_mask, h_mask, n, H2D, "", "bfs.masks", "all zeros but the source's byte");
+		copy(d_updating, h_updating, n, H2D, "", "bfs.masks", "all zeros");
+		copy(d_visited, h_visited, n, H2D, "", "bfs.masks", "all zeros but the source's byte");
 	} else {
 		set(d_mask, 0, n, "bfs.masks");
 		set(d_mask, 1, 1, "bfs.masks");
@@ -380,7 +397,7 @@ static void bfs(int n)
 		k_bfs2(d_mask, d_updating, d_visited, d_over, n);
 		/* Whether Kernel2 set the flag shows after the copy: when it did not, the copy wrote 0 over 0. */
 		fail_on(cudaMemcpy(&stop, d_over, 1, D2H), "cudaMemcpy");
-		log_copy(&stop, d_over, 1, D2H, stop ? "" : "redundant", "", stop ?
+		log_copy(&stop, d_over, 1, D2H, 0, stop ? "" : "redundant", "", stop ?
 			 "Kernel2 set the flag: the frontier was not empty" :
 			 "Kernel2 left the flag 0, which stop already held: the last level");
 		k++;

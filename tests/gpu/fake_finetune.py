@@ -24,6 +24,8 @@ import json
 import os
 import time
 
+from fake_runtime import runtime, write_profile
+
 H2D, D2H = 1, 2
 SEGMENT = 8 << 20
 PARAMS = {"tok.weight": 512 * 64 * 4, "pos.weight": 32 * 64 * 4, "blocks.0.qkv.weight": 3 * 64 * 64 * 4,
@@ -43,14 +45,8 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--profile")
     args = parser.parse_args()
-    ctypes.CDLL(os.environ["FAKE_CUDART"], mode=ctypes.RTLD_GLOBAL)
-    rt = ctypes.CDLL(None)  # dlsym(RTLD_DEFAULT): the preload library's wrappers come first
+    call = runtime("fake_finetune")
     vp = ctypes.c_void_p
-
-    def call(name: str, *argv) -> None:
-        r = getattr(rt, name)(*argv)
-        if r != 0:
-            raise SystemExit(f"fake_finetune: {name} returned {r}")
 
     stream = vp()
     call("cudaStreamCreate", ctypes.byref(stream))
@@ -132,12 +128,7 @@ def main() -> int:
     with open(args.log, "w") as f:
         json.dump(log, f, indent=1)
     if args.profile:
-        base_us = time.clock_gettime_ns(time.CLOCK_REALTIME) // 1000
-        events = [{"ph": "X", "cat": "gpu_memcpy", "name": name, "pid": 0, "tid": 7, "ts": base_us + 10 * i,
-                   "dur": 2, "args": {"device": 0, "stream": 7, "correlation": i + 1, "bytes": n}}
-                  for i, (name, n) in enumerate(copies)]
-        with open(args.profile, "w") as f:
-            json.dump({"schemaVersion": 1, "traceEvents": events}, f)
+        write_profile(args.profile, copies)
     return 0
 
 

@@ -19,6 +19,8 @@ import json
 import os
 import time
 
+from fake_runtime import runtime, write_profile
+
 BATCH_X, BATCH_Y, SEGMENT = 256 * 512 * 4, 256 * 8, 2 << 20
 H2D, D2H, DEFAULT = 1, 2, 4
 
@@ -30,14 +32,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--profile")
     args = parser.parse_args()
-    ctypes.CDLL(os.environ["FAKE_CUDART"], mode=ctypes.RTLD_GLOBAL)
-    rt = ctypes.CDLL(None)  # dlsym(RTLD_DEFAULT): the preload library's wrappers come first
+    call = runtime("fake_torch_loop")
     vp = ctypes.c_void_p
-
-    def call(name: str, *argv) -> None:
-        r = getattr(rt, name)(*argv)
-        if r != 0:
-            raise SystemExit(f"fake_torch_loop: {name} returned {r}")
 
     seg = [vp(), vp()]
     for s in seg:
@@ -76,12 +72,7 @@ def main() -> int:
     with open(args.log, "w") as f:
         json.dump(log, f, indent=1)
     if args.profile:
-        base_us = time.clock_gettime_ns(time.CLOCK_REALTIME) // 1000
-        events = [{"ph": "X", "cat": "gpu_memcpy", "name": name, "pid": 0, "tid": 7, "ts": base_us + 10 * i,
-                   "dur": 2, "args": {"device": 0, "stream": 7, "correlation": i + 1, "bytes": n}}
-                  for i, (name, n) in enumerate(copies)]
-        with open(args.profile, "w") as f:
-            json.dump({"schemaVersion": 1, "traceEvents": events}, f)
+        write_profile(args.profile, copies)
     return 0
 
 
