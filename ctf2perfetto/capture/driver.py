@@ -20,7 +20,7 @@ from ctf2perfetto.capture.lttng import Lttng, discarded_counts, ensure_sessiond,
 from ctf2perfetto.capture.options import RecordOptions, check_options
 from ctf2perfetto.capture.outdir import count_events, expand_output, prepare_output, trace_size, undo_output, write_record
 from ctf2perfetto.capture.plan import configure_session, enabled_settings, event_rules, host_settings
-from ctf2perfetto.capture.preload import capture_env, child_environment, preload_list
+from ctf2perfetto.capture.preload import RECORDING_ENV, capture_env, child_environment, preload_list
 from ctf2perfetto.capture.reach import read_reach, reach_warnings
 from ctf2perfetto.capture.result import RecordResult, clock_reading
 
@@ -59,6 +59,7 @@ def _record(options: RecordOptions, announce: Callable[[str], None] | None, env:
     enabled = enabled_settings(options, rules)
     reach_dir = Path(tempfile.mkdtemp(prefix="memq-reach-"))
     child_env = child_environment(env, preload, options.mode, reach_dir, host, options.content)
+    child_env[RECORDING_ENV] = str(output)  # a memq record inside the command refuses to start (cli/record.py)
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     readings: list[dict] = []
     exit_code: int | None = None

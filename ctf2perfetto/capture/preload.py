@@ -58,6 +58,12 @@ def preload_list(apis: tuple[str, ...], host_source: str = "memq") -> list[str]:
     return libs
 
 
+# Set for the recorded command: the output directory of the memq record running it. A memq record started
+# inside it would trace itself and start a session of its own under the outer one's preloads (lttng-ust then
+# aborts at exit); it refuses instead.
+RECORDING_ENV = "MEMQ_RECORDING"
+
+
 def child_environment(env: dict[str, str], preload: list[str], mode: str, reach_dir: Path,
                       host: dict | None = None, content: str = "sampled") -> dict[str, str]:
     """The command's environment: our preloads first, then the user's own; the preload

@@ -8,6 +8,7 @@ the standard library (the GPU bundle, scripts/gpu-bundle.sh, relies on it).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -112,12 +113,17 @@ def run(args: argparse.Namespace) -> int:
     from ctf2perfetto.capture.triggers import Capture
     from ctf2perfetto.errors import UsageError
     from ctf2perfetto.capture import RecordOptions, parse_apis, parse_host_min_size, record, summary
+    from ctf2perfetto.capture.preload import RECORDING_ENV
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         raise UsageError("no command given: memq record -o DIR -- COMMAND ...")
+    outer = os.environ.get(RECORDING_ENV)
+    if outer:
+        raise UsageError(f"this command already runs under memq record (recording into {outer}): a recording "
+                         "cannot hold another; record the command once, from outside")
     capture = Capture.from_options(args.delay, args.duration, args.capture_range)
     announce = (lambda line: print(line, file=sys.stderr, flush=True)) if stderr_is_terminal() else None
     result = record(RecordOptions(output=args.output, command=command, apis=parse_apis(args.api),
