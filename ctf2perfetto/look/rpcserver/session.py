@@ -29,6 +29,10 @@ SECOND_TAB = "another tab is using this trace processor; close that tab, then re
 # A request whose tab closed may finish in this time; after it, a reload is cheaper than waiting on (the
 # UI's own queries take seconds at most; a reload costs a trace load).
 DISCONNECT_GRACE_S = 2.0
+# A tab connecting while another holds the engine waits this long for it to let go before it is refused: the
+# server learns of a closed tab a moment after the close, and a UI refused while it loads the trace fails an
+# assertion in its loadTrace (seen at load 3, a page opened 0.5 s after the previous one closed).
+HOLDER_GONE_S = 5.0
 
 
 class Client(Protocol):
@@ -61,6 +65,7 @@ class Session:
         self.kind = backend.kind if backend is not None else kind
         self._queue: queue.SimpleQueue[tuple[Client, bytes] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()  # guards _client, _running and _backend
+        self._released = threading.Condition(self._lock)  # notified when the client lets go
         self._client: Client | None = None
         self._running: Client | None = None
         self._request_no = 0  # which request runs (so a late timer does not interrupt the next one)
@@ -81,8 +86,13 @@ class Session:
         return wire.status_result(name, self.engine_status)
 
     def attach(self, client: Client) -> str | None:
-        """Make `client` the one client; or the message saying why it cannot be."""
-        with self._lock:
+        """Make `client` the one client; or the message saying why it cannot be. A tab that closed lets go a
+        moment after its close, on its connection's thread (later still on a loaded machine): the tab that
+        follows it (a reload, the next page) waits up to HOLDER_GONE_S for that before it is refused."""
+        deadline = time.monotonic() + HOLDER_GONE_S
+        with self._released:
+            while self._client is not None and (left := deadline - time.monotonic()) > 0:
+                self._released.wait(left)
             if self._client is not None:
                 return f"memq serve: {SECOND_TAB} (the other tab: {self._client.label}) {UI_CONNECTION_ERROR}"
             self._client = client
@@ -97,6 +107,7 @@ class Session:
         with self._lock:
             if self._client is client:
                 self._client = None
+                self._released.notify_all()
             if self._running is not client:
                 return
             request_no = self._request_no
@@ -114,6 +125,7 @@ class Session:
         with self._lock:
             self._client = None
             self._stopping = True
+            self._released.notify_all()
             if self._running is not None and self._backend is not None:
                 self._backend.interrupt()
         self._queue.put(None)
