@@ -254,13 +254,16 @@ def collect(engine: Any, name: str) -> TraceReport:
         tracks = [s for (k, _), s in per_track.items() if k == kind]
         if tracks:
             rep.live[kind] = series_sum(tracks)
-    device = rep.live.get("device", [])
-    on_device = series_sum([rep.duplicated.get(d, []) for d in ("HtoD", "DtoD")])
+    # device memory in use: device allocations and managed memory (which the device holds while it uses it)
+    device = series_sum([rep.live.get(k, []) for k in ("device", "managed")])
+    on_device = series_sum([rep.duplicated.get(d, []) for d in ("HtoD", "DtoD")])  # destinations on a device
     h["dup_device_peak"], h["dup_device_peak_ts"] = series_peak(on_device)
     h["device_live_at_peak"] = value_at(device, h["dup_device_peak_ts"]) if h["dup_device_peak_ts"] else 0
     h["dup_device_mean"] = series_mean(on_device, start, end)
     h["device_live_mean"] = series_mean(device, start, end)
     h["device_live_peak"] = series_peak(device)[0]
+    h["device_share_peak"] = h["dup_device_peak"] / h["device_live_at_peak"] if h["device_live_at_peak"] else None
+    h["device_share_mean"] = h["dup_device_mean"] / h["device_live_mean"] if h["device_live_mean"] else None
     # the shared pool of an APU: host<->device mirrors would be one copy
     pool = series_sum([rep.duplicated.get(d, []) for d in ("HtoD", "DtoH")])
     h["pool_peak"], h["pool_peak_ts"] = series_peak(pool)
@@ -337,9 +340,23 @@ def collect(engine: Any, name: str) -> TraceReport:
                 buffers=tuple(int(a) for a in (r["src_alloc_id"], r["dst_alloc_id"]) if a is not None),
                 detail=f"{src} to {dst}"))
         pid_of = {_int(p["upid"]): p["pid"] for p in _rows(engine, (), "SELECT upid, pid FROM process")}
+        advice.fill_zero_fingerprints(engine)
+        overlap = _overlaps(engine)
         for rule in advice.RULES:
             for r in advice.rule_rows(engine, rule.name).records():
-                rep.findings.append(_rule_finding(rule, r, pid_of, where, buffer))
+                f = _rule_finding(rule, r, pid_of, where, buffer)
+                # copies a redundant finding removes need no other fix: count each nanosecond once
+                gone, copies = overlap.get((rule.name, _overlap_key(rule.name, r)), (0, 0))
+                left = _int(r.get("count")) - copies
+                if copies and rule.name in MIN_LEFT and left < MIN_LEFT[rule.name]:
+                    continue  # fixing the redundant copies leaves too few for this rule: nothing more to fix
+                if f.gain_ns == 0 and not f.gain_bytes:
+                    continue  # measured to gain nothing (pinned uploads ran no faster)
+                if gone and f.gain_ns and _int(r.get("dur_sum")):
+                    f.gain_ns = max(0, int(f.gain_ns * (1 - gone / _int(r["dur_sum"]))))
+                    f.detail += (f"; {duration(gone)} of it is in redundant copies (a redundant finding removes "
+                                 "them): the gain is what remains")
+                rep.findings.append(f)
 
     rank = {"content": 0}
     rep.findings.sort(key=lambda f: (-(f.gain_ns or 0), -f.gain_bytes, rank.get(f.evidence.split(":")[0], 1),
@@ -381,6 +398,38 @@ def collect(engine: Any, name: str) -> TraceReport:
     if advice.zero_fingerprint("full", 1) is None:
         rep.lacks.append("libxxhash was not found: copies of all-zero data cannot be recognised.")
     return rep
+
+
+OVERLAPS = """
+SELECT 'sync_loop' AS rule, s.site AS k1, NULL AS k2, NULL AS k3, NULL AS k4, NULL AS k5, SUM(r.redundant_dur) AS d,
+  SUM(r.redundant_bytes = r.bytes) AS gone
+FROM memq_advice_sync_loop_copy s JOIN memq_redundant_copy('auto') r USING (id) GROUP BY s.site
+UNION ALL
+SELECT 'pinning', s.site, NULL, NULL, NULL, NULL, SUM(r.redundant_dur), SUM(r.redundant_bytes = r.bytes)
+FROM memq_advice_pinning_copy s JOIN memq_redundant_copy('auto') r USING (id) GROUP BY s.site
+UNION ALL
+SELECT 'zero_content', z.upid, z.ip, z.api, z.direction, z.dst_alloc_id, SUM(r.redundant_dur),
+  SUM(r.redundant_bytes = r.bytes)
+FROM memq_advice_zero_copy z JOIN memq_redundant_copy('auto') r USING (id)
+GROUP BY z.upid, z.ip, z.api, z.direction, z.dst_alloc_id
+"""
+
+
+MIN_LEFT = {"sync_loop": 3, "pinning": 2}  # the fewest copies that still make a loop site / a pinning candidate
+
+
+def _overlap_key(rule: str, r: dict[str, Any]) -> tuple:
+    if rule == "zero_content":
+        return (r["upid"], r["ip"], r["api"], r["direction"], r["dst_alloc_id"])
+    return (r.get("first_call_id"), None, None, None, None)
+
+
+def _overlaps(engine: Any) -> dict[tuple[str, tuple], tuple[int, int]]:
+    """Per advice finding (rule, key): the redundant time of its copies, and how many of them are wholly redundant
+    (they go once the redundant finding is fixed)."""
+    rows = _rows(engine, ("redundant", "advice.sync_loop", "advice.pinning", "advice.zero_content"), OVERLAPS)
+    return {(r["rule"], (r["k1"], r["k2"], r["k3"], r["k4"], r["k5"])): (_int(r["d"]), _int(r["gone"]))
+            for r in rows if _int(r["d"])}
 
 
 def _rule_finding(rule: Any, r: dict[str, Any], pid_of: dict[int, Any], where: Any, buffer: Any) -> Finding:
@@ -483,11 +532,10 @@ def headline_html(rep: TraceReport) -> str:
         cards.append(f"""<div class="card" id="q-duplicated"><h3>How much memory is duplicated?</h3>
 <div class="big">{_fig('dup_peak', h['dup_peak'], size(h['dup_peak']))} at peak</div>
 <div>{_fig('dup_mean', h['dup_mean'], size(h['dup_mean']))} on average (time-weighted over the run); peak at
-{_e(_rel(rep, h['dup_peak_ts']))}. On the devices: {_fig('dup_device_peak', h['dup_device_peak'],
-size(h['dup_device_peak']))} at peak, {_fig('dup_device_peak_share', (h['dup_device_peak'] /
-h['device_live_at_peak']) if h['device_live_at_peak'] else None, peak_share)} of the device memory in use then;
-{_fig('dup_device_mean_share', (h['dup_device_mean'] / h['device_live_mean']) if h['device_live_mean'] else None,
-mean_share)} of it on average.</div>
+{_e(_rel(rep, h['dup_peak_ts']))}. On the devices (destinations of HtoD and DtoD copies):
+{_fig('dup_device_peak', h['dup_device_peak'], size(h['dup_device_peak']))} at peak,
+{_fig('dup_device_peak_share', h['device_share_peak'], peak_share)} of the device memory in use then (device and
+managed allocations); {_fig('dup_device_mean_share', h['device_share_mean'], mean_share)} of it on average.</div>
 <div class="ev"><b>Evidence:</b> {_tag('address')} upper bound. A mirror ends at a free, an overwrite by a copy or
 memset, or a content fingerprint that shows a change; CPU stores and kernel writes are not traced.</div></div>""")
     else:

@@ -107,3 +107,23 @@ FROM est e
 LEFT JOIN memq_allocation a ON a.alloc_id = e.src_alloc_id
 LEFT JOIN memq_advice_call k ON k.call_id = e.call_id
 ORDER BY IFNULL(gain_dur, 0) DESC, dur_sum DESC;
+
+-- Every upload of a pinning candidate, with the candidate it belongs to (the call id of its first upload).
+CREATE PERFETTO TABLE memq_advice_pinning_copy(
+  -- Slice id of the copy (memq_copy.id).
+  id LONG,
+  -- `debug.call_id` of the candidate's first upload (memq_advice_pinning.first_call_id).
+  site LONG
+) AS
+WITH up AS (
+  SELECT c.id, c.ts, c.upid, c.call_id, IFNULL(CAST(c.src_alloc_id AS STRING), 'key:' || c.src_key) AS buffer
+  FROM memq_copy c
+  WHERE c.source = 'lttng' AND c.direction = 'HtoD' AND c.pageable AND c.bytes > 0 AND c.upid IS NOT NULL
+    AND c.src IS NOT NULL
+),
+g AS (
+  SELECT up.*, FIRST_VALUE(call_id) OVER (PARTITION BY upid, buffer ORDER BY ts, id) AS site,
+    COUNT(*) OVER (PARTITION BY upid, buffer) AS n
+  FROM up
+)
+SELECT id, site FROM g WHERE n >= 2 ORDER BY id;

@@ -30,6 +30,27 @@ CREATE PERFETTO FUNCTION memq_advice_sync_loop_min()
 RETURNS LONG AS
 SELECT 3;
 
+-- Every synchronous copy of a loop site, with the site it belongs to (the call id of the site's first copy).
+CREATE PERFETTO TABLE memq_advice_sync_loop_copy(
+  -- Slice id of the copy (memq_copy.id).
+  id LONG,
+  -- `debug.call_id` of the first copy of its loop site (memq_advice_sync_loop.first_call_id).
+  site LONG
+) AS
+WITH s AS (
+  SELECT c.id, c.ts, c.upid, c.utid, c.call_id, k.ip, c.api, c.direction, c.bytes
+  FROM memq_copy c LEFT JOIN memq_advice_call k USING (call_id)
+  WHERE c.source = 'lttng' AND c.bytes > 0
+    AND (c.api NOT GLOB '*Async*' OR (c.direction IN ('HtoD', 'DtoH') AND c.pageable))
+),
+g AS (
+  SELECT s.*,
+    FIRST_VALUE(call_id) OVER (PARTITION BY upid, utid, ip, api, direction, bytes ORDER BY ts, id) AS site,
+    COUNT(*) OVER (PARTITION BY upid, utid, ip, api, direction, bytes) AS n
+  FROM s
+)
+SELECT id, site FROM g WHERE n >= memq_advice_sync_loop_min() ORDER BY id;
+
 -- One row per loop site of synchronous copies.
 CREATE PERFETTO TABLE memq_advice_sync_loop(
   -- Process.
