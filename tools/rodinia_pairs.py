@@ -167,7 +167,7 @@ def judge(program: str, runs: dict[str, tuple[list[dict], Any]], device: str,
         agree = sum(v.agrees for v in got)
         text = f"{agree} of {len(got)} copies as the program says"
         if known:
-            text += f"; {len(known)} known disagreements: " + "; ".join(sorted(
+            text += f"; {len(known)} known disagreement{'s' if len(known) > 1 else ''}: " + "; ".join(sorted(
                 {f"{v.call['why']} -> {v.cls or 'not flagged'} {v.evidence or ''}".rstrip() for v in known}))
         for v in unexpected:
             problems.append(f"copy {v.call['seq']} ({v.call['why']}): program {v.call['truth'] or 'new data'}"
