@@ -118,7 +118,7 @@ CREATE PERFETTO TABLE memq_advice_pinning_copy(
 WITH up AS (
   SELECT c.id, c.ts, c.upid, c.call_id, IFNULL(CAST(c.src_alloc_id AS STRING), 'key:' || c.src_key) AS buffer
   FROM memq_copy c
-  WHERE c.source = 'lttng' AND c.direction = 'HtoD' AND c.pageable AND c.bytes > 0 AND c.upid IS NOT NULL
+  WHERE memq_has_addresses!(c.source) AND c.direction = 'HtoD' AND c.pageable AND c.bytes > 0 AND c.upid IS NOT NULL
     AND c.src IS NOT NULL
 ),
 g AS (

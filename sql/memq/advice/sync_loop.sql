@@ -40,7 +40,7 @@ CREATE PERFETTO TABLE memq_advice_sync_loop_copy(
 WITH s AS (
   SELECT c.id, c.ts, c.upid, c.utid, c.call_id, k.ip, c.api, c.direction, c.bytes
   FROM memq_copy c LEFT JOIN memq_advice_call k USING (call_id)
-  WHERE c.source = 'lttng' AND c.bytes > 0
+  WHERE memq_has_addresses!(c.source) AND c.bytes > 0
     AND (c.api NOT GLOB '*Async*' OR (c.direction IN ('HtoD', 'DtoH') AND c.pageable))
 ),
 g AS (
