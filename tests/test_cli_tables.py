@@ -3,6 +3,7 @@ tables must be what the DataFrames of the Python API give, converted for reading
 operations (the independent computation here)."""
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import random
@@ -51,7 +52,12 @@ def _expected(name: str, trace: str) -> str:
         }[name]()
         start = int(analyses.module_query(engine, ("trace",), "SELECT start_ts FROM memq_trace")["start_ts"].iloc[0])
         warnings = analyses.trace_warnings(engine)
-    lines = [f"memq {name} (source: {next(iter(frames.values())).attrs['source']})"]
+    # the two-line verdict first (its words are tested in tests/test_verdicts.py)
+    from ctf2perfetto.analysis.registry import analysis
+
+    with analyses.load(trace) as engine:
+        lines = analysis(name).verdict(analysis(name).tables(engine, argparse.Namespace(unified="auto")))
+    lines.append(f"memq {name} (source: {next(iter(frames.values())).attrs['source']})")
     notes = [analyses.UPPER_BOUND]
     for i, df in enumerate(frames.values()):
         for n in [df.attrs["note"], df.attrs["windows_note"]] + (warnings if i == 0 else []):

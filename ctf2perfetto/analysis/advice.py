@@ -178,8 +178,10 @@ def verdict(tables: dict[str, Rows]) -> list[str]:
                 "Checked: " + ", ".join(r["what"] for r in first.records()) + "."]
     total = sum(r["findings"] for r in rows)
     best = max(rows, key=lambda r: (r["gain_dur"], r["unused_bytes"]))
-    return [f"{total} place(s) to fix under {len(rows)} rule(s), saving up to {best['gain_dur'] / 1e6:.3f} ms "
-            f"for the largest ({best['what']}).",
+    from ctf2perfetto.analysis.base import size_words, time_words
+
+    gain = time_words(best["gain_dur"]) if best["gain_dur"] else size_words(best["unused_bytes"]) + " of memory"
+    return [f"{total} place(s) to fix under {len(rows)} rule(s); the largest gain, up to {gain}: {best['what']}.",
             f"Fix: {best['fix']}."]
 
 
@@ -188,4 +190,5 @@ ANALYSIS = Analysis(
     help="what to fix: copies of zeros, pinning candidates, synchronous copies in a loop, oversized and churning "
          "pinned buffers, zero-byte copies",
     tables=advice_tables,
+    verdict=verdict,
 )

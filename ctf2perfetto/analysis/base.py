@@ -222,7 +222,8 @@ class Analysis:
     holds its options, e.g. `unified`); `whole_run(trace_dir, every_s, args, trace_processor=, stage=)` the same
     tables of a recording merged from its parts (None: `--parts` is not offered); `attributed(engine, by, args)`
     the `--by op|callsite` breakdown as a DataFrame (None: `--by` is not offered); `for_reading(rows)` what the
-    human table shows of the first table, with a line saying what it left out ("" if nothing)."""
+    human table shows of the first table, with a line saying what it left out ("" if nothing); `verdict(tables)` the
+    two lines in words the human output starts with (what the figures mean for the user)."""
 
     name: str
     help: str
@@ -231,3 +232,27 @@ class Analysis:
     attributed: Callable[[Any, str, Any], pd.DataFrame] | None = None
     for_reading: Callable[[Rows], tuple[Rows, str]] | None = None
     options: tuple[str, ...] = field(default=())  # extra command-line options: "unified"
+    verdict: Callable[[dict[str, Rows]], list[str]] | None = None
+
+
+def size_words(n: float | None) -> str:
+    """A byte count for people: B, KiB, MiB, GiB or TiB, whichever reads best."""
+    if n is None:
+        return "n/a"
+    for scale, unit in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def time_words(ns: float | None) -> str:
+    """A duration for people: ns, µs, ms or s (three digits)."""
+    if ns is None:
+        return "n/a"
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{int(ns)} ns"
+
+
+REPORT_HINT = "What to fix, where, and what it gains: memq report TRACE -o report.html"

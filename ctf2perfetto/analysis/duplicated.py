@@ -147,6 +147,25 @@ def attributed_mirrors(engine: Any, by: str, args: Any = None) -> pd.DataFrame:
     return out
 
 
+
+def duplicated_verdict(tables: dict[str, Rows]) -> list[str]:
+    """Two lines: how much is held twice at peak and on average, and by which direction most."""
+    from ctf2perfetto.analysis.base import REPORT_HINT, size_words
+
+    rows = next(iter(tables.values()))
+    if not rows.attrs.get("applies", True):
+        return ["Duplicated bytes do not apply: the trace's copies carry no addresses.", REPORT_HINT]
+    whole = [r for r in rows.records() if r["pid"] is None]
+    total = next((r for r in whole if r["grouping"] == "total"), None)
+    if total is None or not total["peak_bytes"]:
+        return ["Nothing is held twice: no copy left host and device holding the same bytes.", REPORT_HINT]
+    dirs = sorted((r for r in whole if r["grouping"] == "direction"), key=lambda r: -(r["mean_bytes"] or 0))
+    most = f"; {dirs[0]['key']} copies hold most of it" if dirs else ""
+    return [f"Up to {size_words(total['peak_bytes'])} is held twice (the same bytes on host and device), "
+            f"{size_words(total['mean_bytes'] or 0)} on average over the run{most}.",
+            "An upper bound: CPU and kernel writes are not traced. " + REPORT_HINT]
+
+
 ANALYSIS = Analysis(
     name="duplicated",
     help="bytes duplicated between host and device over time: peak, when, mean; by direction, allocation and "
@@ -154,4 +173,5 @@ ANALYSIS = Analysis(
     tables=lambda engine, args: {"duplicated": duplicated_rows(engine)},
     whole_run=lambda trace_dir, every_s, args, **kw: {"duplicated": duplicated_whole_run(trace_dir, every_s, **kw)},
     attributed=attributed_mirrors,
+    verdict=duplicated_verdict,
 )

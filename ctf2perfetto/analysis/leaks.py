@@ -172,9 +172,28 @@ def leak_tables_whole_run(trace_dir: Path, every_s: float, args: Any = None, **k
     return {"leaks": leaks, **({"outlived": outlived} if leaks.attrs.get("windows") else {})}
 
 
+
+def leaks_verdict(tables: dict[str, Rows]) -> list[str]:
+    """Two lines: how much was never freed, and of which kind most."""
+    from ctf2perfetto.analysis.base import size_words
+
+    rows = next(iter(tables.values())).records()
+    if not rows:
+        return ["Every allocation was freed: no leak.", "A lost free would show as a leak; none did."]
+    per_kind: dict[str, int] = {}
+    for r in rows:
+        per_kind[r["kind"]] = per_kind.get(r["kind"], 0) + int(r["bytes"] or 0)
+    kind = max(per_kind, key=per_kind.get)
+    count = sum(int(r["count"] or 0) for r in rows)
+    return [f"{count:,} allocations ({size_words(sum(per_kind.values()))}) were never freed; most of it "
+            f"{kind} memory ({size_words(per_kind[kind])}).",
+            "A lost free shows as a leak; GPU memory never freed by a long job grows until it fails."]
+
+
 ANALYSIS = Analysis(
     name="leaks",
     help="allocations never freed, by kind and size",
     tables=leak_tables,
     whole_run=leak_tables_whole_run,
+    verdict=leaks_verdict,
 )

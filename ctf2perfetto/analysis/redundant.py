@@ -155,6 +155,28 @@ def for_reading(rows: Rows) -> tuple[Rows, str]:
                    "--format json|csv has both)")
 
 
+
+def redundant_verdict(tables: dict[str, Rows]) -> list[str]:
+    """Two lines: the time and bytes of copies that moved nothing new, how much is proven, the largest class."""
+    from ctf2perfetto.analysis.base import REPORT_HINT, size_words, time_words
+
+    rows = {r["class"]: r for r in next(iter(tables.values())).records() if r["pid"] is None}
+    red, staged = rows.get("redundant") or {}, rows.get("staged") or {}
+    staged_words = (f"; {staged['count']:,} staged copies from pageable memory took {time_words(staged['dur_sum'])}"
+                    if staged.get("count") else "")
+    if not red.get("count"):
+        return ["No copy moved data its destination already held" + staged_words + ".", REPORT_HINT]
+    classes = [c for c in ("no_op", "repeat", "round_trip", "managed", "unified") if (rows.get(c) or {}).get("bytes")]
+    top = max(classes, key=lambda c: rows[c]["dur_sum"]) if classes else None
+    largest = (f" Largest: {top.replace('_', ' ')}, {size_words(rows[top]['bytes'])} in "
+               f"{time_words(rows[top]['dur_sum'])}." if top else "")
+    proven = red["content_bytes"] / red["bytes"] if red["bytes"] else 0.0
+    return [f"{red['count']:,} copies moved {size_words(red['bytes'])} their destination already held: "
+            f"{time_words(red['dur_sum'])} summed, {time_words(red['wall_dur'])} wall-clock{staged_words}.",
+            f"{proven:.0%} of those bytes are proven by content fingerprints, the rest are upper bounds.{largest} "
+            + REPORT_HINT]
+
+
 ANALYSIS = Analysis(
     name="redundant",
     help="copies that moved nothing new (no-op, repeat, round trip, managed endpoint, unified memory) and staged "
@@ -166,4 +188,5 @@ ANALYSIS = Analysis(
     attributed=attributed_copies,
     for_reading=for_reading,
     options=("unified",),
+    verdict=redundant_verdict,
 )

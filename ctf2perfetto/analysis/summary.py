@@ -182,9 +182,30 @@ def _device_peak(part: Part, exited: dict[str, int]) -> dict[str, Any]:
     return best
 
 
+
+def summary_verdict(tables: dict[str, Rows]) -> list[str]:
+    """Two lines: what the copies moved and took, the busiest device, and the API call that took longest."""
+    from ctf2perfetto.analysis.base import REPORT_HINT, size_words, time_words
+
+    copies = [r for r in (tables.get("copies").records() if tables.get("copies") is not None else [])
+              if r["direction"] != "memset"]
+    lttng = [r for r in copies if r["source"] == "lttng"] or copies
+    n, nbytes, dur = (sum(r[k] or 0 for r in lttng) for k in ("count", "bytes", "dur_sum"))
+    devices = tables.get("devices").records() if tables.get("devices") is not None else []
+    busy = max(devices, key=lambda r: r["busy_share"] or 0, default=None)
+    busy_words = f"; device {busy['device']} was busy copying {busy['busy_share']:.0%} of the time" if busy else ""
+    api = tables.get("api").records() if tables.get("api") is not None else []
+    first = (f"{n:,} copies moved {size_words(nbytes)} in {time_words(dur)}{busy_words}." if n else
+             "No copies in the trace.")
+    second = (f"Most time in one API function: {api[0]['name']} ({api[0]['share']:.0%} of the API time). " if api
+              else "")
+    return [first, second + REPORT_HINT]
+
+
 ANALYSIS = Analysis(
     name="summary",
     help="top API calls by time, copies per direction with bandwidth, allocations per kind, device busy share",
     tables=lambda engine, args: summary_rows(engine),
     whole_run=lambda trace_dir, every_s, args, **kw: summary_whole_run(trace_dir, every_s, **kw),
+    verdict=summary_verdict,
 )

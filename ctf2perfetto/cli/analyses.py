@@ -212,6 +212,7 @@ def _print(found: Any, tables: dict[str, Rows], fmt: str, start: int) -> None:
     if fmt == "json":
         payload = {
             "analysis": name, "source": source, "upper_bound": True, "notes": notes,
+            "verdict": found.verdict(tables) if found.verdict is not None else [],
             "tables": {key: {"applies": bool(df.attrs.get("applies", True)),
                              "rows": json.loads(frame(df).to_json(orient="records"))} for key, df in tables.items()},
         }
@@ -226,6 +227,9 @@ def _print(found: Any, tables: dict[str, Rows], fmt: str, start: int) -> None:
                 print(f"# table: {key}")
             print_frame(frame(df), "csv")
         return
+    if found.verdict is not None:  # two lines in words first: what the figures mean for the user
+        for line in found.verdict(tables):
+            print(line)
     print(f"memq {name} (source: {source})")
     for key, df in tables.items():
         print()
