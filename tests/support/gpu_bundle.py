@@ -3,7 +3,7 @@
 `hidden_path(dest)` is a PATH directory holding only the tools the bundle and
 scripts/gpu-check.sh use, without the system's lttng / lttng-sessiond; `isolated(argv)`
 runs a command in its own mount namespace with fresh /var/run/lttng, ~/.lttng and
-/dev/shm (like /work/isolated.sh), so the session daemon `memq record` finds or
+/dev/shm (a private LTTng world), so the session daemon `memq record` finds or
 starts there is the bundle's, never one another test left running
 (`system_lttng=True`: the system's own, alone).
 """
