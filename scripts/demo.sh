@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # memq's main job end to end on this machine's defaults (embedded trace_processor,
-# no GPU needed): record -> convert -> analyse -> annotate -> plot, three times:
+# no GPU needed): record -> convert -> analyse -> annotate -> plot, three times,
+# then the offload loop fixed (memq diff) and the answers on one page (memq report):
 #   1. a real PyTorch CPU training loop (host heap),
 #   2. a HIP offload loop (examples/hip_offload.py) run against the test suite's
 #      fake HIP runtime, standing in for a GPU this machine does not have,
@@ -32,7 +33,16 @@ memq summary "$OUT/job" --by rank
 step "4. Results on the timeline and in a figure"
 memq annotate "$OUT/offload.pftrace" -o "$OUT/offload.annotated.pftrace"
 memq plot "$OUT/offload.pftrace" -o "$OUT/offload.png"
+
+step "5. The fix: keep the weights on the device, record again, compare"
+memq record -o "$OUT/offload-fixed" --api hip,libc -- python3 examples/hip_offload.py --hip-lib "$OUT/fakegpu/libamdhip64.so" --keep-weights
+ctf2perfetto "$OUT/offload-fixed" -o "$OUT/offload-fixed.pftrace"
+memq diff "$OUT/offload.pftrace" "$OUT/offload-fixed.pftrace"
+
+step "6. The answers on one page: what the loop wastes, where, the fix and its gain"
+memq report "$OUT/offload.pftrace" -o "$OUT/report.html"
 echo
-echo "Done. Open the annotated trace in a local Perfetto UI (no internet needed):"
+echo "Done. Open $OUT/report.html in any browser (one self-contained file, no network)."
+echo "The annotated trace in a local Perfetto UI (no internet needed):"
 echo "    memq open $OUT/offload.annotated.pftrace"
 echo "or load it at https://ui.perfetto.dev. Figure: $OUT/offload.png"
