@@ -141,7 +141,7 @@ class TraceReport:
     duplicated: dict[str, Series] = field(default_factory=dict)
     redundant_bins: dict[str, list[int]] = field(default_factory=dict)
     lacks: list[str] = field(default_factory=list)
-    ranks: list[dict[str, Any]] = field(default_factory=list)
+    ranks: dict[str, Any] = field(default_factory=dict)  # "redundant" / "duplicated" -> the job's per-rank Rows
 
 
 def _rows(engine: Any, modules: tuple[str, ...], sql: str) -> list[dict[str, Any]]:
@@ -290,6 +290,18 @@ def collect(engine: Any, name: str) -> TraceReport:
                                              AND direction != 'memset'))""")[0]
     h["copy_sum"], h["copy_count"], h["copy_bytes"] = _int(copy_time["d"]), _int(copy_time["n"]), _int(copy_time["b"])
     h["run"] = recorded
+
+    # per rank, when the trace is a job's (analysis/job.py)
+    from ctf2perfetto.analysis import job
+    from ctf2perfetto.analysis.redundant import redundant_rows
+
+    for name, tables in (("redundant", lambda: {"redundant": redundant_rows(engine, "auto")}),
+                         ("duplicated", lambda: {"duplicated": duplicated_rows(engine)})):
+        if not job.identities(engine):
+            break
+        found = job.job_tables(name, engine, tables(), "rank")
+        if found.get("by rank") is not None:
+            rep.ranks[name] = found["by rank"]
 
     # findings: redundant classes per site, then the advice rules
     sites = _Sites(engine)
@@ -735,6 +747,32 @@ def bars_svg(rep: TraceReport) -> str:
     return f'<figure data-plot="redundant"><figcaption>{_e(caption)}</figcaption>{"".join(parts)}</figure>'
 
 
+def _cell(column: str, v: Any) -> str:
+    if v is None or is_null(v):
+        return ""
+    if isinstance(v, (int, float)) and (column.endswith("_dur") or column.endswith("dur_sum")):
+        return duration(v)
+    if isinstance(v, (int, float)) and ("bytes" in column or column == "size"):
+        return size(v)
+    if isinstance(v, float):
+        return f"{100 * v:.1f}%" if column.endswith("share") else f"{v:.4g}"
+    return str(v)
+
+
+def ranks_html(rep: TraceReport) -> str:
+    if not rep.ranks:
+        return ""
+    out = ["<h2>Per rank</h2>"]
+    for name, rows in rep.ranks.items():
+        cols = [c for c in rows.columns if c not in ("pci_bus_id", "gpu_uuid", "role")]
+        head = "".join(f"<th>{_e(c.replace('_', ' '))}</th>" for c in cols)
+        body = "".join("<tr data-rank=\"" + _e(r.get("rank")) + "\">" + "".join(
+            f'<td class="num">{_e(_cell(c, r.get(c)))}</td>' for c in cols) + "</tr>" for r in rows.records())
+        out.append(f'<h3>{_e(name)}</h3><table data-table="ranks-{_e(name)}"><thead><tr>{head}</tr></thead>'
+                   f"<tbody>{body}</tbody></table>")
+    return "".join(out)
+
+
 def trace_html(rep: TraceReport, index: int) -> str:
     lacks = "".join(f"<li>{_e(line)}</li>" for line in rep.lacks) or "<li>Nothing: no loss, no window.</li>"
     dup = {k: v for k, v in rep.duplicated.items()}
@@ -750,6 +788,7 @@ recorded · <span id="verdict-{index}" data-figure="verdict">{_e(verdict_words(r
 {step_svg(rep, "duplicated", dup, DIR_COLORS, "Duplicated bytes (upper bound), all mirrors and per copy direction",
           "Nothing duplicated." if rep.addressed else "Not applicable: the copies carry no addresses.")}
 {bars_svg(rep)}
+{ranks_html(rep)}
 <h2>What the trace lacks</h2>
 <ul class="lacks">{lacks}</ul>
 </section>"""
