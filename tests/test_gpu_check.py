@@ -162,7 +162,7 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
     for name in ("steps", "conversion (cuda_all)", "cuda_all calls", "behaviour unchanged", "frees sized (cuda_all)",
                  "conversion (torch)", "torch copies", "torch segments", "pinned", "frees sized (torch)",
                  "conversion (finetune)", "finetune copies", "finetune segments", "finetune labels", "finetune mask",
-                 "finetune checkpoints", "lost events"):
+                 "finetune checkpoints", "finetune report", "lost events"):
         assert checks[name]["ok"] is True, checks[name]
     # The stand-in fine-tune (tests/gpu/fake_finetune.py): 14 steps x 2 micro-batches, new labels each, the
     # unchanged mask uploaded with each; checkpoints after steps 5 and 10 of its 6 parameters.
@@ -170,6 +170,7 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
     assert "28 with a source fingerprint, 28 distinct" in checks["finetune labels"]["detail"]
     assert "27 repeats with evidence content (the program: 27)" in checks["finetune mask"]["detail"]
     assert checks["finetune checkpoints"]["detail"].startswith("2 checkpoints: 12 of 12 device-to-host copies seen")
+    assert checks["finetune report"]["detail"].startswith("the mask's 27 repeats (3456 B) are finding ")
     # GVProf's Rodinia pairs, as tests/test_rodinia.py checks them (the same program, recorded from the bundle).
     rodinia = {n: c for n, c in checks.items() if n.startswith(("rodinia ", "finding "))}
     assert len(rodinia) == 20 and all(c["ok"] for c in rodinia.values()), rodinia
@@ -208,6 +209,7 @@ def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> 
     run = json.loads((root / "finetune" / "run.json").read_text())
     run["labels"] = run["mask_uploads"]  # "labels" that never change: the mask's uploads
     run["checkpoints"][0]["copies"][0]["bytes"] += 4
+    run["mask_bytes"] = 64  # the report's repeat finding is then not the mask's
     (root / "finetune" / "run.json").write_text(json.dumps(run))
     orig = (root / "rodinia" / "streamcluster-orig.jsonl").read_text().splitlines()
     first = next(i for i, line in enumerate(orig) if '"streamcluster.p"' in line)
@@ -236,6 +238,8 @@ def test_each_check_fails_on_altered_evidence(archive: Path, tmp_path: Path) -> 
         "28 with a source fingerprint, 1 distinct" in lines["finetune labels"]
     assert lines["finetune checkpoints"].startswith("FAIL") and "11 of 12 device-to-host copies" in \
         lines["finetune checkpoints"]
+    assert lines["finetune report"].startswith("FAIL") and "no repeat finding of 27 copies, 1728 B" in \
+        lines["finetune report"]
     assert lines["rodinia streamcluster orig"].startswith("FAIL") and "program redundant, memq not flagged" in \
         lines["rodinia streamcluster orig"]
     assert lines["frees sized (cuda_all)"].startswith("PASS")  # untouched evidence still passes

@@ -24,6 +24,7 @@ Checks, each PASS or FAIL:
   finetune mask     its unchanged loss mask, re-uploaded every micro-batch: every upload
                     after the first a repeat with evidence content
   finetune checkpoints  every parameter's device-to-host checkpoint copy seen with its bytes
+  finetune report   `memq report` names the mask's re-uploads as a finding, with their call site
   rodinia ...       GVProf's Rodinia findings (tests/fakes/rodinia_work.c, tools/rodinia_pairs.py):
                     each copy flagged exactly when the program says it moved nothing new,
                     but for the listed disagreements; each finding in the original, not the fix

@@ -102,10 +102,32 @@ def check_checkpoints(copies: Any, run: dict) -> Check:
                  f"{got_bytes} of {want_bytes} B" + (f"; not seen: {', '.join(missing[:3])}" if missing else ""))
 
 
+def check_report(trace: Path, run: dict) -> Check:
+    """`memq report` names the mask's re-uploads as a finding of their own: the repeats the program makes
+    (count and bytes from run.json), with the call site they come from; the detail says where it ranks."""
+    from ctf2perfetto import analyses
+    from ctf2perfetto.look.report import collect
+
+    uploads = run.get("mask_uploads") or []
+    if run.get("mask_upload") != "step":
+        return Check("finetune report", True, "the mask was uploaded once: no finding to name")
+    with analyses.load(trace) as engine:
+        findings = [f for f in collect(engine, "finetune").findings if f.pid in (None, int(run["pid"]))]
+    want = (len(uploads) - 1, (len(uploads) - 1) * int(run["mask_bytes"]))
+    rank = next((i for i, f in enumerate(findings) if f.kind == "repeat" and (f.count, f.bytes) == want), None)
+    if rank is None:
+        return Check("finetune report", False, f"no repeat finding of {want[0]} copies, {want[1]} B (the mask's) among "
+                     f"{len(findings)}: " + "; ".join(f"{f.kind} {f.count}/{f.bytes} B" for f in findings[:5]))
+    found, top = findings[rank], findings[0]
+    return Check("finetune report", bool(found.where), f"the mask's {want[0]} repeats ({want[1]} B) are finding "
+                 f"{rank + 1} of {len(findings)}, at {found.where or 'no call site'}; the top one: {top.title} "
+                 f"({top.count} copies, {top.bytes} B) at {top.where}")
+
+
 def finetune_checks(trace: Path, run: dict) -> list[Check]:
     copies = copy_verdicts(trace)
     mine = copies[copies["pid"] == int(run["pid"])]
-    return [check_labels(mine, run), check_mask(mine, run), check_checkpoints(mine, run)]
+    return [check_labels(mine, run), check_mask(mine, run), check_checkpoints(mine, run), check_report(trace, run)]
 
 
 def rodinia_checks(root: Path, device: str = "discrete") -> list[Check]:
