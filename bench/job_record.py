@@ -7,11 +7,13 @@ Then checks the recording names ranks 0..2 and the launcher (memq:identity decod
 
     python3 bench/job_record.py [--steps 30] [--repeat 3] [--keep DIR]
 
-Wall-clock on a shared machine: run it when the machine is quiet and compare the ratio, not the seconds.
+Wall-clock on a shared machine: run it when the machine is quiet and compare the ratio, not the seconds; the CPU
+seconds of each command (and what it waited for) are printed too, which load changes less.
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,10 +33,18 @@ MEMQ = [sys.executable, "-m", "ctf2perfetto"]
 GOAL_SLOWDOWN, GOAL_FIXED_S = 1.1, 1.0
 
 
+CPU: list[float] = []  # CPU seconds (user + system) of each timed command and its children, in call order
+
+
 def timed(argv: list[str]) -> float:
+    """Wall seconds of `argv`; its CPU seconds (every process it waited for) go to CPU."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall
 
 
 def main() -> int:
@@ -66,6 +76,9 @@ def main() -> int:
     print(f"memq record of it:                       median {rec:.2f} s of {traced}")
     print(f"ratio {rec / base:.3f}x, +{rec - base:.2f} s; goal <= {GOAL_SLOWDOWN}x + {GOAL_FIXED_S} s = {limit:.2f} s: "
           f"{'met' if rec <= limit else 'NOT met'}")
+    cpu_plain, cpu_traced = statistics.median(CPU[0::2]), statistics.median(CPU[1::2])
+    print(f"CPU seconds (user + system, the command and every process it waited for; not the LTTng daemons): "
+          f"untraced {cpu_plain:.2f}, memq record {cpu_traced:.2f}: {cpu_traced / cpu_plain:.3f}x")
     print(f"processes identified: {roles}")
     ok = rec <= limit and [r for r in roles if r[0] == "rank"] == [("rank", 0), ("rank", 1), ("rank", 2)] \
         and ("launcher", -1) in roles

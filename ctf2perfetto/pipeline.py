@@ -113,6 +113,9 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
     # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
     with opened as decoding:
         batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load
+        from ctf2perfetto.convert.identity import PhysicalDevices
+
+        batches = PhysicalDevices().apply(batches, lambda: decoding.info)  # a GPU is its UUID, not an ordinal
         report = None
         if span is not None:
             from ctf2perfetto.convert.ranges import RangeReport, clip

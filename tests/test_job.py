@@ -277,3 +277,28 @@ def test_roles_workers_launcher_and_a_foreign_job() -> None:
     assert got[12].name() == "rank 1 (node a12, pid 12)"
     # Without the recorders' pids every process with a rank counts (older recordings).
     assert identify(records)[30].role == "rank"
+
+
+def test_processes_shown_other_gpus_land_on_their_own_gpu_tracks(fake_gpu, tmp_path) -> None:
+    # Two processes, each shown two other GPUs (CUDA_VISIBLE_DEVICES), each calls them devices 0 and 1: on the
+    # timeline they are four GPUs, by UUID, each with its bus id, and each process's allocations count on its own.
+    work = f"{fake_gpu.workload} cuda"
+    rec = record(tmp_path / "t", ["sh", "-c", f"CUDA_VISIBLE_DEVICES=2,3 {work} {tmp_path}/a && "
+                                              f"CUDA_VISIBLE_DEVICES=0,1 {work} {tmp_path}/b"])
+    trace = tmp_path / "t.pftrace"
+    assert subprocess.run(["ctf2perfetto", str(rec.dir), "-o", str(trace)], capture_output=True).returncode == 0
+    pids = [json.loads((tmp_path / n).read_text().splitlines()[0])["pid"] for n in ("a", "b")]
+    gpus = {(r["pid"], r["device"], r["pci_bus_id"]) for r in sql(trace, """INCLUDE PERFETTO MODULE memq.job;
+        SELECT p.pid, g.device, g.pci_bus_id FROM memq_process_gpu g JOIN process p USING (upid)""")}
+    assert {(pid, dev, bus) for pid, dev, bus in gpus if pid == pids[0]} <= {(pids[0], 0, "0000:58:00.0"),
+                                                                          (pids[0], 1, "0000:78:00.0")}
+    assert {(pid, dev, bus) for pid, dev, bus in gpus if pid == pids[1]} <= {(pids[1], 2, "0000:18:00.0"),
+                                                                          (pids[1], 3, "0000:38:00.0")}
+    assert {pid for pid, _, _ in gpus} == set(pids)
+    tracks = {r["name"] for r in sql(trace, "SELECT name FROM track WHERE name GLOB 'GPU *'")}
+    assert {"GPU 0 (0000:58:00.0)", "GPU 2 (0000:18:00.0)"} <= tracks
+    device_alloc = sql(trace, """INCLUDE PERFETTO MODULE memq.allocations;
+        SELECT DISTINCT p.pid, a.device FROM memq_allocation a JOIN process p USING (upid) WHERE a.kind = 'device'""")
+    assert {r["device"] for r in device_alloc if r["pid"] == pids[0]} <= {0, 1}
+    assert {r["device"] for r in device_alloc if r["pid"] == pids[1]} <= {2, 3}
+    assert len(device_alloc) >= 2

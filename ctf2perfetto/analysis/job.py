@@ -21,7 +21,7 @@ from typing import Any
 
 from ctf2perfetto.analysis.base import module_rows
 from ctf2perfetto.engine.rows import Rows, is_null
-from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import job as N  # the job's names without numpy (the command line avoids it)
 
 BY = ("rank", "node", "gpu")
 

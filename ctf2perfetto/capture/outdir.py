@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ctf2perfetto.errors import MemqError, UsageError
-from ctf2perfetto.traceformat import names as N
+from ctf2perfetto.traceformat import job as N  # the job's names without numpy (the command line avoids it)
 
 RECORD_FILE = "memq-record.json"
 

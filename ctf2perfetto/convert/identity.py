@@ -155,3 +155,60 @@ def recorder_pids(info) -> set[int]:
 def job_processes(info) -> dict[int, Identity]:
     """The identities a TraceInfo's memq:identity records give, process names attached."""
     return identify(getattr(info, "identities", []), info.processes, recorder_pids(info))
+
+
+class PhysicalDevices:
+    """Device numbers on the job's timeline: one per physical GPU (its UUID), not per process's ordinal.
+
+    Under CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES (one GPU per rank) every rank calls its GPU device 0, and
+    nodes reuse ordinals too: a trace keyed by ordinal would put every rank's copies and device memory on one
+    `GPU 0`. Each (pid, ordinal) a memq:device described with a UUID becomes the index of that UUID in order of
+    first description; rows' `device` column and TraceInfo.devices' `device` are renumbered so (the ordinal
+    stays in `ordinal`). Nothing changes while every described device keeps its ordinal (one process, or
+    processes that see the same GPUs in the same order), nor for devices no runtime gave a UUID for. The
+    peer / prefetch / advise target devices in `aux`/`aux2` stay ordinals (arguments as the program passed them).
+    """
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.by_key: dict[tuple[int, int], int] = {}
+        self.seen = 0
+        self.moved = False
+
+    def update(self, devices: list[dict]) -> None:
+        for d in devices[self.seen:]:
+            uuid = d.get("uuid")
+            if uuid:
+                idx = self.index.setdefault(str(uuid), len(self.index))
+                key = (int(d.get("pid", 0)), int(d.get("device", -1)))
+                self.by_key.setdefault(key, idx)
+                self.moved |= idx != key[1]
+        self.seen = len(devices)
+
+    def apply(self, batches, info):
+        """`batches` with their device numbers renumbered; `info()` the TraceInfo being filled."""
+        import numpy as np
+
+        for batch in batches:
+            current = info()
+            self.update(current.devices)
+            if self.moved and len(batch):
+                device = batch["device"]
+                pid = batch["pid"]
+                used = device >= 0
+                if used.any():
+                    keys = set(zip(pid[used].tolist(), device[used].tolist()))
+                    new = device.copy()
+                    for p, d in keys:
+                        idx = self.by_key.get((p, d))
+                        if idx is not None and idx != d:
+                            new[(pid == p) & (device == d)] = idx
+                    batch.columns["device"] = new
+            yield batch
+        current = info()
+        self.update(current.devices)
+        if self.moved:
+            for d in current.devices:
+                idx = self.by_key.get((int(d.get("pid", 0)), int(d.get("device", -1))))
+                if idx is not None and "ordinal" not in d:
+                    d["ordinal"], d["device"] = d["device"], idx

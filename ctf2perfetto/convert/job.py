@@ -109,6 +109,7 @@ class _Source:
     api_map: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     files_seen: int = 0
     file_map: list[int] = field(default_factory=list)
+    devices_seen: int = 0
 
 
 class JobDecoding:
@@ -188,6 +189,11 @@ class JobDecoding:
             s.api_map = np.concatenate([s.api_map, np.array(extra, np.int64)])
         if len(names):
             cols["api"] = s.api_map[cols["api"].astype(np.int64)].astype(cols["api"].dtype)
+        # Devices as they are described (the rows of this batch after their memq:device), for readers of
+        # `info` while the rows go by (convert/identity.PhysicalDevices).
+        devices = s.decoding.info.devices
+        self.info.devices.extend({**d, "pid": int(d.get("pid", 0)) + s.rec.pid_base} for d in devices[s.devices_seen:])
+        s.devices_seen = len(devices)
         files = s.decoding.info.stream_files
         for name in files[s.files_seen:]:
             s.file_map.append(len(self.stream_files))
@@ -262,8 +268,9 @@ class JobDecoding:
             s.rec.node = node_of(sub, Path(s.rec.path))
             info.processes.update({pid + base: name for pid, name in sub.processes.items()})
             info.threads.update({(pid + base, tid + base): name for (pid, tid), name in sub.threads.items()})
-            for key in ("devices", "binaries"):
-                getattr(info, key).extend({**d, "pid": int(d.get("pid", 0)) + base} for d in getattr(sub, key))
+            self.info.devices.extend({**d, "pid": int(d.get("pid", 0)) + base} for d in sub.devices[s.devices_seen:])
+            s.devices_seen = len(sub.devices)
+            info.binaries.extend({**d, "pid": int(d.get("pid", 0)) + base} for d in sub.binaries)
             if hasattr(info, "identities"):
                 info.identities.extend({**d, "pid": int(d["pid"]) + base, "ppid": int(d.get("ppid") or 0) + base,
                                         "real_pid": int(d["pid"])} for d in sub.identities)
@@ -274,6 +281,7 @@ class JobDecoding:
                 info.skipped[name] = info.skipped.get(name, 0) + n
             info.losses.extend(sub.losses)
             info.warnings.extend(sub.warnings)
+        info.devices = self.info.devices  # the same records the rows were renumbered by
         if hasattr(info, "recordings"):
             info.recordings = [r.as_dict() for r in self.recordings]
         self.info = info

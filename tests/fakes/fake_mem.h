@@ -331,7 +331,17 @@ static int fake_is_capturing(void *stream)
 static int fake_device_count(void)
 {
 	const char *s = getenv("FAKE_GPU_COUNT");
+	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
 
+	if (!visible || !*visible)
+		visible = getenv("HIP_VISIBLE_DEVICES");
+	if (visible && *visible) {  /* as a real runtime: only the GPUs listed */
+		int n = 1;
+
+		for (const char *c = visible; *c; c++)
+			n += *c == ',';
+		return n;
+	}
 	return s ? atoi(s) : 2;
 }
 
