@@ -69,6 +69,19 @@ def _realtime_offset(info) -> int:
     return clock.realtime - clock.monotonic
 
 
+def _job_size_warning(out: Path) -> list[str]:
+    """A job's one trace grows with every rank: say so when it is past what the embedded engine holds."""
+    from ctf2perfetto.engine.capacity import INGEST_FACTOR, gib
+    from ctf2perfetto.engine.wasm import HEAP_MAX_MEMORY64
+
+    size = Path(out).stat().st_size
+    if size * INGEST_FACTOR <= HEAP_MAX_MEMORY64:
+        return []
+    return [f"{out}: {gib(size)} holds every rank of the job, more than the embedded trace_processor loads (about "
+            f"{gib(size * INGEST_FACTOR)} needed, {gib(HEAP_MAX_MEMORY64)} at most): convert a range of it "
+            "(ctf2perfetto JOB_DIR --from SEC --to SEC) or one node's recording"]
+
+
 def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: bool = False,
             span: Range | None = None, progress: Progress | None = None, batch_size: int = 1 << 16) -> ConvertSummary:
     """Convert the LTTng trace(s) under `trace_dir` (and a Kineto JSON of the same run) into `out`; only `span`
@@ -134,6 +147,7 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
                               extra_threads=merge.threads if merge else {}, inputs=inputs)
     if job:
         summary.warnings += decoding.alignment_lines()
+        summary.warnings += _job_size_warning(out)
     if merge is not None:
         summary.warnings += merge.warnings(summary.lttng_threads)
     if report is not None:
