@@ -129,6 +129,11 @@ def _run_in_parts(found: Any, args: argparse.Namespace, span: Any) -> int:
     if not os.path.isdir(args.trace):
         raise UsageError(f"{args.trace}: --parts needs an LTTng trace directory (a converted trace is analysed "
                          "whole)" if os.path.exists(args.trace) else f"{args.trace}: no such trace directory")
+    from ctf2perfetto.convert.job import is_job
+
+    if is_job(args.trace):
+        raise UsageError(f"{args.trace}: holds several recordings (a job); --parts cuts one recording: give one "
+                         "node's directory, or convert a range of the job (--from/--to)")
     tables = found.whole_run(args.trace, args.parts, args, trace_processor=args.trace_processor, stage=ticking)
     first = next(iter(tables.values()))
     if first.attrs.get("windows"):
