@@ -111,6 +111,7 @@ class StreamScan:
     path: Path
     size: int
     packets: list[Packet] = field(default_factory=list)
+    walked: bool = True  # False: not LTTng's packet layout, its packets were not walked (babeltrace2 alone reads it)
     problem: str | None = None  # the first thing wrong (at offset 0 or at `good_end`); None when the whole file reads
     stray: bool = False  # not a CTF stream file at all (no packet at offset 0 nor after), or a copy of another
     tail_packets: int = 0  # packets after the problem (the bad one included), estimated by the next magics
@@ -124,6 +125,8 @@ class StreamScan:
 
     @property
     def good_end(self) -> int:
+        if not self.walked:
+            return self.size  # packets unknown: the file holds what its size says
         return self.packets[-1].offset + self.packets[-1].size if self.packets else 0
 
     def problem_line(self) -> str:
@@ -199,15 +202,15 @@ class TraceCheck:
 def read_metadata(path: Path) -> Metadata:
     """The metadata file's facts; TraceProblem for a file babeltrace2 cannot be given."""
     data = _read_file(path, "CTF metadata")
-    if len(data) >= 4 and struct.unpack("<I", data[:4])[0] in (METADATA_MAGIC, _swap32(METADATA_MAGIC)):
-        text = _metadata_packets(path, data)
-    else:
-        text = data
+    packetized = len(data) >= 4 and struct.unpack("<I", data[:4])[0] in (METADATA_MAGIC, _swap32(METADATA_MAGIC))
+    text = _metadata_packets(path, data) if packetized else data
     try:
         tsdl = text.decode("ascii")
     except UnicodeDecodeError as exc:
         raise TraceProblem(f"{path}: {BAD_METADATA}: a non-ASCII byte at offset {exc.start} of its text")
-    if not tsdl.lstrip().startswith("/* CTF 1.8"):
+    # Only plain-text metadata says its version in a leading comment; packetized metadata (lttng-modules 2.10/2.11,
+    # lttng-ust 2.0-2.3, the relay daemon) says it in every packet header, and babeltrace2 reads it without one.
+    if not packetized and not tsdl.lstrip().startswith("/* CTF 1.8"):
         raise TraceProblem(f"{path}: {BAD_METADATA}: its text does not start with `/* CTF 1.8`")
     if "\0" in tsdl:
         raise TraceProblem(f"{path}: {BAD_METADATA}: a NUL byte in its text")
@@ -270,6 +273,7 @@ def scan_stream(path: Path, meta: Metadata, fd: int) -> StreamScan:
     size = os.fstat(fd).st_size
     scan = StreamScan(path, size)
     if not meta.lttng_layout:
+        scan.walked = False
         return scan  # not LTTng's layout: offsets unknown, babeltrace2 alone reads it
     prefix = struct.Struct(meta.byte_order + _PACKET_FIELDS)
     offset, prev = 0, None
@@ -297,7 +301,7 @@ def scan_stream(path: Path, meta: Metadata, fd: int) -> StreamScan:
         _magic, _uuid, sid, inst, ts_b, ts_e, _content, bits, seq = prefix.unpack_from(head)
         if prev is None:
             scan.first = (sid, inst, ts_b, ts_e, seq)
-        prev = Packet(offset, bits // 8, ts_b, ts_e, seq)
+        prev = Packet(offset, bits // 8, ts_b, ts_e or ts_b, seq)  # end 0: never closed (lttng-crash)
         scan.packets.append(prev)
         offset += bits // 8
     return scan
@@ -340,6 +344,8 @@ def _packet_problem(head: bytes, prefix: struct.Struct, offset: int, size: int, 
     if offset + bits // 8 > size:
         return (f"{at}: the file ends inside it ({bits // 8} bytes, {size - offset} left): the stream file "
                 "was cut mid-packet")
+    if ts_e == 0 and ts_b > 0:
+        ts_e = ts_b  # a packet never closed (lttng-crash's extraction of the ring buffer): end unknown, as babeltrace2
     if U64_MAX in (ts_b, ts_e) or ts_b > ts_e:
         return f"{at}: impossible timestamps (begin {ts_b}, end {ts_e}) (corrupt context)"
     if meta.clock_offset_ns + meta.to_ns(ts_e) > I64_MAX:
@@ -348,7 +354,7 @@ def _packet_problem(head: bytes, prefix: struct.Struct, offset: int, size: int, 
     if prev is not None:
         if ts_b < prev.ts_end:
             return f"{at}: its timestamp_begin {ts_b} goes back before the previous packet's end {prev.ts_end}"
-        if seq <= prev.seq:
+        if seq < prev.seq:  # equal: LTTng repeats it (babeltrace2 reads on), going back is corrupt
             return f"{at}: packet_seq_num {seq} does not follow the previous packet's {prev.seq}"
     return None
 
@@ -487,6 +493,12 @@ def _check_index(check: TraceCheck, name: str, index: IndexFile) -> None:
     end = scan.good_end if scan is not None else 0
     inside = [e for e in index.entries if e.offset < end]
     agrees = all((e.offset, e.size, e.ts_begin, e.ts_end) in held for e in inside)
+    if scan is not None and not scan.walked:
+        # Packets not walked (not LTTng's layout): only the file's size says what it holds (a complete file whose
+        # index is right is no loss).
+        check.index[name] = index.entries
+        _index_losses(check, name, index.entries)
+        return
     if name in check.unreadable or (scan is not None and scan.problem):
         # A damaged file is refused (or cut by salvage, which then leaves index/ out) whatever its index
         # says: the index is no damaged file of its own.

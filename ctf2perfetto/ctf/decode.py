@@ -377,8 +377,12 @@ class Decoding:
         trace_dir = str(Path(name).parent)
         if not r["has_vpid"] and trace_dir not in self._warned_pid:
             self._warned_pid.add(trace_dir)
-            source = f"taken from the trace environment (vpid {vpid})" if vpid is not None \
-                else "unknown, recorded as 0"
+            if vpid is not None:
+                source = f"taken from the trace environment (vpid {vpid})"
+            elif r.get("has_vtid"):
+                source = "unknown: each thread (vtid) read as a process of its own (pid = vtid)"
+            else:
+                source = "unknown, recorded as 0"
             info.warnings.append(f"{trace_dir}: no vpid/vtid context; process id {source}")
 
 

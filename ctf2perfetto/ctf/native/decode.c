@@ -371,6 +371,15 @@ static const struct class_spec specs[] = {
 	{"lttng_ust_libc:posix_memalign", A_LIBC, K_POSIX_MEMALIGN, 1,
 	 {{R_PTR, "out_ptr"}, {R_ALIGN, "alignment"}, {R_SIZE, "size"}, {R_RESULT, "result"}, {-1, 0}}},
 	{"lttng_ust_libc:free", A_LIBC, K_FREE, 1, {{R_PTR, "ptr"}, {-1, 0}}},
+	/* lttng-ust 2.3 named its libc provider ust_libc (same fields) */
+	{"ust_libc:malloc", A_LIBC, K_MALLOC, 1, {{R_SIZE, "size"}, {R_PTR, "ptr"}, {-1, 0}}},
+	{"ust_libc:calloc", A_LIBC, K_CALLOC, 1, {{R_NMEMB, "nmemb"}, {R_SIZE, "size"}, {R_PTR, "ptr"}, {-1, 0}}},
+	{"ust_libc:realloc", A_LIBC, K_REALLOC, 1, {{R_SRC, "in_ptr"}, {R_SIZE, "size"}, {R_PTR, "ptr"}, {-1, 0}}},
+	{"ust_libc:memalign", A_LIBC, K_MEMALIGN, 1,
+	 {{R_ALIGN, "alignment"}, {R_SIZE, "size"}, {R_PTR, "ptr"}, {-1, 0}}},
+	{"ust_libc:posix_memalign", A_LIBC, K_POSIX_MEMALIGN, 1,
+	 {{R_PTR, "out_ptr"}, {R_ALIGN, "alignment"}, {R_SIZE, "size"}, {R_RESULT, "result"}, {-1, 0}}},
+	{"ust_libc:free", A_LIBC, K_FREE, 1, {{R_PTR, "ptr"}, {-1, 0}}},
 	{"memq:host_alloc", A_HOST, K_HOST_ALLOC, 1,
 	 {{R_API, "api"}, {R_PTR, "ptr"}, {R_SIZE, "size"}, {R_REQUESTED, "requested"}, {-1, 0}}},
 	{"memq:host_free", A_HOST, K_HOST_FREE, 1,
@@ -800,6 +809,8 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 					: (int64_t)bt_field_integer_unsigned_get_value(member(cc, h->cc_vtid));
 	else
 		tid = pid;
+	if (h->cc_vpid < 0 && h->env_vpid == 0 && h->cc_vtid >= 0)
+		pid = tid; /* no process id anywhere: each thread a process of its own (said by decode.py) */
 	if (h->cc_procname >= 0)
 		note_thread_name(d, pid, tid, bt_field_string_get_value(member(cc, h->cc_procname)));
 
