@@ -7,6 +7,7 @@ rocpd databases built from rocprofiler-sdk's schema files, an nsys export from a
 """
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -18,6 +19,8 @@ import pytest
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError
 from ctf2perfetto.importers import foreign, sniff
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DATA = Path(__file__).resolve().parent / "data"
 RPD = DATA / "rpd"
@@ -329,3 +332,90 @@ def test_bad_databases_are_one_line(tmp_path):
     result = memq("convert", str(RPD / "matmul_result.rpd"), "--salvage", "-o", str(tmp_path / "s.pftrace"))
     assert result.returncode == 2 and "--salvage applies to memq's own LTTng recordings" in result.stderr
     assert not (tmp_path / "s.pftrace").exists()
+
+
+# -- THAPI -----------------------------------------------------------------------------------------------------
+
+def thapi_calls() -> list[dict]:
+    """Two threads of one process through HIP, one through the CUDA driver; a failed hipMalloc."""
+    dev, dev2, pinned, host = 0x7F1A00000000, 0x7F1A10000000, 0x7F1B00000000, 0x55D0C4A1B2C0
+    hip = "lttng_ust_hip"
+    calls, t = [], 1_000_000
+
+    def call(provider, func, tid, dur, entry, exit_=None, pid=4100):
+        nonlocal t
+        calls.append(dict(provider=provider, func=func, pid=pid, tid=tid, begin=t, end=t + dur, entry=entry,
+                          exit=exit_ or {}))
+        t += dur + 500
+
+    call(hip, "hipMalloc", 4100, 800, {"ptr": 0x7FFD0010, "size": 1 << 20}, {"ptr_val": dev})
+    call(hip, "hipMalloc", 4101, 700, {"ptr": 0x7FFD0020, "size": 1 << 20}, {"ptr_val": dev2})
+    call(hip, "hipHostMalloc", 4100, 900, {"ptr": 0x7FFD0030, "size": 4096, "flags": 0}, {"ptr_val": pinned})
+    call(hip, "hipMalloc", 4100, 300, {"ptr": 0x7FFD0040, "size": 1 << 40}, {"hipResult": 2, "ptr_val": 0})
+    call(hip, "hipMemcpy", 4100, 5000, {"dst": dev, "src": host, "sizeBytes": 65536, "kind": 1})
+    call(hip, "hipMemcpy", 4100, 5100, {"dst": dev, "src": host, "sizeBytes": 65536, "kind": 1})  # again: repeat
+    call(hip, "hipMemcpyAsync", 4101, 1200, {"dst": pinned, "src": dev, "sizeBytes": 4096, "kind": 2, "stream": 0x99})
+    call(hip, "hipMemcpyDtoD", 4101, 700, {"dst": dev2, "src": dev, "sizeBytes": 8192})
+    call(hip, "hipMemsetAsync", 4100, 200, {"dst": dev2, "value": 0, "sizeBytes": 512, "stream": 0})
+    call(hip, "hipFree", 4101, 400, {"ptr": dev2})
+    call("lttng_ust_cuda", "cuMemAlloc_v2", 5200, 600, {"dptr": 0x7FFE0000, "bytesize": 2048}, {"dptr_val": 0x7F2000000000},
+         pid=5200)
+    call("lttng_ust_cuda", "cuMemcpyHtoD_v2", 5200, 900, {"dstDevice": 0x7F2000000000, "srcHost": host, "ByteCount": 2048},
+         pid=5200)
+    call("lttng_ust_cuda", "cuMemFree_v2", 5200, 300, {"dptr": 0x7F2000000000}, pid=5200)
+    return calls
+
+
+def thapi_raw(path: Path) -> dict[str, tuple[int, int, int]]:
+    """Independent count from babeltrace2's text output: copy calls paired entry/exit per (vpid, vtid)."""
+    text = subprocess.run(["babeltrace2", "--clock-seconds", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    line = re.compile(r"^\[(\d+)\.(\d{9})\] .*? (lttng_ust_\w+):(\w+)_(entry|exit): \{ vpid = (\d+), vtid = (\d+) \}"
+                      r"(?:, \{(.*)\})?$")
+    open_calls, out = {}, {}
+    for match in map(line.match, text.splitlines()):
+        sec, frac, _, func, phase, pid, tid, fields = match.groups()
+        ts = int(sec) * 10**9 + int(frac)
+        values = dict(f.split(" = ") for f in fields.strip().split(", ")) if fields and fields.strip() else {}
+        if phase == "entry":
+            open_calls[(pid, tid)] = (func, ts, values)
+            continue
+        func_in, begin, entry = open_calls.pop((pid, tid))
+        if "Memcpy" not in func or int(values.get("hipResult", values.get("cuResult", "0")), 0):
+            continue
+        direction = {"1": "HtoD", "0x1": "HtoD", "0x2": "DtoH"}.get(entry.get("kind"), None) or \
+            {"hipMemcpyDtoD": "DtoD", "cuMemcpyHtoD_v2": "HtoD"}[func]
+        size = int(entry.get("sizeBytes", entry.get("ByteCount")), 0)
+        row = out.setdefault(direction, [0, 0, 0])
+        row[0] += 1
+        row[1] += size
+        row[2] += ts - begin
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def test_thapi_trace(tmp_path):
+    from support.thapi_ctf import write_trace
+
+    calls = thapi_calls()
+    calls.append(dict(provider="lttng_ust_hip", func="hipDeviceSynchronize", pid=4100, tid=4100, begin=10**8,
+                      end=10**8 + 5, entry={}, exit={}))  # a call memq does not read, with no parameter
+    trace = write_trace(tmp_path / "thapi", calls)
+    stream = (trace / "stream_0").read_bytes()
+    assert sniff.sniff(trace) == "thapi"
+    imported, out = convert(trace, tmp_path)
+    raw = thapi_raw(trace)
+    assert raw == {"HtoD": (3, 133120, 11000), "DtoH": (1, 4096, 1200), "DtoD": (1, 8192, 700)}
+    assert trace_copies(out) == raw
+    assert (trace / "stream_0").read_bytes() == stream
+    with open_trace(out) as engine:
+        allocs = engine.rows("INCLUDE PERFETTO MODULE memq.allocations; SELECT kind, COUNT(*) AS n, SUM(size) AS b, "
+                             "SUM(leaked) AS leaked FROM memq_allocation GROUP BY kind ORDER BY kind").records()
+        assert [(a["kind"], a["n"], a["b"], a["leaked"]) for a in allocs] == [
+            ("device", 3, (1 << 21) + 2048, 1), ("pinned", 1, 4096, 1)]  # the failed hipMalloc allocates nothing
+        sets = engine.rows("INCLUDE PERFETTO MODULE memq.copies; SELECT COUNT(*) AS n, SUM(bytes) AS b FROM memq_set")
+        assert (sets.column("n")[0], sets.column("b")[0]) == (1, 512)
+    result = memq("redundant", str(trace), "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split(",") for line in result.stdout.splitlines() if not line.startswith("#")]
+    repeat = [dict(zip(rows[0], r)) for r in rows[1:] if r[:2] == ["", "repeat"]][0]
+    assert (repeat["count"], repeat["bytes"]) == ("1", "65536")
