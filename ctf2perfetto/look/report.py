@@ -69,6 +69,21 @@ def _int(v: Any) -> int:
 Series = list[tuple[int, int]]  # (ts, value from ts on), in time order
 
 
+def union_length(intervals: Any) -> int:
+    """Length of the union of [start, end) intervals given in order of start (memq.intervals' definition)."""
+    total, reach = 0, None
+    for lo, hi in intervals:
+        if hi <= lo:
+            continue
+        if reach is None or lo >= reach:
+            total += hi - lo
+            reach = hi
+        elif hi > reach:
+            total += hi - reach
+            reach = hi
+    return total
+
+
 def series_sum(parts: list[Series]) -> Series:
     """The sum of step series (each holds its value until its next sample; 0 before its first)."""
     deltas: dict[int, int] = {}
@@ -150,11 +165,10 @@ def _rows(engine: Any, modules: tuple[str, ...], sql: str) -> list[dict[str, Any
     return module_rows(engine, modules, sql).records()
 
 
-def _totals(engine: Any, unified: str) -> dict[str, dict[str, int]]:
-    from ctf2perfetto.analysis.redundant import redundant_rows
-
+def _totals(rows: Any) -> dict[str, dict[str, int]]:
+    """redundant_rows' whole-trace rows by class."""
     return {r["class"]: {k: _int(v) for k, v in r.items() if k not in ("pid", "class", "applies")}
-            for r in redundant_rows(engine, unified).records() if r["pid"] is None}
+            for r in rows.records() if r["pid"] is None}
 
 
 class _Sites:
@@ -239,7 +253,8 @@ def collect(engine: Any, name: str) -> TraceReport:
     h = rep.headline
 
     # duplicated: peak, mean, device share
-    dup = {(r["grouping"], r["key"]): r for r in duplicated_rows(engine).records() if r["pid"] is None}
+    dup_rows = duplicated_rows(engine)
+    dup = {(r["grouping"], r["key"]): r for r in dup_rows.records() if r["pid"] is None}
     total = dup.get(("total", None)) or {}
     h["dup_peak"], h["dup_peak_ts"] = _int(total.get("peak_bytes")), total.get("peak_ts")
     h["dup_mean"] = float(total.get("mean_bytes") or 0.0)
@@ -270,7 +285,10 @@ def collect(engine: Any, name: str) -> TraceReport:
     h["pool_mean"] = series_mean(pool, start, end)
 
     # redundant and staged time, and the unified what-if
-    auto, apu = _totals(engine, "auto"), _totals(engine, "yes")
+    from ctf2perfetto.analysis.redundant import redundant_rows
+
+    auto_rows = redundant_rows(engine, "auto")
+    auto = _totals(auto_rows)
     red = auto.get("redundant", {})
     h["red_count"], h["red_bytes"] = red.get("count", 0), red.get("bytes", 0)
     h["red_sum"], h["red_wall"] = red.get("dur_sum", 0), red.get("wall_dur", 0)
@@ -279,9 +297,13 @@ def collect(engine: Any, name: str) -> TraceReport:
     staged = auto.get("staged", {})
     h["staged_count"], h["staged_bytes"] = staged.get("count", 0), staged.get("bytes", 0)
     h["staged_sum"], h["staged_wall"] = staged.get("dur_sum", 0), staged.get("wall_dur", 0)
-    apu_red = apu.get("redundant", {})
-    h["apu_count"], h["apu_bytes"] = apu_red.get("count", 0), apu_red.get("bytes", 0)
-    h["apu_sum"], h["apu_wall"] = apu_red.get("dur_sum", 0), apu_red.get("wall_dur", 0)
+    # on an APU every host<->device copy goes too: memq_redundant_copy('yes'), summed here (the seven classes'
+    # totals with their evidence split, which memq redundant --unified yes computes, cost twice as much)
+    apu = _rows(engine, ("redundant",), "SELECT ts, redundant_dur AS d, redundant_bytes AS b "
+                "FROM memq_redundant_copy('yes') WHERE redundant_bytes > 0 ORDER BY ts, redundant_dur")
+    h["apu_count"], h["apu_bytes"] = len(apu), sum(_int(r["b"]) for r in apu)
+    h["apu_sum"] = sum(_int(r["d"]) for r in apu)
+    h["apu_wall"] = union_length((_int(r["ts"]), _int(r["ts"]) + _int(r["d"])) for r in apu)
     # all copy time, as memq redundant counts copies: a trace merged with its PyTorch profile holds each copy
     # twice, and then only the LTTng ones count
     copy_time = _rows(engine, ("summary",), """SELECT IFNULL(SUM(dur_sum), 0) AS d, IFNULL(SUM(count), 0) AS n,
@@ -293,10 +315,9 @@ def collect(engine: Any, name: str) -> TraceReport:
 
     # per rank, when the trace is a job's (analysis/job.py)
     from ctf2perfetto.analysis import job
-    from ctf2perfetto.analysis.redundant import redundant_rows
 
-    for name, tables in (("redundant", lambda: {"redundant": redundant_rows(engine, "auto")}),
-                         ("duplicated", lambda: {"duplicated": duplicated_rows(engine)})):
+    for name, tables in (("redundant", lambda: {"redundant": auto_rows}),
+                         ("duplicated", lambda: {"duplicated": dup_rows})):
         if not job.identities(engine):
             break
         found = job.job_tables(name, engine, tables(), "rank")
@@ -413,16 +434,18 @@ def collect(engine: Any, name: str) -> TraceReport:
 
 
 OVERLAPS = """
+WITH r AS MATERIALIZED (
+  SELECT id, redundant_dur, redundant_bytes = bytes AS whole FROM memq_redundant_copy('auto') WHERE class IS NOT NULL
+)
 SELECT 'sync_loop' AS rule, s.site AS k1, NULL AS k2, NULL AS k3, NULL AS k4, NULL AS k5, SUM(r.redundant_dur) AS d,
-  SUM(r.redundant_bytes = r.bytes) AS gone
-FROM memq_advice_sync_loop_copy s JOIN memq_redundant_copy('auto') r USING (id) GROUP BY s.site
+  SUM(r.whole) AS gone
+FROM memq_advice_sync_loop_copy s JOIN r USING (id) GROUP BY s.site
 UNION ALL
-SELECT 'pinning', s.site, NULL, NULL, NULL, NULL, SUM(r.redundant_dur), SUM(r.redundant_bytes = r.bytes)
-FROM memq_advice_pinning_copy s JOIN memq_redundant_copy('auto') r USING (id) GROUP BY s.site
+SELECT 'pinning', s.site, NULL, NULL, NULL, NULL, SUM(r.redundant_dur), SUM(r.whole)
+FROM memq_advice_pinning_copy s JOIN r USING (id) GROUP BY s.site
 UNION ALL
-SELECT 'zero_content', z.upid, z.ip, z.api, z.direction, z.dst_alloc_id, SUM(r.redundant_dur),
-  SUM(r.redundant_bytes = r.bytes)
-FROM memq_advice_zero_copy z JOIN memq_redundant_copy('auto') r USING (id)
+SELECT 'zero_content', z.upid, z.ip, z.api, z.direction, z.dst_alloc_id, SUM(r.redundant_dur), SUM(r.whole)
+FROM memq_advice_zero_copy z JOIN r USING (id)
 GROUP BY z.upid, z.ip, z.api, z.direction, z.dst_alloc_id
 """
 
