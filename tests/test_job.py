@@ -85,7 +85,8 @@ def test_torchrun_ranks_are_recorded_named_and_summed_per_rank(torchrun_job) -> 
     table = out["tables"]["by rank"]["rows"]
     by_rank = {r["rank"]: r for r in table if r["role"] == "rank"}
     assert sorted(by_rank) == [0, 1, 2]
-    assert [r["role"] for r in table if r["rank"] is None] == ["launcher", "job"]
+    others = [r["role"] for r in table if r["rank"] is None]
+    assert others[-1] == "job" and set(others[:-1]) <= {"launcher", "process"}  # torchrun may run helpers too
     assert [r["pid"] for r in table if r["role"] == "launcher"] == [launcher_pid]
     # Each rank's figures are its process's alone (the oracle over that process's events).
     per_pid = defaultdict(list)
@@ -199,9 +200,9 @@ def test_two_nodes_merge_with_the_offset_removed(two_nodes, tmp_path) -> None:
                            FROM slice WHERE category = 'memq.recording' ORDER BY node""")
     assert [p["node"] for p in placed] == ["nodea", "nodeb"]
     ref, other = placed
-    assert (ref["shift"], ref["unc"]) == (0, 0)
-    # The offset removed: node b moved back by 5000 s, within the stated uncertainty (a few µs here).
-    assert abs(other["shift"] + OFFSET_S * 10**9) <= other["unc"] < 10**6
+    assert ref["shift"] == 0 and 0 < ref["unc"] <= other["unc"]
+    # The offset removed: node b moved back by 5000 s, within the stated uncertainty (µs here, however loaded).
+    assert abs(other["shift"] + OFFSET_S * 10**9) <= other["unc"] < 10**7
 
     # Each traced call lands, on the trace's REALTIME clock, between the wall-clock readings its program took
     # around it, on both nodes, within the stated uncertainty.
@@ -209,7 +210,7 @@ def test_two_nodes_merge_with_the_offset_removed(two_nodes, tmp_path) -> None:
                           FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid)
                           JOIN process p USING (upid) WHERE s.name = 'hipMalloc'""")
     assert len(calls) == 12
-    for name, unc in (("nodea", 0), ("nodeb", other["unc"])):
+    for name, unc in (("nodea", ref["unc"]), ("nodeb", other["unc"])):
         by_size = {c["size"]: c for c in calls if f"(node {name}," in c["process"]}
         assert len(by_size) == 6
         for mark in marks[name]:
@@ -228,6 +229,14 @@ def test_two_nodes_analysed_by_node(two_nodes) -> None:
     assert "by rank" not in out["tables"]  # no launcher gave ranks: no job tables by rank
     procs = out["tables"]["processes"]["rows"]
     assert {p["node"] for p in procs} >= {"nodea", "nodeb"}
+    # --by node groups the processes of a job without ranks by node; each node's figures are its processes'.
+    by_node = memq_json("summary", str(job), "--by", "node")["tables"]["by node"]["rows"]
+    assert [r["node"] for r in by_node] == ["nodea", "nodeb", "job"]
+    for row in by_node[:2]:
+        mine = [p for p in procs if p["node"] == row["node"]]
+        assert row["allocations"] == sum(p["allocations"] for p in mine) > 0
+        assert row["copies"] == sum(p["copies"] for p in mine)
+    assert by_node[2]["allocations"] == sum(p["allocations"] for p in procs)
 
 
 # --- devices ------------------------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ def job_tables(name: str, engine: Any, tables: dict[str, Rows], by: str = "rank"
         raise ValueError(by)
     idents = identities(engine)
     ranks = [i for i in idents if i["role"] == N.ROLE_RANK]
-    if not ranks:
+    if not ranks and (by == "rank" or not idents):
         return {}
     per, job, figures = process_figures(name, engine, tables)
     if not figures:
@@ -125,6 +125,11 @@ def job_tables(name: str, engine: Any, tables: dict[str, Rows], by: str = "rank"
             row["redundant_share"] = (row["redundant_dur"] / row["run_dur"]
                                       if not is_null(row["run_dur"]) and row["run_dur"] else None)
         rank_rows.append(row)
+    if not ranks:  # --by node|gpu of a job without ranks (one program per node): every process counts
+        for ident, values in others:
+            rank_rows.append({"rank": None, "role": ident["role"], "node": ident["node"], "pid": ident["real_pid"],
+                              "processes": 1, "gpu_uuid": _join([ident["gpu_uuid"]]), **values})
+        others = []
     columns = ["rank", "role", "node", "pid", "processes", "gpu_uuid", "pci_bus_id", "run_dur", *figures] + \
         (["redundant_share"] if share else [])
     if by == "rank":
@@ -135,7 +140,8 @@ def job_tables(name: str, engine: Any, tables: dict[str, Rows], by: str = "rank"
         for row in rank_rows:
             g = merged.setdefault(row[key] or "", {key: row[key] or "", "ranks": "", "processes": 0,
                                                    **dict.fromkeys(figures, 0)})
-            g["ranks"] = _join([*g["ranks"].split(","), row["rank"]]) if g["ranks"] else str(row["rank"])
+            if row["rank"] is not None:
+                g["ranks"] = _join([*g["ranks"].split(","), row["rank"]]) if g["ranks"] else str(row["rank"])
             g["processes"] += row["processes"]
             for f in figures:
                 g[f] += row[f]
@@ -163,7 +169,9 @@ def job_tables(name: str, engine: Any, tables: dict[str, Rows], by: str = "rank"
     spread_figures = figures + (["redundant_share"] if share and by == "rank" else [])
     spread = spread_rows(grouped, key, spread_figures)
     note = (f"{len(ranks)} rank(s) on {len({i['node'] for i in ranks})} node(s): a rank's figures are its process's "
-            "plus its workers'; the job row is the whole trace's")
+            "plus its workers'; the job row is the whole trace's" if ranks else
+            f"no ranks: the {len(idents)} processes on {len({i['node'] for i in idents})} node(s) grouped by {by}; "
+            "the job row is the whole trace's")
     for rows in (table, spread):
         rows.attrs.update(applies=True, note=note)
     return {f"by {by}": table, f"{by} spread": spread}

@@ -5,13 +5,15 @@ them; `decode_job` decodes each with its own decoder and merges the rows in time
 trace would give them, so the writer and the analyses need nothing else:
 
 * **Clocks.** LTTng stamps events with the node's CLOCK_MONOTONIC, which differs per node. Every recording
-  holds back-to-back REALTIME/MONOTONIC readings (memq:clock at each process's start and end, and
-  memq-record.json's around the command). A recording's offset is the median of its readings'
-  REALTIME - MONOTONIC; the first recording (in node order) is the reference, and every other recording's
-  rows move by its offset minus the reference's, onto the reference's MONOTONIC clock (the trace's clock
-  snapshot is the reference's). The alignment's **uncertainty** is the half-range of each side's readings
-  around its median, summed, plus READ_NS for a reading itself. It assumes the nodes' REALTIME clocks agree
-  (NTP/PTP): how far they do not is invisible to memq and not included.
+  holds REALTIME-then-MONOTONIC readings (memq:clock at each process's start and end, and memq-record.json's
+  around the command). A reading delayed between its two reads gives REALTIME - MONOTONIC too small by the
+  delay, never too large, so a recording's offset is its readings' largest (the least delayed, as NTP takes the
+  fastest exchange); the first recording (in node order) is the reference, its best reading is the trace's
+  clock snapshot, and every other recording's rows move by its offset minus the reference's, onto the
+  reference's MONOTONIC clock. The **uncertainty** stated: each side's readings' range (largest - smallest)
+  plus READ_NS for the best reading itself, summed over the two sides (for the reference alone: where its
+  events land on REALTIME). It assumes the nodes' REALTIME clocks agree (NTP/PTP): how far they do not is
+  invisible to memq and not included.
 * **Pids.** Two nodes may run processes of the same pid: every recording after the first has its pids and
   tids moved up by its index << PID_BITS (Linux pids are below 2^22), so each process stays its own in the
   trace; the memq.process instants and process names give the real pid and the node.
@@ -19,7 +21,6 @@ trace would give them, so the writer and the analyses need nothing else:
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
@@ -61,13 +62,18 @@ def _offsets(info: TraceInfo) -> list[int]:
 
 
 def clock_offset(info: TraceInfo) -> tuple[int, int, int]:
-    """(REALTIME - MONOTONIC ns, half-range of the readings around it ns, readings) of one recording; the
+    """(REALTIME - MONOTONIC ns: the largest reading's, the readings' range ns, readings) of one recording; the
     CTF clock offset (the session daemon's measure) when it has no reading."""
     offsets = _offsets(info)
     if not offsets:
         return int(info.clock_offset_ns), 0, 0
-    mid = int(statistics.median_low(offsets))
-    return mid, max(abs(o - mid) for o in offsets), len(offsets)
+    return max(offsets), max(offsets) - min(offsets), len(offsets)
+
+
+def best_reading(info: TraceInfo) -> dict | None:
+    """The reading clock_offset takes (the largest REALTIME - MONOTONIC), None without readings."""
+    readings = [r for r in info.clock_readings if r.get("realtime") is not None and r.get("monotonic") is not None]
+    return max(readings, key=lambda r: int(r["realtime"]) - int(r["monotonic"])) if readings else None
 
 
 def node_of(info: TraceInfo, path: Path) -> str:
@@ -89,7 +95,7 @@ class Recording:
     node: str = ""
     index: int = 0
     offset_ns: int = 0         # its REALTIME - MONOTONIC
-    spread_ns: int = 0         # half-range of its readings around offset_ns
+    spread_ns: int = 0         # range of its readings' REALTIME - MONOTONIC
     readings: int = 0
     shift_ns: int = 0          # added to its timestamps (offset - the reference's)
     uncertainty_ns: int = 0    # of shift_ns
@@ -157,7 +163,8 @@ class JobDecoding:
         ref = sources[0].rec
         for s in sources:
             s.rec.shift_ns = s.rec.offset_ns - ref.offset_ns
-            s.rec.uncertainty_ns = 0 if s.rec is ref else s.rec.spread_ns + ref.spread_ns + READ_NS
+            own = s.rec.spread_ns + READ_NS
+            s.rec.uncertainty_ns = own if s.rec is ref else own + ref.spread_ns + READ_NS
 
     def _fetch(self, s: _Source) -> None:
         while not s.done and (s.head is None or len(s.head) == 0):
@@ -254,7 +261,10 @@ class JobDecoding:
         info.clock_offset_ns = ref.clock_offset_ns
         # The reference's readings first (the trace's clock snapshot is made from them), then every other
         # recording's, moved onto the reference's clock like its rows (process lifetimes, memq.process).
-        info.clock_readings = list(ref.clock_readings)
+        best = best_reading(ref)
+        # The snapshot (convert/clocks.correspondence: the first "start" reading) is the reference's best
+        # reading, the one the shifts were taken against; pid -1: no process's start (run_durations).
+        info.clock_readings = ([{**best, "pid": -1, "where": "start"}] if best else []) + list(ref.clock_readings)
         for s in sources[1:]:
             info.clock_readings.extend({**r, "pid": int(r.get("pid") or 0) + s.rec.pid_base,
                                         "monotonic": int(r["monotonic"]) + s.rec.shift_ns}
@@ -289,8 +299,11 @@ class JobDecoding:
     def alignment_lines(self) -> list[str]:
         """One line per recording placed against the reference: what moved and how sure it is."""
         out = []
+        ref = self.recordings[0]
+        out.append(f"{ref.path}: node {ref.node}, the job's clock (from {ref.readings} REALTIME readings; its events "
+                   f"on REALTIME within ±{ref.uncertainty_ns:,} ns)")
         for r in self.recordings[1:]:
-            out.append(f"{r.path}: node {r.node}, clock moved by {r.shift_ns:+,} ns onto {self.recordings[0].node}'s "
+            out.append(f"{r.path}: node {r.node}, clock moved by {r.shift_ns:+,} ns onto {ref.node}'s "
                        f"(from {r.readings} REALTIME readings; uncertainty ±{r.uncertainty_ns:,} ns, assuming the "
                        "nodes' REALTIME clocks agree)")
         return out
