@@ -196,3 +196,14 @@ def test_bad_input_is_one_line(tmp_path):
     assert done.returncode == 2 and "no such trace" in done.stderr
     bare = subprocess.run([sys.executable, "-m", "ctf2perfetto"], capture_output=True, text=True, cwd=REPO)
     assert bare.returncode == 2 and "memq report TRACE -o report.html" in bare.stderr
+
+
+def test_trace_without_addresses_says_what_applies(tmp_path, test_data):
+    """A PyTorch-profiler trace: no duplicated or redundant figures (n/a, said why), the unified what-if applies."""
+    kineto = test_data / "kineto" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    with analyses.load(kineto) as engine:
+        rep = report.collect(engine, kineto.name)
+    assert not rep.addressed and rep.findings == []
+    assert rep.headline["apu_count"] == rep.headline["copy_count"] > 0  # every copy is host<->device there
+    page = report.render([rep])
+    assert "carry no addresses" in page and 'data-figure="dup_peak"' not in page

@@ -578,9 +578,15 @@ memset, or a content fingerprint that shows a change; CPU stores and kernel writ
 <div class="big">n/a</div><div>The trace's copies carry no addresses: which bytes mirror which cannot be known.</div>
 </div>""")
     proven = h["red_content_bytes"]
+    if not rep.addressed:
+        cards.append("""<div class="card" id="q-redundant"><h3>How much time goes into redundant copies?</h3>
+<div class="big">n/a</div><div>The trace's copies carry no addresses: whether a copy moved data its destination
+already held (repeat, round trip, no-op) cannot be known. Record with memq record for these figures; staged copies
+and the unified what-if below apply.</div></div>""")
     classes = ", ".join(f"{c.replace('_', ' ')} {size(_int(v.get('bytes')))} in {duration(_int(v.get('dur_sum')))}"
                         for c, v in h["classes"].items() if _int(v.get("bytes")))
-    cards.append(f"""<div class="card" id="q-redundant"><h3>How much time goes into redundant copies?</h3>
+    if rep.addressed:
+        cards.append(f"""<div class="card" id="q-redundant"><h3>How much time goes into redundant copies?</h3>
 <div class="big">{_fig('red_sum', h['red_sum'], duration(h['red_sum']))} summed,
 {_fig('red_wall', h['red_wall'], duration(h['red_wall']))} wall-clock</div>
 <div>{_fig('red_count', h['red_count'], f"{h['red_count']:,}")} copies moved
@@ -598,14 +604,15 @@ memset, or a content fingerprint that shows a change; CPU stores and kernel writ
 ({_e(share(h['staged_sum'], copy))} of copy time): not redundant, slower than needed, and synchronous for the host.
 </div><div class="ev"><b>Evidence:</b> {_tag('address')} the host side lies in malloc'd or untracked memory.</div>
 </div>""")
+    pool = (f"""A shared pool would save {_fig('pool_peak', h['pool_peak'], size(h['pool_peak']))} at peak
+({_fig('pool_mean', h['pool_mean'], size(h['pool_mean']))} on average): the bytes held twice by host&harr;device
+mirrors.""" if rep.addressed else "What a shared pool would save needs addresses (the duplicated bytes).")
     cards.append(f"""<div class="card" id="q-unified"><h3>What if memory were unified (APU: MI300A, GH200)?</h3>
 <div class="big">{_fig('apu_sum', h['apu_sum'], duration(h['apu_sum']))} of copies not needed</div>
 <div>{_fig('apu_count', h['apu_count'], f"{h['apu_count']:,}")} copies of
 {_fig('apu_bytes', h['apu_bytes'], size(h['apu_bytes']))} ({_e(duration(h['apu_wall']))} wall-clock,
 {_e(share(h['apu_sum'], copy))} of copy time) would go: every host&harr;device copy, and every redundant one.
-A shared pool would save {_fig('pool_peak', h['pool_peak'], size(h['pool_peak']))} at peak
-({_fig('pool_mean', h['pool_mean'], size(h['pool_mean']))} on average): the bytes held twice by host&harr;device
-mirrors.</div><div class="ev"><b>Evidence:</b> {_tag('address')} directions and duplicated bytes from the address
+{pool}</div><div class="ev"><b>Evidence:</b> {_tag('address')} directions and duplicated bytes from the address
 rules; the copies themselves are certain.</div></div>""")
     return '<div class="cards">' + "".join(cards) + "</div>"
 
@@ -613,9 +620,13 @@ rules; the copies themselves are certain.</div></div>""")
 def verdict_words(rep: TraceReport) -> str:
     h = rep.headline
     top = rep.findings[0] if rep.findings else None
-    words = (f"This run spends {duration(h['red_sum'])} ({share(h['red_wall'], h['run'])} of it, "
-             f"{share(h['red_sum'], h['copy_sum'])} of copy time) on copies that moved nothing new")
-    words += f" and holds up to {size(h['dup_peak'])} twice." if rep.addressed else "."
+    if rep.addressed:
+        words = (f"This run spends {duration(h['red_sum'])} ({share(h['red_wall'], h['run'])} of it, "
+                 f"{share(h['red_sum'], h['copy_sum'])} of copy time) on copies that moved nothing new and holds up "
+                 f"to {size(h['dup_peak'])} twice.")
+    else:
+        words = (f"The trace's copies carry no addresses: {h['copy_count']:,} copies took {duration(h['copy_sum'])}; "
+                 f"on a unified-memory device {duration(h['apu_sum'])} of it would go.")
     if top is not None:
         gain = duration(top.gain_ns) if top.gain_ns else size(top.gain_bytes) if top.gain_bytes else "an unknown amount"
         words += f" Fix first: {top.title} ({top.where}): {top.fix}; it saves up to {gain}."

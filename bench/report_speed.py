@@ -1,0 +1,66 @@
+"""`memq report` against one analysis on the same trace (goal: the report in the time of one analysis + 10%).
+
+Each command runs in a fresh process (load, convert if a directory, analyse, print), twice in turn; the faster of
+each pair counts. The reference is the slower of `memq duplicated` and `memq redundant` (each computes the mirrors
+the report shares between its figures). Prints every time and the ratio report / reference.
+
+    python3 bench/report_speed.py TRACE            # a .pftrace or an LTTng trace directory
+    python3 bench/report_speed.py --offload 20     # records examples/hip_offload.py --seconds 20 on the fake HIP
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def timed(argv: list[str]) -> float:
+    start = time.monotonic()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - start
+
+
+def record_offload(seconds: float, tmp: Path) -> Path:
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.fakes import build_fakes
+
+    fakes = build_fakes(tmp / "fakes")
+    subprocess.run([sys.executable, "-m", "ctf2perfetto", "record", "-o", str(tmp / "offload"), "--api", "hip,libc",
+                    "--", sys.executable, str(REPO / "examples" / "hip_offload.py"), "--hip-lib",
+                    str(fakes.hip_runtime), "--seconds", str(seconds), "--weights-mib", "1"], check=True,
+                   stdout=subprocess.DEVNULL)
+    out = tmp / "offload.pftrace"
+    subprocess.run([sys.executable, "-m", "ctf2perfetto", "convert", str(tmp / "offload"), "-o", str(out)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace", nargs="?", help="trace to analyse")
+    parser.add_argument("--offload", type=float, metavar="SEC", help="record the offload loop for SEC seconds first")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="memq-report-bench-") as tmp:
+        trace = str(record_offload(args.offload, Path(tmp)) if args.offload else args.trace)
+        memq = [sys.executable, "-m", "ctf2perfetto"]
+        commands = {"duplicated": memq + ["duplicated", trace], "redundant": memq + ["redundant", trace],
+                    "report": memq + ["report", trace, "-o", str(Path(tmp) / "report.html")]}
+        best: dict[str, float] = {}
+        for _ in range(2):
+            for name, argv in commands.items():
+                best[name] = min(best.get(name, float("inf")), timed(argv))
+        for name, secs in best.items():
+            print(f"{name:>10}: {secs:7.2f} s")
+        reference = max(best["duplicated"], best["redundant"])
+        print(f"report / slower analysis = {best['report'] / reference:.2f} (goal <= 1.10); "
+              f"report / (duplicated + redundant) = {best['report'] / (best['duplicated'] + best['redundant']):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
