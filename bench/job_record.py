@@ -38,10 +38,15 @@ CPU: list[float] = []  # CPU seconds (user + system) of each timed command and i
 
 def timed(argv: list[str]) -> float:
     """Wall seconds of `argv`; its CPU seconds (every process it waited for) go to CPU."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
+    for attempt in (1, 2):  # torchrun's rendezvous can time out on a machine this loaded: one retry
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        if done.returncode == 0:
+            break
+        if attempt == 2:
+            raise SystemExit(f"{' '.join(argv)}: exit {done.returncode} twice")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return wall

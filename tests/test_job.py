@@ -311,3 +311,23 @@ def test_processes_shown_other_gpus_land_on_their_own_gpu_tracks(fake_gpu, tmp_p
     assert {r["device"] for r in device_alloc if r["pid"] == pids[0]} <= {0, 1}
     assert {r["device"] for r in device_alloc if r["pid"] == pids[1]} <= {2, 3}
     assert len(device_alloc) >= 2
+
+
+def test_output_patterns_name_host_rank_and_job(tmp_path) -> None:
+    from ctf2perfetto.capture.outdir import expand_output
+    from ctf2perfetto.errors import UsageError
+
+    env = {"SLURM_PROCID": "7", "SLURM_JOB_ID": "4242"}
+    assert expand_output(Path("job/%h/r%r-%j-100%%"), env, host="a12") == Path("job/a12/r7-4242-100%")
+    assert expand_output(Path("job/%r"), {"RANK": "3", "SLURM_PROCID": "7"}) == Path("job/3")  # torchrun's first
+    assert expand_output(Path("plain/dir"), {}) == Path("plain/dir")
+    for bad, says in (("job/%r", "%r needs a rank"), ("job/%x", "unknown pattern %x"), ("job/%j", "%j needs a job id")):
+        with pytest.raises(UsageError, match=says):
+            expand_output(Path(bad), {})
+    with pytest.raises(UsageError, match="cannot be a directory name"):
+        expand_output(Path("job/%h"), {}, host="../etc")
+    # memq record itself: a bad pattern is one line and exit 2, before any session
+    proc = subprocess.run([*MEMQ, "record", "-o", str(tmp_path / "%r"), "--", "true"], capture_output=True, text=True,
+                          env={k: v for k, v in __import__("os").environ.items() if k not in ("RANK", "SLURM_PROCID",
+                               "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")}, timeout=120)
+    assert proc.returncode == 2 and "%r needs a rank" in proc.stderr and "Traceback" not in proc.stderr
