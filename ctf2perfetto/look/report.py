@@ -165,10 +165,38 @@ def _rows(engine: Any, modules: tuple[str, ...], sql: str) -> list[dict[str, Any
     return module_rows(engine, modules, sql).records()
 
 
-def _totals(rows: Any) -> dict[str, dict[str, int]]:
-    """redundant_rows' whole-trace rows by class."""
-    return {r["class"]: {k: _int(v) for k, v in r.items() if k not in ("pid", "class", "applies")}
-            for r in rows.records() if r["pid"] is None}
+COPY_CLASSES = """
+SELECT ts, dur, bytes, no_op_bytes, repeat_bytes, round_trip_bytes, managed_bytes, unified_bytes, redundant_bytes,
+  content_bytes, staged
+FROM memq_redundant_copy('auto') WHERE redundant_bytes > 0 OR staged ORDER BY ts
+"""
+
+
+def _totals(engine: Any) -> dict[str, dict[str, int]]:
+    """The whole trace's figures memq redundant gives per class (count, bytes, dur_sum, wall_dur; content_bytes for
+    the union), summed here from the copies with something to count: memq_redundant_total's definitions (prorated
+    time floor(dur * class bytes / bytes) from the copy's start, wall-clock its union) without its per-process and
+    per-evidence rows, which cost more than the report's other figures together."""
+    per: dict[str, dict[str, Any]] = {}
+    for r in _rows(engine, ("redundant",), COPY_CLASSES):
+        ts, dur, total = _int(r["ts"]), _int(r["dur"]), _int(r["bytes"])
+        for cls, n in (("no_op", r["no_op_bytes"]), ("repeat", r["repeat_bytes"]), ("round_trip", r["round_trip_bytes"]),
+                       ("managed", r["managed_bytes"]), ("unified", r["unified_bytes"]),
+                       ("redundant", r["redundant_bytes"]), ("staged", total if r["staged"] else None)):
+            if n is None or is_null(n) or (_int(n) <= 0 and cls != "staged"):
+                continue  # (a staged copy of no bytes still counts, as in memq redundant)
+            n = _int(n)
+            d = dur if cls == "staged" else int(float(dur) * n / total)
+            g = per.setdefault(cls, {"count": 0, "bytes": 0, "dur_sum": 0, "content_bytes": 0, "iv": []})
+            g["count"] += 1
+            g["bytes"] += n
+            g["dur_sum"] += d
+            g["iv"].append((ts, ts + d))
+            if cls == "redundant":
+                g["content_bytes"] += _int(r["content_bytes"])
+    for g in per.values():
+        g["wall_dur"] = union_length(sorted(g.pop("iv")))
+    return per
 
 
 class _Sites:
@@ -222,11 +250,11 @@ GROUP BY r.class, r.upid, k.ip, r.api, r.direction, c.src_alloc_id, c.dst_alloc_
 
 FIXES = {
     ("repeat", "HtoD"): "keep it on the device: upload it once before the loop and reuse the device copy (move the "
-                        "`.to('cuda')` / hipMemcpy out of the loop, or cache the device tensor)",
+                        ".to('cuda') / hipMemcpy out of the loop, or cache the device tensor)",
     ("repeat", "DtoH"): "keep the host copy: it already holds this data; read back only after the device changed it",
     ("repeat", None): "drop the copy: the destination already holds this data",
     ("round_trip", None): "drop the copy back: the destination still holds the data it was copied from",
-    ("no_op", None): "drop the read-back (or the `.item()` / `.cpu()` inside the loop): the host already held exactly "
+    ("no_op", None): "drop the read-back (or the .item() / .cpu() inside the loop): the host already held exactly "
                      "this data",
     ("managed", None): "use the managed buffer directly (no explicit copy; hipMemPrefetchAsync / "
                        "cudaMemPrefetchAsync to move it ahead of use)",
@@ -285,14 +313,11 @@ def collect(engine: Any, name: str) -> TraceReport:
     h["pool_mean"] = series_mean(pool, start, end)
 
     # redundant and staged time, and the unified what-if
-    from ctf2perfetto.analysis.redundant import redundant_rows
-
-    auto_rows = redundant_rows(engine, "auto")
-    auto = _totals(auto_rows)
+    auto = _totals(engine)
     red = auto.get("redundant", {})
     h["red_count"], h["red_bytes"] = red.get("count", 0), red.get("bytes", 0)
     h["red_sum"], h["red_wall"] = red.get("dur_sum", 0), red.get("wall_dur", 0)
-    h["red_content_bytes"], h["red_content_sum"] = red.get("content_bytes", 0), red.get("content_dur_sum", 0)
+    h["red_content_bytes"] = red.get("content_bytes", 0)
     h["classes"] = {c: auto.get(c, {}) for c in ("repeat", "round_trip", "no_op", "managed", "unified")}
     staged = auto.get("staged", {})
     h["staged_count"], h["staged_bytes"] = staged.get("count", 0), staged.get("bytes", 0)
@@ -315,11 +340,13 @@ def collect(engine: Any, name: str) -> TraceReport:
 
     # per rank, when the trace is a job's (analysis/job.py)
     from ctf2perfetto.analysis import job
+    from ctf2perfetto.analysis.redundant import redundant_rows
+    from ctf2perfetto.traceformat import names as N
 
-    for name, tables in (("redundant", lambda: {"redundant": auto_rows}),
+    for name, tables in (("redundant", lambda: {"redundant": redundant_rows(engine, "auto")}),
                          ("duplicated", lambda: {"duplicated": dup_rows})):
-        if not job.identities(engine):
-            break
+        if not any(i["role"] == N.ROLE_RANK for i in job.identities(engine)):
+            break  # not a job's trace: no per-rank figures to compute
         found = job.job_tables(name, engine, tables(), "rank")
         if found.get("by rank") is not None:
             rep.ranks[name] = found["by rank"]
