@@ -29,8 +29,8 @@ UPPER_BOUND = ("Figures are upper bounds: writes by CPU code and GPU kernels are
                "evidence `content` are proven, the others (`address`) upper bounds.")
 
 
-NO_ADDRESSES = ("not applicable: the trace's copies carry no addresses (PyTorch-profiler/Kineto source); "
-                "only address-free figures (counts, bytes, time, bandwidth, staged, unified) apply.")
+NO_ADDRESSES = ("not applicable: the trace's copies carry no addresses (PyTorch-profiler/Kineto or Nsight Systems "
+                "source); only address-free figures (counts, bytes, time, bandwidth, staged, unified) apply.")
 
 
 NO_EVENTS = "the trace holds no memory events (no allocations, copies or memsets)."

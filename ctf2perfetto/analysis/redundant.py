@@ -53,7 +53,7 @@ def _redundant_note(addressed: bool) -> str:
     if addressed:
         return UPPER_BOUND
     return ("no_op, repeat, round_trip and managed are not applicable: the trace's copies carry no addresses "
-            "(PyTorch-profiler/Kineto source); unified and staged apply.")
+            "(PyTorch-profiler/Kineto or Nsight Systems source); unified and staged apply.")
 
 
 def redundant(trace: Any, unified: str = "auto") -> pd.DataFrame:

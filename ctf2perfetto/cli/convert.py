@@ -131,7 +131,7 @@ def _print_summary(summary, prog: str) -> None:
         lines.append("  skipped: " + ", ".join(f"{n:,} {reason}" for reason, n in sorted(summary.skipped.items())))
     imported = getattr(summary, "imported", None)
     if imported is not None:
-        from ..importers.foreign import NAMES
+        from ctf2perfetto.importers.foreign import NAMES
 
         lines.append(f"  read as {NAMES[imported.format]}" + (f" (schema {imported.version})" if imported.version
                                                                 else "") + ": " + (", ".join(

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MemqError
-from ..events import COLUMNS, EventBatch, EventKind, TraceInfo
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.events import COLUMNS, EventBatch, EventKind, TraceInfo
 from ctf2perfetto.importers.sqlite import columns, open_sqlite, query, tables  # noqa: F401 (the importers' one import)
 
 # hipMemcpyKind / cudaMemcpyKind values, as memq's copy_kind column holds them.
@@ -51,12 +51,14 @@ class Imported:
 
 
 class Rows:
-    """EventBatch columns filled one row at a time (lists, turned into numpy arrays once)."""
+    """EventBatch columns filled one row at a time (lists, turned into numpy arrays once). A column a row does
+    not name is padded with its default (0, copy_kind -1) only when a later row names it, or at the end."""
 
     def __init__(self) -> None:
         self.cols: dict[str, list] = {name: [] for name in COLUMNS}
         self.api_names: list[str] = []
         self._api_index: dict[str, int] = {}
+        self.n = 0
 
     def api(self, name: str) -> int:
         index = self._api_index.get(name)
@@ -66,26 +68,36 @@ class Rows:
         return index
 
     def add(self, kind: EventKind, begin: int, end: int, pid: int, tid: int, api: str, **values: int) -> None:
-        row = {"kind": int(kind), "begin": begin, "ts": end, "pid": pid, "tid": tid, "api": self.api(api),
-               "copy_kind": -1, **values}
-        for name, column in self.cols.items():
-            column.append(row.get(name, 0))
+        cols, n = self.cols, self.n
+        cols["kind"].append(int(kind))
+        cols["begin"].append(begin)
+        cols["ts"].append(end)
+        cols["pid"].append(pid)
+        cols["tid"].append(tid)
+        cols["api"].append(self.api(api))
+        for name, value in values.items():
+            column = cols[name]
+            if len(column) < n:
+                column.extend([-1 if name == "copy_kind" else 0] * (n - len(column)))
+            column.append(value)
+        self.n = n + 1
 
     def __len__(self) -> int:
-        return len(self.cols["ts"])
+        return self.n
 
     def batch(self) -> EventBatch:
         """The rows in time order (by end, ties in the order they were added)."""
         cols = {}
         for name, dtype in COLUMNS.items():
             values = self.cols[name]
-            if dtype.kind == "u":  # addresses: keep the 64 bits of values read as signed SQLite integers
-                values = [v & 0xFFFFFFFFFFFFFFFF for v in values]
-            cols[name] = np.array(values, dtype=dtype) if values else np.zeros(0, dtype)
+            if len(values) < self.n:
+                values.extend([-1 if name == "copy_kind" else 0] * (self.n - len(values)))
+            try:
+                cols[name] = np.array(values, dtype=dtype) if values else np.zeros(0, dtype)
+            except OverflowError:  # an address read as a signed SQLite integer: its 64 bits
+                cols[name] = np.array([v & 0xFFFFFFFFFFFFFFFF for v in values], dtype=dtype)
         order = np.argsort(cols["ts"], kind="stable")
         return EventBatch({k: v[order] for k, v in cols.items()}, self.api_names)
-
-
 
 
 _INT = re.compile(r"^\s*(0[xX][0-9a-fA-F]+|-?\d+)\s*$")
@@ -94,13 +106,19 @@ _INT = re.compile(r"^\s*(0[xX][0-9a-fA-F]+|-?\d+)\s*$")
 def address(value) -> int | None:
     """A pointer or size as SQLite holds it (integer, '0x..' text, decimal text); None when absent or not one
     ('', '(nil)', NULL)."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    kind = type(value)
+    if kind is int:
         return value & 0xFFFFFFFFFFFFFFFF
-    if isinstance(value, float):
+    if kind is str and value[:2] in ("0x", "0X") and value.isalnum():
+        try:
+            return int(value, 16) & 0xFFFFFFFFFFFFFFFF
+        except ValueError:
+            return None
+    if value is None or kind is bool:
+        return None
+    if kind is float:
         return int(value) if value.is_integer() else None
-    if isinstance(value, bytes):
+    if kind is bytes:
         value = value.decode("ascii", "replace")
     match = _INT.match(str(value))
     if not match:
@@ -132,13 +150,13 @@ CLOCK_WARNING = "no recorder clock readings"
 
 def timeline_trace(imported: Imported) -> bytes:
     """An address-free import (`timeline`) as a Perfetto trace, placed by the Kineto importer."""
-    from ..convert import clocks
-    from ..convert.write.meta import info_packet
-    from ..convert.write.registry import process_thread_descriptors
-    from ..traceformat import names as N
-    from ..traceformat import packets as P
-    from .kineto.load import KinetoTrace
-    from .kineto.merge import KinetoMerge
+    from ctf2perfetto.convert import clocks
+    from ctf2perfetto.convert.write.meta import info_packet
+    from ctf2perfetto.convert.write.registry import process_thread_descriptors
+    from ctf2perfetto.traceformat import names as N
+    from ctf2perfetto.traceformat import packets as P
+    from ctf2perfetto.importers.kineto.load import KinetoTrace
+    from ctf2perfetto.importers.kineto.merge import KinetoMerge
 
     doc = imported.timeline or {"traceEvents": []}
     trace = KinetoTrace(imported.path, int(doc.get("baseTimeNanoseconds", 0)), [])
@@ -163,8 +181,8 @@ def write(imported: Imported, out: Path, *, inputs=(), progress=None):
     warnings and notes (`summary.imported`)."""
     import time
 
-    from ..convert.write import ConvertSummary, write_trace
-    from ..outfiles import AtomicOutput
+    from ctf2perfetto.convert.write import ConvertSummary, write_trace
+    from ctf2perfetto.outfiles import AtomicOutput
 
     if imported.batch is not None:
         summary = write_trace([imported.batch], imported.info, out, inputs=inputs,

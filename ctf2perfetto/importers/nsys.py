@@ -19,8 +19,8 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
-from ..errors import MemqError
-from .foreign import Imported, columns, open_sqlite, query, tables
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.importers.foreign import Imported, columns, open_sqlite, query, tables
 
 WHAT = "an Nsight Systems SQLite export"
 MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",

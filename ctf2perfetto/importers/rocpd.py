@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import MemqError
-from ..events import EventKind, MemKind
-from .foreign import (DIRECTIONS, DTOD, DTOH, HTOD, HTOH, Imported, Rows, address, columns, kind_of_name,
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.events import EventKind, MemKind
+from ctf2perfetto.importers.foreign import (DIRECTIONS, DTOD, DTOH, HTOD, HTOH, Imported, Rows, address, columns, kind_of_name,
                       open_sqlite, query, tables)
 
 WHAT = "a rocpd (rocprofv3) database"

@@ -11,7 +11,7 @@ rpd_tracer's quirks, corrected:
 * its insert statement binds the destination to column `src` and the source to column `dst` (and the
   devices likewise). Whether a file has the swap is decided from the file itself: a host-to-device copy's
   destination lies in a device allocation (`hipMalloc`), a device-to-host copy's source does; each copy
-  whose columns can be placed votes. Without allocations to decide by, rpd_tracer's own binding is taken
+  whose columns can be placed votes (the first 20,000). Without allocations to decide by, rpd_tracer's own binding is taken
   and a warning says the sides were not confirmed.
 * `size` is stored as a 32-bit int, and as '' (text) when it was not positive as one: copies of 2 GiB or
   more. Such a copy's size is bounded by the allocation holding its device side (its bytes from the copy's
@@ -28,8 +28,8 @@ import json
 import re
 from pathlib import Path
 
-from ..events import EventKind, MemKind
-from .foreign import (DIRECTIONS, DTOD, DTOH, HTOD, HTOH, Imported, Rows, address, columns, open_sqlite,
+from ctf2perfetto.events import EventKind, MemKind
+from ctf2perfetto.importers.foreign import (DIRECTIONS, DTOD, DTOH, HTOD, HTOH, Imported, Rows, address, columns, open_sqlite,
                       query, tables)
 
 WHAT = "an RPD (rocmProfileData) trace"
@@ -49,6 +49,7 @@ FREE_KINDS = {
 }
 OP_KINDS = {"CopyHostToDevice": HTOD, "CopyDeviceToHost": DTOH, "CopyDeviceToDevice": DTOD,
             "CopyHostToHost": HTOH}
+VOTERS = 20_000  # copies that vote on the swap: enough to tell, and a bounded cost on files of millions
 _ARG = re.compile(r"(\w+)\s*[=:]\s*\"?((?:0x)?[0-9a-fA-F]+|\(nil\))")
 
 
@@ -109,7 +110,7 @@ def read(path: Path) -> Imported:
 
 
 def raise_missing(path: Path, missing: list[str]) -> None:
-    from ..errors import MemqError
+    from ctf2perfetto.errors import MemqError
 
     raise MemqError(f"{path}: not {WHAT}: no table {', '.join(missing)}")
 
@@ -164,7 +165,7 @@ def _read(db, path: Path) -> Imported:
 
     # The swap: each host<->device copy whose endpoints fall on either side of the known allocations votes.
     as_named = swapped = 0
-    for call in calls:
+    for call in calls[:VOTERS]:
         kind, col_dst, col_src = call[10], address(call[11]), address(call[12])
         if kind not in (HTOD, DTOH) or col_dst is None or col_src is None:
             continue
@@ -197,17 +198,28 @@ def _read(db, path: Path) -> Imported:
     out.notes.append(f"rocpd_copyapi dst/src: {'swapped' if swap else 'as named'} ({how})")
 
     unsized = unbounded = 0
+    streams: dict = {}
+    peers = {n for n in strings.values() if n.startswith(("hipMemcpyPeer", "cudaMemcpyPeer"))}
+    totals = {kind: [0, 0, 0] for kind in DIRECTIONS}
+
+    def hexa(value):
+        if type(value) is str and value[:2] == "0x":
+            try:
+                return int(value, 16)
+            except ValueError:
+                return None
+        return address(value)
     for (api_id, pid, tid, start, end, name_id, stream, size, w, h, kind, col_dst, col_src, col_dst_dev,
          col_src_dev, op_start, op_end, gpu) in calls:
-        dst, src = address(col_dst), address(col_src)
+        dst, src = hexa(col_dst), hexa(col_src)
         dst_dev, src_dev = col_dst_dev, col_src_dev
         if swap:
             dst, src, dst_dev, src_dev = src, dst, src_dev, dst_dev
         dst, src = dst or 0, src or 0
         kind = kind if isinstance(kind, int) and kind in DIRECTIONS else 4
-        nbytes = address(size) if not isinstance(size, str) or size.strip() else None
-        w, h = address(w), address(h)
+        nbytes = size if type(size) is int else (address(size) if not isinstance(size, str) or size.strip() else None)
         if not nbytes:
+            w, h = address(w), address(h)
             if w and h:
                 nbytes = w * h
             else:  # '' : 2 GiB or more (rpd_tracer's 32-bit int), bounded by the device side's allocation
@@ -223,10 +235,25 @@ def _read(db, path: Path) -> Imported:
                     nbytes = 0
         begin, finish = (op_start, op_end) if op_start is not None else (start, end)
         name = strings.get(name_id, "hipMemcpy")
-        rows.add(EventKind.GPU_COPY, begin, finish, pid, tid, name, copy_kind=kind, ptr=dst, src=src, size=nbytes,
-                 stream=address(stream) or 0, device=int(gpu if gpu is not None else (dst_dev or 0)),
-                 aux=int(src_dev or 0) if name.startswith(("hipMemcpyPeer", "cudaMemcpyPeer")) else 0)
-        out.count_copy(_direction(kind, dst, src, device), nbytes, finish - begin)
+        stream_id = streams.get(stream)
+        if stream_id is None:
+            stream_id = streams[stream] = address(stream) or 0
+        if name in peers:
+            rows.add(EventKind.GPU_COPY, begin, finish, pid, tid, name, copy_kind=kind, ptr=dst, src=src, size=nbytes,
+                     stream=stream_id, device=int(gpu if gpu is not None else (dst_dev or 0)), aux=int(src_dev or 0))
+        else:
+            rows.add(EventKind.GPU_COPY, begin, finish, pid, tid, name, copy_kind=kind, ptr=dst, src=src, size=nbytes,
+                     stream=stream_id, device=int(gpu if gpu is not None else (dst_dev or 0)))
+        total = totals[kind]
+        total[0] += 1
+        total[1] += nbytes
+        total[2] += finish - begin
+    for kind, (n, nbytes, dur) in totals.items():
+        if n:
+            row = out.copies.setdefault(DIRECTIONS[kind], [0, 0, 0])
+            row[0] += n
+            row[1] += nbytes
+            row[2] += dur
     if unsized:
         out.warnings.append(
             f"{path.name}: {unsized:,} copies of 2 GiB or more, whose size rpd_tracer stores as '': counted with "
@@ -237,14 +264,15 @@ def _read(db, path: Path) -> Imported:
     op_types = {i: OP_KINDS[s] for i, s in strings.items() if s in OP_KINDS}
     if op_types:
         marks = ",".join("?" * len(op_types))
-        op_only = query(db, path, f"""
-            SELECT o.id, o.start, o."end", o.gpuId, o.queueId, o.opType_id, MIN(a.pid), MIN(a.tid), MIN(a.apiName_id)
+        # (ops linked to a copy call are that call's; a set here, not a correlated subquery: quadratic in SQLite)
+        linked = {r[0] for r in query(db, path, "SELECT ao.op_id FROM rocpd_api_ops ao JOIN rocpd_copyapi c "
+                                                "ON c.api_ptr_id = ao.api_id")}
+        op_only = [r for r in query(db, path, f"""
+            SELECT o.id, o.start, o."end", o.gpuId, o.queueId, o.opType_id, a.pid, a.tid, a.apiName_id
             FROM rocpd_op o
-            LEFT JOIN rocpd_api_ops ao ON ao.op_id = o.id LEFT JOIN rocpd_api a ON a.id = ao.api_id
-            WHERE o.opType_id IN ({marks})
-              AND NOT EXISTS (SELECT 1 FROM rocpd_api_ops x JOIN rocpd_copyapi c ON c.api_ptr_id = x.api_id
-                              WHERE x.op_id = o.id)
-            GROUP BY o.id ORDER BY o.id""", tuple(op_types))
+            LEFT JOIN (SELECT op_id, MIN(api_id) AS api_id FROM rocpd_api_ops GROUP BY op_id) ao ON ao.op_id = o.id
+            LEFT JOIN rocpd_api a ON a.id = ao.api_id
+            WHERE o.opType_id IN ({marks}) ORDER BY o.id""", tuple(op_types)) if r[0] not in linked]
         pids = {r[0] for r in query(db, path, "SELECT DISTINCT pid FROM rocpd_api LIMIT 2")}
         only_pid = next(iter(pids)) if len(pids) == 1 else 0
         for op_id, start, end, gpu, queue, type_id, pid, tid, name_id in op_only:
@@ -264,6 +292,3 @@ def _read(db, path: Path) -> Imported:
     out.version = version.get("schema_version", "")
     return out
 
-
-def _direction(kind: int, dst: int, src: int, device: _Ranges) -> str:
-    return DIRECTIONS.get(kind, "Default")

@@ -15,8 +15,8 @@ import re
 import struct
 from pathlib import Path
 
-from ..errors import MemqError
-from .sqlite import SQLITE_MAGIC, open_sqlite, tables
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.importers.sqlite import SQLITE_MAGIC, open_sqlite, tables
 
 FORMATS = ("rpd", "rocpd", "nsys", "thapi")
 THAPI_PROVIDERS = ("lttng_ust_hip", "lttng_ust_cuda", "lttng_ust_cudart")
@@ -34,7 +34,7 @@ def is_sqlite(path: Path) -> bool:
 
 def sqlite_format(path: Path) -> str:
     """'rpd', 'rocpd' or 'nsys' for an SQLite file; MemqError naming its tables for any other database."""
-    from . import nsys, rocpd, rpd  # numpy and the importers only once a database is at hand
+    from ctf2perfetto.importers import nsys, rocpd, rpd  # numpy and the importers only once a database is at hand
 
     db = open_sqlite(path, "an RPD, rocpd or Nsight Systems database")
     try:

@@ -24,9 +24,9 @@ import re
 import sys
 from pathlib import Path
 
-from ..errors import MemqError
-from ..events import EventKind, MemKind
-from .foreign import DIRECTIONS, DTOD, DTOH, HTOD, Imported, Rows, kind_of_name
+from ctf2perfetto.errors import MemqError
+from ctf2perfetto.events import EventKind, MemKind
+from ctf2perfetto.importers.foreign import DIRECTIONS, DTOD, DTOH, HTOD, Imported, Rows, kind_of_name
 
 PROVIDERS = ("lttng_ust_hip", "lttng_ust_cuda", "lttng_ust_cudart")
 ALLOCS = {  # function -> (memory kind, size parameter, pointer out-parameter)
