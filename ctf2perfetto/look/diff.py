@@ -124,9 +124,9 @@ def change(a: float, b: float) -> float:
 
 
 def _words(kind: str, v: float) -> str:
-    from ctf2perfetto.look.report import duration, size
+    from ctf2perfetto.analysis.base import size_words, time_words
 
-    return duration(v) if kind == "time" else size(v)
+    return time_words(v) if kind == "time" else size_words(v)
 
 
 def _pct(p: float) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctf2perfetto.analysis.base import size_words, time_words
 from ctf2perfetto.engine.rows import is_null
 
 CLASS_WORDS = {"repeat": "repeat upload of the same data", "round_trip": "round trip (data copied back where it came "
@@ -37,22 +38,7 @@ BINS = 80
 
 
 # -- numbers for people --------------------------------------------------------------------
-def size(n: float | None) -> str:
-    if n is None:
-        return "n/a"
-    for scale, unit in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{int(n)} B"
-
-
-def duration(ns: float | None) -> str:
-    if ns is None:
-        return "n/a"
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{int(ns)} ns"
+size, duration = size_words, time_words
 
 
 def share(part: float | None, whole: float | None) -> str:
@@ -716,6 +702,18 @@ def _time_axis(rep: "TraceReport", pw: int, ph: int) -> list[str]:
     return out
 
 
+def _y_axis(top: float, scale: float, unit: str, pw: int, ph: int) -> list[str]:
+    """Grid lines and labels of a value axis from 0 to `top` (raw units), labelled in `unit` (raw / `scale`)."""
+    out = []
+    for t in _ticks(0, top / scale):
+        yy = T + ph * (1 - t * scale / top)
+        out.append(f'<line x1="{L}" x2="{L + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>'
+                   f'<text x="{L - 6}" y="{yy + 4:.1f}" font-size="11" text-anchor="end" fill="#555">{t:g}</text>')
+    out.append(f'<text x="12" y="{T + ph / 2}" font-size="11" fill="#555" '
+               f'transform="rotate(-90 12 {T + ph / 2})" text-anchor="middle">{unit}</text>')
+    return out
+
+
 def _size_scale(top: float) -> tuple[float, str]:
     for scale, unit in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
         if top >= scale:
@@ -742,13 +740,7 @@ def step_svg(rep: TraceReport, key: str, series: dict[str, Series], colors: dict
         return T + ph * (1 - v / top)
 
     parts = [f'<svg viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{_e(caption)}">']
-    for t in _ticks(0, top / scale):
-        yy = y(t * scale)
-        parts.append(f'<line x1="{L}" x2="{L + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>'
-                     f'<text x="{L - 6}" y="{yy + 4:.1f}" font-size="11" text-anchor="end" fill="#555">{t:g}</text>')
-    parts += _time_axis(rep, pw, ph)
-    parts.append(f'<text x="12" y="{T + ph / 2}" font-size="11" fill="#555" '
-                 f'transform="rotate(-90 12 {T + ph / 2})" text-anchor="middle">{unit}</text>')
+    parts += _y_axis(top, scale, unit, pw, ph) + _time_axis(rep, pw, ph)
     ordered = sorted(series.items(), key=lambda kv: kv[0] == "total")  # the total on top of its parts
     for i, (name, s) in enumerate(ordered):
         pts, last = [], 0
@@ -783,13 +775,7 @@ def bars_svg(rep: TraceReport) -> str:
     pw, ph = W - L - R, H - T - B
     bw = pw / BINS
     parts = [f'<svg viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{_e(caption)}">']
-    for t in _ticks(0, top / scale):
-        yy = T + ph * (1 - t * scale / top)
-        parts.append(f'<line x1="{L}" x2="{L + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>'
-                     f'<text x="{L - 6}" y="{yy + 4:.1f}" font-size="11" text-anchor="end" fill="#555">{t:g}</text>')
-    parts += _time_axis(rep, pw, ph)
-    parts.append(f'<text x="12" y="{T + ph / 2}" font-size="11" fill="#555" '
-                 f'transform="rotate(-90 12 {T + ph / 2})" text-anchor="middle">{unit}</text>')
+    parts += _y_axis(top, scale, unit, pw, ph) + _time_axis(rep, pw, ph)
     base = [0] * BINS
     for i, (cls, b) in enumerate(sorted(bins.items())):
         color = CLASS_COLORS.get(cls, "#777")
