@@ -489,10 +489,11 @@ def _check_index(check: TraceCheck, name: str, index: IndexFile) -> None:
     scan = check.streams.get(name)
     # Offsets and sizes decide where babeltrace2 reads (a wrong one crashes it); the times tell one stream's
     # index from another's (index files of streams with equal packet sizes, swapped, agree on offsets).
-    held = {(p.offset, p.size, p.ts_begin, p.ts_end) for p in scan.packets} if scan is not None else set()
+    held = {(p.offset, p.size): (p.ts_begin, p.ts_end) for p in scan.packets} if scan is not None else {}
     end = scan.good_end if scan is not None else 0
     inside = [e for e in index.entries if e.offset < end]
-    agrees = all((e.offset, e.size, e.ts_begin, e.ts_end) in held for e in inside)
+    placed = all((e.offset, e.size) in held for e in inside)
+    agrees = placed and all(held[(e.offset, e.size)] == (e.ts_begin, e.ts_end) for e in inside)
     if scan is not None and not scan.walked:
         # Packets not walked (not LTTng's layout): only the file's size says what it holds (a complete file whose
         # index is right is no loss).
@@ -505,7 +506,7 @@ def _check_index(check: TraceCheck, name: str, index: IndexFile) -> None:
         if agrees:
             check.index[name] = index.entries  # salvage counts what it drops with it
         return  # a damaged file: reported as a problem (or by salvage), not twice
-    if scan is not None and index.accepted_for(scan.size) and not (agrees and len(inside) == len(scan.packets)):
+    if scan is not None and index.accepted_for(scan.size) and not (placed and len(inside) == len(scan.packets)):
         check.index_problems.append(f"{index.path}: corrupt index: it does not match the packets of "
                                     f"{scan.path} (babeltrace2 would read them through it)")
         return

@@ -33,7 +33,7 @@ from ctf2perfetto.events import COLUMNS, EventBatch, EventKind, TraceInfo
 from ctf2perfetto.ctf.guard import MemoryBound, bound_seconds, guarded, join_thread
 from ctf2perfetto.paths import native_library
 from ctf2perfetto.ctf.preflight import SALVAGE_HINT, Preflight
-from ctf2perfetto.ctf.salvage import SalvagedCopy
+from ctf2perfetto.ctf.salvage import SalvagedCopy, checked_streams, order_error_ts, out_of_order
 
 RECORD_FILE = "memq-record.json"
 SALVAGE_STEP_ROWS = 1024  # salvage's reads note where each stream stands after this many rows
@@ -239,6 +239,21 @@ class Decoding:
         finally:
             native.close()
 
+    def _order_line(self, err: str, native: _Native) -> str | None:
+        """babeltrace2's muxer complaint (a message older than one it returned) in memq's words, naming the
+        stream file and packet whose time is off (salvage.out_of_order); None for any other error."""
+        ts = order_error_ts(err)
+        if ts is None or self.salvaged is not None:
+            return None
+        streams = checked_streams(self._preflight.checks)
+        found = out_of_order(ts, native.stream_progress(), streams)
+        if found is None:
+            return None
+        name, number = found
+        packet = streams[name].scan.packets[number]
+        return (f"{name}: packet {number} (at offset {packet.offset}): an event or packet time ({ts} ns from the "
+                f"Epoch) comes before times already read: corrupt timestamps{self._hint}")
+
     def _failed_file(self) -> str | None:
         failed = self._native.failed_stream() if getattr(self, "_native", None) else None
         return self._display(failed[0]) if failed else None
@@ -293,7 +308,8 @@ class Decoding:
                 self._absorb(side)
                 if n < 0:
                     err = native.error() or READ_FAILURE
-                    raise MemqError(self._display(error_line(err, self._traces, self._failed_file(), self._hint)))
+                    raise MemqError(self._order_line(err, native) or
+                                    self._display(error_line(err, self._traces, self._failed_file(), self._hint)))
                 if self.progress is not None:
                     self.progress(total if n == 0 else done, total)
                 if n == 0:
@@ -469,7 +485,36 @@ def _read_record(path: Path) -> dict | None:
         raise MemqError(f"{record}: unreadable recorder metadata: {exc}") from None
     if not isinstance(record_data, dict):
         raise MemqError(f"{record}: unreadable recorder metadata: not a JSON object")
+    problem = _record_problem(record_data)
+    if problem:
+        raise MemqError(f"{record}: unreadable recorder metadata: {problem}")
     return record_data
+
+
+def _count(value: object, low: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value < 1 << 63
+
+
+def _record_problem(record: dict) -> str | None:
+    """What in memq-record.json has a shape memq record never writes (the converter reads these members)."""
+    for key in ("events", "discarded_events", "lost_packets"):
+        if record.get(key) is not None and not _count(record[key]):
+            return f"{key} {record[key]!r} is not a count (an integer from 0 to 2^63-1)"
+    if record.get("enabled") is not None and not isinstance(record["enabled"], dict):
+        return f"enabled {record['enabled']!r} is not an object"
+    host = (record.get("enabled") or {}).get("host")
+    if host is not None and not isinstance(host, dict):
+        return f"enabled.host {host!r} is not an object"
+    readings = record.get("clock_readings", [])
+    if not isinstance(readings, list):
+        return f"clock_readings {readings!r} is not a list"
+    for i, reading in enumerate(readings):
+        if not isinstance(reading, dict):
+            return f"clock_readings[{i}] {reading!r} is not an object"
+        for key in ("monotonic", "realtime", "boottime", "pid"):
+            if reading.get(key) is not None and not _count(reading[key], -(1 << 63)):
+                return f"clock_readings[{i}].{key} {reading[key]!r} is not a 64-bit integer"
+    return None
 
 
 def _check_readable(traces: list[Path]) -> dict | None:

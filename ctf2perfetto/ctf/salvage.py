@@ -254,35 +254,54 @@ class SalvagedCopy:
             begun, ended = failure["begun"], failure["ended"]
             # The packet being read when decoding failed (or the next one, if the last ended).
             return Path(name), begun - 1 if begun > ended else begun
-        order = _ORDER_ERROR.search(" ".join((failure.get("raw") or failure["message"]).split()))
-        if order is None:
+        ts = order_error_ts(failure.get("raw") or failure["message"])
+        if ts is None:
             return None
-        return self._out_of_order(int(order.group(1)), failure.get("streams", []))
+        return self._out_of_order(ts, failure.get("streams", []))
 
     def _out_of_order(self, ts: int, progress: list) -> tuple[Path, int] | None:
-        """The packet holding the message at `ts` (ns from the Epoch) that came too late for the muxer:
-        a packet beginning or ending exactly then (its context is off), else an open packet whose own
-        time range does not hold it (an event's time is off), else the first open packet (each cut
-        makes progress; the report says what was dropped)."""
-        exact, outside, open_ = [], [], []
-        for name, begun, ended in progress:
-            stream = self._streams.get(Path(name))
-            if stream is None:
-                continue
-            packets = stream.scan.packets
-            current = begun - 1 if begun > ended else begun
-            if current >= len(packets):
-                continue
-            packet = packets[current]
-            at = ts - stream.offset_ns
-            begin, end = stream.to_ns(packet.ts_begin), stream.to_ns(packet.ts_end)
-            where = (Path(name), current)
-            if at in (begin, end):
-                exact.append(where)
-            elif begun > ended:
-                (open_ if begin <= at <= end else outside).append(where)
-        found = exact + outside + open_
-        return found[0] if found else None
+        found = out_of_order(ts, progress, {str(k): v for k, v in self._streams.items()})
+        return (Path(found[0]), found[1]) if found else None
+
+
+def order_error_ts(text: str) -> int | None:
+    """The time (ns from the Epoch) of the message babeltrace2's muxer found too late, from its error text."""
+    found = _ORDER_ERROR.search(" ".join(text.split()))
+    return int(found.group(1)) if found else None
+
+
+def out_of_order(ts: int, progress: list, streams: dict[str, _Stream]) -> tuple[str, int] | None:
+    """The packet holding the message at `ts` (ns from the Epoch) that came too late for the muxer:
+    a packet beginning or ending exactly then (its context is off), else an open packet whose own
+    time range does not hold it (an event's time is off), else the first open packet (each cut
+    makes progress; the report says what was dropped). `progress` is the decoder's [file, packets
+    begun, packets ended] per stream; `streams` the checked stream files by path."""
+    exact, outside, open_ = [], [], []
+    for name, begun, ended in progress:
+        stream = streams.get(name)
+        if stream is None:
+            continue
+        packets = stream.scan.packets
+        current = begun - 1 if begun > ended else begun
+        if current >= len(packets):
+            continue
+        packet = packets[current]
+        at = ts - stream.offset_ns
+        begin, end = stream.to_ns(packet.ts_begin), stream.to_ns(packet.ts_end)
+        where = (name, current)
+        if at in (begin, end):
+            exact.append(where)
+        elif begun > ended:
+            (open_ if begin <= at <= end else outside).append(where)
+    found = exact + outside + open_
+    return found[0] if found else None
+
+
+def checked_streams(checks: list[TraceCheck]) -> dict[str, _Stream]:
+    """Every checked stream file by path, as out_of_order takes them."""
+    return {str(c.dir / name): _Stream(c.dir / name, scan, c.index.get(name), c.metadata.to_ns,
+                                       c.metadata.clock_offset_ns)
+            for c in checks for name, scan in c.streams.items()}
 
 
 def sweep_stale_copies() -> None:

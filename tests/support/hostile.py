@@ -9,6 +9,7 @@ inside the copy.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -98,7 +99,11 @@ def mutate(copy: TraceCopy, rng: random.Random) -> str:
     channel = copy.channel
     streams = [p for p in copy.streams() if p.stat().st_size]
     kind = rng.choice(["truncate", "flip", "flip", "field", "field", "remove", "extra", "metadata_flip",
-                       "metadata_truncate", "index"])
+                       "metadata_truncate", "index", "index", "record", "record"])
+    if kind == "index":
+        return _damage_index(copy, rng)
+    if kind == "record":
+        return _damage_record(copy, rng)
     if kind in ("truncate", "flip", "field", "remove") and not streams:
         kind = "extra"
     if kind == "truncate":
@@ -134,16 +139,96 @@ def mutate(copy: TraceCopy, rng: random.Random) -> str:
         return f"extra file {name}"
     if kind == "metadata_flip":
         return _flip(channel / "metadata", rng)
-    if kind == "metadata_truncate":
-        meta = channel / "metadata"
-        at = rng.randrange(max(1, meta.stat().st_size))
-        os.truncate(meta, at)
-        return f"metadata cut to {at} bytes"
-    index = sorted((channel / "index").glob("*.idx"))
-    if not index:
+    assert kind == "metadata_truncate"
+    meta = channel / "metadata"
+    at = rng.randrange(max(1, meta.stat().st_size))
+    os.truncate(meta, at)
+    return f"metadata cut to {at} bytes"
+
+
+# index/*.idx: header (magic, major, minor, entry size: u32 big endian), then entries of u64 big endian:
+# offset, packet_size, content_size, timestamp_begin, timestamp_end, events_discarded, stream_id, ...
+_INDEX_FIELDS = ("offset", "packet_size", "content_size", "timestamp_begin", "timestamp_end", "events_discarded")
+
+
+def _damage_index(copy: TraceCopy, rng: random.Random) -> str:
+    """One damage to index/: a bit flip, a cut, an entry field set to an odd value, two files swapped,
+    a file replaced by a FIFO, an empty file, or a link to /dev/zero."""
+    index = sorted((copy.channel / "index").glob("*.idx")) if (copy.channel / "index").is_dir() else []
+    files = [f for f in index if f.is_file() and not f.is_symlink()]
+    if not files:
         return "no index to damage"
-    f = rng.choice(index)
-    return _flip(f, rng)
+    f = rng.choice(files)
+    how = rng.choice(["flip", "flip", "cut", "field", "field", "swap", "fifo", "empty", "zero"])
+    if how == "flip":
+        return _flip(f, rng)
+    if how == "cut":
+        at = rng.randrange(f.stat().st_size + 1)
+        os.truncate(f, at)
+        return f"{f.name} cut to {at} bytes"
+    if how == "field":
+        data = bytearray(f.read_bytes())
+        entry = struct.unpack(">I", data[12:16])[0] if len(data) >= 16 else 0
+        if entry < 48 or len(data) < 16 + entry:
+            return _flip(f, rng)
+        number = rng.randrange((len(data) - 16) // entry)
+        name = rng.choice(_INDEX_FIELDS)
+        at = 16 + number * entry + 8 * _INDEX_FIELDS.index(name)
+        value = rng.choice([0, 1, (1 << 64) - 1, 1 << 63, rng.randrange(1 << 64),
+                            struct.unpack(">Q", data[at:at + 8])[0] + rng.choice([-4096, -1, 1, 4096])]) % (1 << 64)
+        data[at:at + 8] = struct.pack(">Q", value)
+        f.write_bytes(bytes(data))
+        return f"{f.name} entry {number}: {name} = {value}"
+    if how == "swap" and len(files) > 1:
+        g = rng.choice([x for x in files if x != f])
+        a, b = f.read_bytes(), g.read_bytes()
+        f.write_bytes(b)
+        g.write_bytes(a)
+        return f"{f.name} and {g.name} swapped"
+    f.unlink()
+    if how == "fifo":
+        os.mkfifo(f)
+        return f"{f.name} replaced by a FIFO"
+    if how == "zero":
+        os.symlink("/dev/zero", f)
+        return f"{f.name} replaced by a link to /dev/zero"
+    f.write_bytes(b"")
+    return f"{f.name} emptied"
+
+
+def _damage_record(copy: TraceCopy, rng: random.Random) -> str:
+    """One damage to memq-record.json: its JSON cut or flipped, a count of another type or out of range,
+    the file removed, or replaced by a FIFO or a link to /dev/zero."""
+    path = copy.root / "memq-record.json"
+    if not path.is_file() or path.is_symlink():
+        return "no memq-record.json to damage"
+    how = rng.choice(["cut", "flip", "value", "value", "value", "remove", "fifo", "zero", "list"])
+    if how == "cut":
+        at = rng.randrange(path.stat().st_size + 1)
+        os.truncate(path, at)
+        return f"memq-record.json cut to {at} bytes"
+    if how == "flip":
+        return _flip(path, rng)
+    if how == "value":
+        record = json.loads(path.read_text())
+        key = rng.choice(["events", "discarded_events", "lost_packets", "clock_readings", "exit_code", "enabled",
+                          "warnings"])
+        value = rng.choice([None, -1, 1 << 64, 1 << 70, 1e308, "12", [], {}, True, [1, "x", None],
+                            {"a": {"b": []}}, rng.randrange(1 << 63)])
+        record[key] = value
+        path.write_text(json.dumps(record))
+        return f"memq-record.json {key} = {value!r}"
+    path.unlink()
+    if how == "fifo":
+        os.mkfifo(path)
+        return "memq-record.json replaced by a FIFO"
+    if how == "zero":
+        os.symlink("/dev/zero", path)
+        return "memq-record.json replaced by a link to /dev/zero"
+    if how == "list":
+        path.write_text("[1, 2, 3]")
+        return "memq-record.json a JSON list"
+    return "memq-record.json removed"
 
 
 def _flip(path: Path, rng: random.Random) -> str:

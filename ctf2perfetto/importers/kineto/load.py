@@ -122,6 +122,9 @@ def _check_event(trace: KinetoTrace, number: int, event: dict) -> None:
         value = event.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, str, Decimal))):
             raise MemqError(f"{where}: {key} {value!r} is not a {what} id (a number or a string)")
+    for key in ("ph", "cat", "name"):
+        if event.get(key) is not None and not isinstance(event[key], str):
+            raise MemqError(f"{where}: {key} {str(event[key])[:60]} is not a string")
     ts = event.get("ts")
     if ts is None:
         return
@@ -201,7 +204,9 @@ def _check_memory_work(trace: KinetoTrace, number: int, event: dict) -> None:
 
 
 def _read_metadata(trace: KinetoTrace, event: dict) -> None:
-    args = event.get("args") or {}
+    args = event.get("args")
+    if not isinstance(args, dict):
+        return  # names nothing
     pid, tid, name = event.get("pid"), event.get("tid"), event.get("name")
     if name == "process_name" and "name" in args:
         trace.process_names[pid] = str(args["name"])
