@@ -161,9 +161,11 @@ def test_gpu_check_archive_passes_every_check(archive: Path, tmp_path: Path) -> 
     assert checks["device query"]["ok"] and "cuda device 0: Fake CUDA GPU 0" in checks["device query"]["detail"]
     for name in ("steps", "conversion (cuda_all)", "cuda_all calls", "behaviour unchanged", "frees sized (cuda_all)",
                  "conversion (torch)", "torch copies", "torch segments", "pinned", "frees sized (torch)",
-                 "conversion (finetune)", "finetune copies", "finetune segments", "finetune labels", "finetune mask",
+                 "torch labels", "conversion (finetune)", "finetune copies", "finetune segments", "finetune labels", "finetune mask",
                  "finetune checkpoints", "finetune report", "lost events"):
         assert checks[name]["ok"] is True, checks[name]
+    assert checks["torch labels"]["detail"] == ("30 of 30 label uploads (2048 B) seen, 0 flagged redundant; "
+                                                "30 with a source fingerprint, 30 distinct")
     # The stand-in fine-tune (tests/gpu/fake_finetune.py): 14 steps x 2 micro-batches, new labels each, the
     # unchanged mask uploaded with each; checkpoints after steps 5 and 10 of its 6 parameters.
     assert checks["finetune labels"]["detail"].startswith("28 of 28 label uploads (2048 B) seen, 0 flagged")

@@ -18,6 +18,8 @@ Checks, each PASS or FAIL:
   torch segments    memq's successful cudaMalloc count equals the caching allocator's
                     memory_stats()["segment.all.allocated"]
   pinned            pinned host allocations (DataLoader pin_memory) were recorded
+  torch labels      the loop's label uploads (new labels every step, pinned blocks used again) are not
+                    flagged redundant, one distinct source fingerprint each
   finetune copies, segments   the same two for the LLM fine-tune (examples/finetune_gpt.py)
   finetune labels   its DataLoader label uploads (new labels every micro-batch) are not
                     repeats, and one distinct source fingerprint each shows why
@@ -48,7 +50,7 @@ from pathlib import Path
 from ctf2perfetto.cli import run_command
 from ctf2perfetto.outfiles import check_output, write_atomically
 from ctf2perfetto.events import EventKind, MemKind
-from tools.gpu_finetune import finetune_checks, rodinia_checks
+from tools.gpu_finetune import check_labels, copy_verdicts, finetune_checks, rodinia_checks
 from tools.gpu_archive import (ARCHIVES, DIRECTIONS, LOG_FIELDS, LOG_KINDS, UNSIGNED, Check, TraceRows, _copy_directions,
                                _json, check_lost, read_log, read_trace, unpack)
 
@@ -299,6 +301,9 @@ def check_archive(path: Path, work: Path) -> tuple[dict, list[Check]]:
         mine = rows.of_pid(int(loop["pid"]))
         checks += [check_torch_copies(mine, profile), check_segments(mine, loop), check_pinned(mine, loop),
                    check_free_sizes(mine, "torch")]
+        if "labels" in loop:  # archives before content fingerprints logged no label pointers
+            copies = copy_verdicts(torch_trace)
+            checks.append(check_labels(copies[copies["pid"] == int(loop["pid"])], loop, "torch"))
     else:
         checks.append(Check("torch copies", False, "no torch/trace/ust or torch/loop.json in the archive"))
     finetune, run = root / "finetune" / "trace", _json(root / "finetune" / "run.json")

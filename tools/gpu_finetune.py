@@ -56,12 +56,14 @@ def _flagged(row: dict) -> bool:
     return isinstance(row["class"], str) and row["class"] in rodinia_pairs.DATA_CLASSES
 
 
-def check_labels(copies: Any, run: dict) -> Check:
-    """The DataLoader's label uploads carry new labels every micro-batch (the corpus's samples all differ): memq
-    flags none of them, and their source fingerprints show it (one distinct fingerprint per upload)."""
+def check_labels(copies: Any, run: dict, label: str = "finetune") -> Check:
+    """The DataLoader's label uploads carry new labels every micro-batch (the corpus's samples all differ, the
+    loop's labels are random): memq flags none of them, and their source fingerprints show it (one distinct
+    fingerprint per upload)."""
     labels = run.get("labels") or []
+    name = f"{label} labels"
     if not labels:
-        return Check("finetune labels", False, "run.json lists no label upload")
+        return Check(name, False, "the run's log lists no label upload")
     got, missing = _match(copies, labels, "HtoD")
     hashed = [r for r in got if int(r["content"] or 0) & 1]
     distinct = len({_u64(r["src_hash"]) for r in hashed})
@@ -71,7 +73,7 @@ def check_labels(copies: Any, run: dict) -> Check:
               f"redundant; {len(hashed)} with a source fingerprint, {distinct} distinct")
     if missing:
         detail += "; not seen: " + ", ".join(missing[:3])
-    return Check("finetune labels", ok, detail)
+    return Check(name, ok, detail)
 
 
 def check_mask(copies: Any, run: dict) -> Check:

@@ -3,7 +3,7 @@
 Makes the CUDA calls a PyTorch loop makes, through the global symbol scope (so memq's
 LD_PRELOAD wrappers see them, as they see libtorch_cuda's): two caching-allocator
 segments (cudaMalloc), two pinned batch buffers (cudaHostAlloc, DataLoader
-pin_memory), per step two host-to-device batch copies and the 4-byte device-to-host
+pin_memory), per step two host-to-device batch copies (new labels every step) and the 4-byte device-to-host
 copy of `loss.item()` with its stream sync, plus one cudaMemcpyDefault copy whose
 direction only the pointers tell. Writes the same LOG as torch_loop.py and, with
 --profile, a Kineto trace whose gpu_memcpy events are those copies (what the
@@ -52,11 +52,15 @@ def main() -> int:
 
     steps = args.warmup + args.steps
     start = 0.0
+    labels: list[dict] = []
     for step in range(steps):
         if step == args.warmup:
             start = time.perf_counter()
+        # The DataLoader pins the next batch into the same blocks: new labels every step.
+        ctypes.memmove(pinned[1].value, bytes((step * 37 + i * 5) % 256 for i in range(BATCH_Y)), BATCH_Y)
         copy(seg[0].value, pinned[0].value, BATCH_X, H2D, "Memcpy HtoD (Pinned -> Device)")
         copy(seg[1].value, pinned[1].value, BATCH_Y, H2D, "Memcpy HtoD (Pinned -> Device)")
+        labels.append({"step": step, "src": pinned[1].value, "dst": seg[1].value, "bytes": BATCH_Y})
         copy(ctypes.addressof(loss), seg[0].value, 4, D2H, "Memcpy DtoH (Device -> Pageable)")
         call("cudaStreamSynchronize", stream)
     copy(seg[1].value + 4096, pinned[0].value, 512, DEFAULT, "Memcpy HtoD (Pinned -> Device)")
@@ -67,7 +71,7 @@ def main() -> int:
            "loop_s": loop_s, "step_ms": 1e3 * loop_s / args.steps, "torch": "fake", "cuda": "fake",
            "device": "Fake CUDA GPU 0", "segments_allocated": len(seg), "segments_freed": 0,
            "memory_stats": {"segment.all.allocated": len(seg), "reserved_bytes.all.allocated": len(seg) * SEGMENT},
-           "host_memory_stats": {"num_host_alloc": len(pinned)},
+           "host_memory_stats": {"num_host_alloc": len(pinned)}, "labels": labels,
            "expected": {"h2d_copies": 2 * steps + 1, "d2h_copies": steps}}
     with open(args.log, "w") as f:
         json.dump(log, f, indent=1)

@@ -41,12 +41,14 @@ def main() -> int:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     losses = []
     start = None
-    for step, (x, y) in enumerate(loader):
+    labels = []  # each step's label upload: its pinned source, device destination and bytes (new labels each)
+    for step, (x_host, y_host) in enumerate(loader):
         if step == args.warmup:
             torch.cuda.synchronize()
             start = time.perf_counter()
-        x = x.to("cuda", non_blocking=True)
-        y = y.to("cuda", non_blocking=True)
+        x = x_host.to("cuda", non_blocking=True)
+        y = y_host.to("cuda", non_blocking=True)
+        labels.append({"step": step, "src": y_host.data_ptr(), "dst": y.data_ptr(), "bytes": y_host.nbytes})
         loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -71,6 +73,7 @@ def main() -> int:
         "memory_stats": {k: v for k, v in stats.items() if k.startswith(("segment.all", "allocation.all",
                                                                          "reserved_bytes.all"))},
         "host_memory_stats": host_stats,
+        "labels": labels,
         # What the loop asked for: two host->device copies per step (x, y) and one
         # device->host copy per step (loss.item(), 4 bytes).
         "expected": {"h2d_copies": 2 * steps, "h2d_bytes": steps * batch_bytes,
