@@ -36,9 +36,11 @@ GOAL_SLOWDOWN, GOAL_FIXED_S = 1.1, 1.0
 CPU: list[float] = []  # CPU seconds (user + system) of each timed command and its children, in call order
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str], fresh: Path | None = None) -> float:
     """Wall seconds of `argv`; its CPU seconds (every process it waited for) go to CPU."""
     for attempt in (1, 2):  # torchrun's rendezvous can time out on a machine this loaded: one retry
+        if fresh is not None:
+            shutil.rmtree(fresh, ignore_errors=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -66,8 +68,7 @@ def main() -> int:
     try:
         for _ in range(args.repeat):
             plain.append(timed(job))
-            shutil.rmtree(out, ignore_errors=True)
-            traced.append(timed([*MEMQ, "record", "-o", str(out), "--", *job]))
+            traced.append(timed([*MEMQ, "record", "-o", str(out), "--", *job], fresh=out))
         with decode(out) as d:
             for _ in d:
                 pass
