@@ -156,12 +156,20 @@ def _read(db, path: Path) -> Imported:
     copy_cols = set(columns(db, "rocpd_copyapi"))
     width = "c.width" if "width" in copy_cols else "''"
     height = "c.height" if "height" in copy_cols else "''"
-    calls = query(db, path, f"""
+    # The copy calls, then their GPU ops apart (joined here: rocpd_api_ops has no index, and SQLite's plan for the
+    # grouped three-way join took a minute per million rows).
+    ops: dict[int, list[int]] = {}
+    for api, start, end, gpu in query(db, path, 'SELECT ao.api_id, o.start, o."end", o.gpuId FROM rocpd_api_ops ao '
+                                                "JOIN rocpd_op o ON o.id = ao.op_id"):
+        found = ops.get(api)
+        if found is None:
+            ops[api] = [start, end, gpu]
+        else:
+            found[0], found[1], found[2] = min(found[0], start), max(found[1], end), min(found[2], gpu)
+    calls = [(*row, *ops.get(row[0], (None, None, None))) for row in query(db, path, f"""
         SELECT a.id, a.pid, a.tid, a.start, a."end", a.apiName_id, c.stream, c.size, {width}, {height}, c.kind,
-               c.dst, c.src, c.dstDevice, c.srcDevice, MIN(o.start), MAX(o."end"), MIN(o.gpuId)
-        FROM rocpd_copyapi c JOIN rocpd_api a ON a.id = c.api_ptr_id
-        LEFT JOIN rocpd_api_ops ao ON ao.api_id = a.id LEFT JOIN rocpd_op o ON o.id = ao.op_id
-        GROUP BY a.id ORDER BY a.id""")
+               c.dst, c.src, c.dstDevice, c.srcDevice
+        FROM rocpd_copyapi c JOIN rocpd_api a ON a.id = c.api_ptr_id ORDER BY a.id""")]
 
     # The swap: each host<->device copy whose endpoints fall on either side of the known allocations votes.
     as_named = swapped = 0
