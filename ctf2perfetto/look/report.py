@@ -126,6 +126,7 @@ class Finding:
     pid: int | None = None
     buffers: tuple[int, ...] = ()  # allocation ids it names
     detail: str = ""
+    unproven: bool = False  # a repeat / round trip no fingerprint checked: ranked after every other finding
 
 
 @dataclass
@@ -378,10 +379,15 @@ def collect(engine: Any, name: str) -> TraceReport:
                         "looks the same (memq record --content tells)")
             src = buffer(r["src_alloc_id"], r["src_mem"], "source")
             dst = buffer(r["dst_alloc_id"], r["dst_mem"], "destination")
+            fix = _fix(cls, r["direction"])
+            unproven = cls in ("repeat", "round_trip") and proven < nbytes
+            if unproven:  # a staging buffer refilled with new data looks the same by address: never advise against it
+                fix = ("only if the data is the same each time (memq record --content proves it; a staging buffer "
+                       f"refilled with new data is fine as it is): {fix}")
             rep.findings.append(Finding(
                 kind=cls, title=f"{CLASS_WORDS[cls]}, {r['direction']}", count=_int(r["count"]), bytes=nbytes,
                 where=where(r["pid"], r["ip"], _int(r["first_ts"]), r["api"], r["first_call_id"]),
-                gain_ns=_int(r["gain_dur"]), gain_bytes=0, evidence=evidence, fix=_fix(cls, r["direction"]),
+                gain_ns=_int(r["gain_dur"]), gain_bytes=0, evidence=evidence, fix=fix, unproven=unproven,
                 first_ts=_int(r["first_ts"]), last_ts=_int(r["last_end_ts"]), pid=r["pid"],
                 buffers=tuple(int(a) for a in (r["src_alloc_id"], r["dst_alloc_id"]) if a is not None),
                 detail=f"{src} to {dst}"))
@@ -404,9 +410,11 @@ def collect(engine: Any, name: str) -> TraceReport:
                                  "them): the gain is what remains")
                 rep.findings.append(f)
 
+    # by gain; repeats and round trips only addresses suggest (the CPU or a kernel may have refilled the buffer)
+    # after every finding whose gain is certain
     rank = {"content": 0}
-    rep.findings.sort(key=lambda f: (-(f.gain_ns or 0), -f.gain_bytes, rank.get(f.evidence.split(":")[0], 1),
-                                     -f.bytes))
+    rep.findings.sort(key=lambda f: (f.unproven, -(f.gain_ns or 0), -f.gain_bytes,
+                                     rank.get(f.evidence.split(":")[0], 1), -f.bytes))
 
     # redundant copy time over time, per class
     if addressed or h["red_count"]:
