@@ -1,5 +1,5 @@
 """The advice rules (sql/memq/advice/*.sql, ctf2perfetto.analysis.advice): hand-worked cases, and generated
-logs checked against the independent computation in tests/oracle_advice.py.
+logs checked against the independent computation in tests/oracle.py.
 
 Every expected number in the hand-worked cases is worked out from the events the test writes (times in ns,
 sizes in bytes).
@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import oracle
-import oracle_advice
 from ctf2perfetto import analyses
 from ctf2perfetto.analysis import advice
 from ctf2perfetto.convert.write import write_trace
@@ -249,7 +248,7 @@ def test_generated_logs_match_oracle(tmp_path, seed):
         got = {(pid[r["upid"]], _ip(r["ip"]), r["api"], r["direction"], allocs.get(r["dst_alloc_id"])):
                {k: r[k] for k in ("count", "bytes", "dur_sum", "gain_dur", "proof", "first_ts", "last_end_ts")}
                for r in records(engine, "zero_content")}
-        assert got == oracle_advice.zero_content(ref, ordered, advice.zero_fingerprint)
+        assert got == oracle.advice_zero_content(ref, ordered, advice.zero_fingerprint)
         seen.add(bool(got))
 
         got = {}
@@ -258,7 +257,7 @@ def test_generated_logs_match_oracle(tmp_path, seed):
                 range(r["addr"], r["addr"] + r["size"])))
             got[(pid[r["upid"]], key)] = {k: r[k] for k in ("device", "count", "bytes", "dur_sum", "pinned_gb_per_s",
                                                             "est_pinned_dur", "gain_dur", "first_ts", "last_end_ts")}
-        want = oracle_advice.pinning(ref, ordered)
+        want = oracle.advice_pinning(ref, ordered)
         assert got.keys() == want.keys()
         for key, figures in want.items():
             assert got[key] == pytest.approx(figures), key
@@ -267,7 +266,7 @@ def test_generated_logs_match_oracle(tmp_path, seed):
         got = {(pid[r["upid"]], tids[r["utid"]], _ip(r["ip"]), r["api"], r["direction"], r["bytes_each"]):
                {k: r[k] for k in ("count", "bytes", "dur_sum", "why", "period", "first_ts", "last_end_ts")}
                for r in records(engine, "sync_loop")}
-        want = oracle_advice.sync_loop(ref, ordered)
+        want = oracle.advice_sync_loop(ref, ordered)
         assert got.keys() == want.keys()
         for key, figures in want.items():
             assert got[key] == pytest.approx(figures), key
@@ -275,18 +274,18 @@ def test_generated_logs_match_oracle(tmp_path, seed):
 
         got = {allocs[r["alloc_id"]]: {k: r[k] for k in ("size", "used_bytes", "unused_bytes", "copies")}
                for r in records(engine, "pinned_oversize")}
-        assert got == oracle_advice.pinned_oversize(ref, ordered)
+        assert got == oracle.advice_pinned_oversize(ref, ordered)
         seen.add(bool(got))
 
         got = {(pid[r["upid"]], r["size"]): {k: r[k] for k in ("allocs", "frees", "max_live", "avoidable",
                                                                "call_dur", "gain_dur")}
                for r in records(engine, "pinned_churn")}
-        assert got == oracle_advice.pinned_churn(ref, ordered)
+        assert got == oracle.advice_pinned_churn(ref, ordered)
         seen.add(bool(got))
 
         got = {(pid[r["upid"]], _ip(r["ip"]), r["api"], r["direction"]): {k: r[k] for k in ("count", "dur_sum",
                                                                                              "gain_dur")}
                for r in records(engine, "zero_bytes")}
-        assert got == oracle_advice.zero_bytes(ref, ordered)
+        assert got == oracle.advice_zero_bytes(ref, ordered)
         seen.add(bool(got))
     assert seen == {True}, "each generated log has findings of the rules it checks"
