@@ -13,7 +13,7 @@ buffers to vote on the swap) and a rocpd database from rocprofiler-sdk's schema 
 and prints copy rows per minute of each, and the ratio importer / reference. The goal: >= 1M copy rows a
 minute for the importer. Usage:
 
-    python3 bench/importer_speed.py [--copies 1000000] [--repeat 1]
+    python3 bench/importer_speed.py [--copies 1000000] [--repeat 1] [--format rpd|rocpd|both]
 """
 from __future__ import annotations
 
@@ -106,9 +106,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=1_000_000, help="copy rows per database (default 1M)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each side; the best counts (default 1)")
+    parser.add_argument("--format", choices=("rpd", "rocpd", "both"), default="both", help="which database (default both)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memq-bench-") as tmp:
         for fmt, make in (("rpd", make_rpd), ("rocpd", make_rocpd)):
+            if args.format not in (fmt, "both"):
+                continue
             path = Path(tmp) / f"big.{fmt}"
             started = time.perf_counter()
             make(path, args.copies)
