@@ -405,3 +405,44 @@ def test_record_into_a_full_disk_ends_normally_saying_what_was_lost(fake_gpu, tm
         assert "command exited with 0" in rec.stderr
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+# -- fuzz: the surfaces beside the CTF files ----------------------------------------------------------------
+KINETO_FUZZ_CASES = 80
+RPC_FUZZ_SEQUENCES = 20
+
+
+def test_fuzz_kineto_and_memq_serve(converted, tmp_path):
+    """KINETO_FUZZ_CASES random hostile Kineto traces read by `memq summary` (each a rc 0 answer or one line,
+    exit 1 or 2; never a traceback or internal error), then RPC_FUZZ_SEQUENCES random message sequences sent
+    to one memq serve, after each of which a fresh tab finds the served trace whole. (index/ and
+    memq-record.json damage is part of test_hostile.py's fuzz of the CTF files.)"""
+    seed = int(os.environ.get("MEMQ_FUZZ_SEED", time.strftime("%Y%m%d")))
+    work = tmp_path / "work"
+    work.mkdir()
+    cmd = [sys.executable, "-m", "support.fuzz_surfaces", str(seed), str(KINETO_FUZZ_CASES), str(RPC_FUZZ_SEQUENCES),
+           str(work), str(converted)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = proc.communicate(timeout=1200)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"seed {seed}: hung at {out.strip().splitlines()[-1]}")
+    lines = out.splitlines()
+    assert proc.returncode == 0, f"seed {seed}: died ({proc.returncode}) at {lines[-1] if lines else '?'}: {err[-2000:]}"
+    results = [json.loads(line) for line in lines if line.startswith("{")]
+    kineto = [r for r in results if "case" in r]
+    rpc = [r for r in results if "rpc" in r]
+    assert (len(kineto), len(rpc)) == (KINETO_FUZZ_CASES, RPC_FUZZ_SEQUENCES)
+    bad = []
+    for case in kineto:
+        run = case["runs"][0]
+        errors = [line for line in run["stderr"] if ": error: " in line]
+        ok = (run["rc"] == 0 and not errors) or (run["rc"] in (1, 2) and len(run["stderr"]) == 1 and errors)
+        if not ok or any("internal error" in line or "Traceback" in line for line in run["stderr"]):
+            bad.append((case["mutations"], run))
+    assert not bad, f"seed {seed}: {len(bad)} bad Kineto cases, first: {bad[0]}"
+    assert all(r["ok"] for r in rpc), f"seed {seed}: {[r for r in rpc if not r['ok']][:1]}"
+    assert results[-1]["server"] == 0 and not results[-1]["traceback"], results[-1]

@@ -125,6 +125,12 @@ def _check_event(trace: KinetoTrace, number: int, event: dict) -> None:
     for key in ("ph", "cat", "name"):
         if event.get(key) is not None and not isinstance(event[key], str):
             raise MemqError(f"{where}: {key} {str(event[key])[:60]} is not a string")
+    # Ids the merge keys on (flows, correlations, streams, devices): a list or an object is no id.
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    for key, value in [("id", event.get("id"))] + [(f"args.{k}", args.get(k)) for k in
+                                                   ("correlation", "stream", "device", "External id")]:
+        if isinstance(value, (list, dict)):
+            raise MemqError(f"{where}: {key} {str(value)[:60]} is not an id (a number or a string)")
     ts = event.get("ts")
     if ts is None:
         return
