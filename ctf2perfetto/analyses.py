@@ -5,6 +5,7 @@
         analyses.duplicated(engine)          # peak / mean duplicated bytes per grouping
         analyses.redundant(engine)           # totals per class
         analyses.summary(engine)["copies"]   # copies per direction
+        analyses.advice(engine)["advice"]    # what to fix: one row per rule, then each rule's places
 
 Every function takes a trace (a .pftrace, a PyTorch-profiler .json/.json.gz, an
 LTTng trace directory, converted on the fly) or an engine from `load`. The SQL is
@@ -36,6 +37,7 @@ from ctf2perfetto.analysis.leaks import (OUTLIVED, leaked_allocations, leaks, le
                                         outlived_result, outlived_rows)
 from ctf2perfetto.analysis.redundant import (ADDRESS_CLASSES, CLASSES, UNIFIED_MODES, check_unified, redundant,
                                             redundant_copies, redundant_result, redundant_rows)
+from ctf2perfetto.analysis.advice import RULES, advice, advice_tables
 from ctf2perfetto.analysis.registry import ANALYSES, analysis
 from ctf2perfetto.analysis.summary import SUMMARY_TABLES, summary, summary_result, summary_rows
 
@@ -45,7 +47,7 @@ __all__ = [
     "duplicated", "duplicated_rows", "duplicated_result", "duplicated_counter", "duplicated_over_time", "mirrors",
     "redundant", "redundant_rows", "redundant_result", "redundant_copies", "check_unified",
     "summary", "summary_rows", "summary_result", "leaks", "leaks_rows", "leaks_result", "outlived", "outlived_rows",
-    "outlived_result", "leaked_allocations",
+    "outlived_result", "leaked_allocations", "advice", "advice_tables", "RULES",
     "UPPER_BOUND", "NO_ADDRESSES", "NO_EVENTS", "META_COUNTS", "EVIDENCE", "FIGURES", "DUP_GROUPINGS", "OUTLIVED",
     "CLASSES", "ADDRESS_CLASSES", "UNIFIED_MODES", "SUMMARY_TABLES",
 ]

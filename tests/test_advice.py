@@ -289,3 +289,13 @@ def test_generated_logs_match_oracle(tmp_path, seed):
         assert got == oracle.advice_zero_bytes(ref, ordered)
         seen.add(bool(got))
     assert seen == {True}, "each generated log has findings of the rules it checks"
+
+
+def test_notebook_api(tmp_path):
+    path = write(story(), tmp_path / "story.pftrace")
+    found = analyses.advice(path)
+    summary = found["advice"].set_index("rule")
+    assert list(summary.index) == [r.name for r in advice.RULES]
+    assert summary.loc["pinning", "findings"] == 2 and summary.loc["pinned_churn", "gain_dur"] == 1600
+    assert set(found) == {"advice", *(r.name for r in advice.RULES)}  # every rule finds something in the story
+    assert found["sync_loop"]["count"].tolist() == [4]

@@ -167,6 +167,15 @@ def advice_tables(engine: Any, args: Any = None) -> dict[str, Rows]:
     return tables
 
 
+def advice(trace: Any) -> dict[str, Any]:
+    """The advice rules as DataFrames (notebook API): `advice` (one row per rule: findings, summed gain, the fix)
+    and each rule with findings (its places to fix, largest gain first)."""
+    from ctf2perfetto.analysis.base import frame, load
+
+    with load(trace) as engine:
+        return {name: frame(rows) for name, rows in advice_tables(engine).items()}
+
+
 def verdict(tables: dict[str, Rows]) -> list[str]:
     """Two lines in words: how many places to fix, and the largest."""
     first = tables.get("advice")
