@@ -185,11 +185,8 @@ def test_rpd_unswapped_columns_are_detected(tmp_path):
 @pytest.fixture(scope="module")
 def rocpd_dbs(tmp_path_factory):
     where = tmp_path_factory.mktemp("rocpd")
-    subprocess.run([sys.executable, str(ROCPD / "make_rocpd.py")], check=True, cwd=where)
-    built = {name: where / name for name in ("copies.db", "args.db")}
-    for name in built:  # the script writes beside itself; move them out of the source tree
-        shutil.move(ROCPD / name, built[name])
-    return built
+    subprocess.run([sys.executable, str(ROCPD / "make_rocpd.py"), str(where)], check=True)
+    return {name: where / name for name in ("copies.db", "args.db")}
 
 
 def test_rocpd_copies_and_allocations_equal_the_views(rocpd_dbs, tmp_path):

@@ -5,7 +5,7 @@ suffixed with a uuid v7 whose dashes are underscores, process and thread ids equ
 addresses, CLOCK_MONOTONIC nanoseconds around 1.06e15 (rocprofiler-sdk docs/data/memory_copy_trace.csv,
 memory_allocation_trace.csv).
 
-    python3 tests/data/rocpd/make_rocpd.py            # writes copies.db and args.db here
+    python3 tests/data/rocpd/make_rocpd.py [DIR]      # writes copies.db and args.db into DIR (default: .)
     python3 tests/data/rocpd/make_rocpd.py --copies N OUT.db   # N copy rows (bench/)
 """
 from __future__ import annotations
@@ -152,5 +152,6 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--copies":
         copies_db(Path(sys.argv[3]), int(sys.argv[2]))
     else:
-        copies_db(HERE / "copies.db")
-        args_db(HERE / "args.db")
+        where = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".")
+        copies_db(where / "copies.db")
+        args_db(where / "args.db")
