@@ -35,6 +35,12 @@ PARTS_HELP = ("analyse the LTTng trace directory TRACE a part of about this leng
               "multiple of the length at which no call or copy is under way; the mirrors alive at a cut are "
               "carried into the next part, and the parts' figures merged (README, \"Ranges of a long run\"). "
               "Each part decodes the recording from its start: fewer, longer parts convert faster")
+WORKERS_HELP = ("with --parts: run the parts as Dask tasks on a local cluster of N worker processes (the next part's "
+                "carried mirrors are computed while the previous one is read; output identical to the default, "
+                "which runs the parts in this process one after another)")
+SCHEDULER_HELP = ("with --parts: run the parts on the existing Dask cluster at ADDRESS (tcp://host:port, or a "
+                  "scheduler file; default $DASK_SCHEDULER_ADDRESS), e.g. one dask-jobqueue started; its workers "
+                  "must read TRACE at the same path")
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
               "(converted on the fly)")
 
@@ -59,6 +65,8 @@ def add_parser(subparsers: Any) -> None:
         add_range_args(parser, "when TRACE is an LTTng trace directory, analyse only")
         if analysis.whole_run is not None:
             parser.add_argument("--parts", type=seconds, metavar="SEC", default=None, help=PARTS_HELP)
+            parser.add_argument("--workers", type=int, metavar="N", default=None, help=WORKERS_HELP)
+            parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help=SCHEDULER_HELP)
         if "unified" in analysis.options:
             add_unified_arg(parser)
         job_help = ("rank, node or gpu: the job's figures per rank (its process and its workers), per node or per "
@@ -84,6 +92,8 @@ def run(name: str, args: argparse.Namespace) -> int:
     span = range_of(args)
     if getattr(args, "parts", None) is not None:
         return _run_in_parts(found, args, span)
+    if getattr(args, "workers", None) is not None or getattr(args, "scheduler", None) is not None:
+        raise UsageError("--workers and --scheduler run the parts of a recording: add --parts SEC")
 
     loading = f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else "")
     with contextlib.ExitStack() as stack:
@@ -134,7 +144,10 @@ def _run_in_parts(found: Any, args: argparse.Namespace, span: Any) -> int:
     if is_job(args.trace):
         raise UsageError(f"{args.trace}: holds several recordings (a job); --parts cuts one recording: give one "
                          "node's directory, or convert a range of the job (--from/--to)")
-    tables = found.whole_run(args.trace, args.parts, args, trace_processor=args.trace_processor, stage=ticking)
+    from ctf2perfetto.analysis.cluster import scheduled
+
+    with scheduled(args.workers, args.scheduler):
+        tables = found.whole_run(args.trace, args.parts, args, trace_processor=args.trace_processor, stage=ticking)
     first = next(iter(tables.values()))
     if first.attrs.get("windows"):
         tables["windows"] = first.attrs["windows"]

@@ -48,6 +48,7 @@ class Rows:
         self._make_frame = make_frame
         self.attrs: dict[str, Any] = dict(attrs or {})
         self.frame_typed = False  # True: the values are a DataFrame's already (from_frame)
+        self.batches: list[Any] | None = None  # a query result's QueryResult batches (from_batches)
 
     @classmethod
     def from_batches(cls, column_names: list[str], batches: list[Any]) -> "Rows":
@@ -57,7 +58,9 @@ class Rows:
 
             return typed_frame(column_names, batches)
 
-        return cls(column_names, lambda: decode_batches(len(column_names), batches), frame)
+        rows = cls(column_names, lambda: decode_batches(len(column_names), batches), frame)
+        rows.batches = batches  # what came back, for handing the result to another process as it is
+        return rows
 
     @classmethod
     def from_records(cls, records: list[dict[str, Any]], columns: list[str], *, as_query: bool = False) -> "Rows":
