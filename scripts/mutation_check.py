@@ -50,8 +50,8 @@ class Mutation:
     def path(self) -> str:
         return self.file if "/" in self.file else f"sql/memq/{self.file}"
 
-    def test_ids(self, extra: list[str]) -> list[str]:
-        base = DETERMINISTIC + extra if self.path.startswith("sql/memq/") else []
+    def test_ids(self, extra: list[str], nearest: bool = False) -> list[str]:
+        base = DETERMINISTIC + extra if self.path.startswith("sql/memq/") and not (nearest and self.tests) else []
         return base + [t for t in self.tests if t not in base]
 
 
@@ -208,6 +208,24 @@ MUTATIONS = [
              (("ORDER BY l.size DESC, l.ts;", "ORDER BY l.size, l.ts;"),),
              "leaked allocations are listed largest first, then oldest",
              (f"{PLANTED}::test_leaks_are_listed_largest_first",)),
+    Mutation("advice_loop_of_two", "sql/memq/advice/sync_loop.sql", (("SELECT 3;", "SELECT 2;"),),
+             "a loop site takes at least 3 synchronous copies from one call site",
+             ("tests/test_advice.py::test_rules_hold_back",)),
+    Mutation("advice_pins_pinned_sources", "sql/memq/advice/pinning.sql",
+             (("WITH up AS (\n  SELECT c.*, IFNULL(CAST(c.src_alloc_id AS STRING), 'key:' || c.src_key) AS buffer\n"
+               "  FROM memq_copy c\n  WHERE memq_has_addresses!(c.source) AND c.direction = 'HtoD' AND c.pageable",
+               "WITH up AS (\n  SELECT c.*, IFNULL(CAST(c.src_alloc_id AS STRING), 'key:' || c.src_key) AS buffer\n"
+               "  FROM memq_copy c\n  WHERE memq_has_addresses!(c.source) AND c.direction = 'HtoD'"),),
+             "only uploads from pageable memory are pinning candidates",
+             ("tests/test_advice.py::test_story_rules_by_hand",)),
+    Mutation("advice_pinned_rate_with_pageable", "sql/memq/advice/pinning.sql",
+             (("AND direction = 'HtoD' AND NOT pageable AND dur > 0", "AND direction = 'HtoD' AND dur > 0"),),
+             "the pinned rate is measured on uploads whose source is not pageable",
+             ("tests/test_advice.py::test_story_rules_by_hand",)),
+    Mutation("advice_sampled_zeros_called_full", "sql/memq/advice/zero_content.sql",
+             (("c.bytes <= 1024, 'full', 'sampled')", "c.bytes <= 4096, 'full', 'sampled')"),),
+             "a sampled fingerprint hashes every byte only up to 1,024 bytes",
+             ("tests/test_advice.py::test_story_rules_by_hand",)),
     Mutation("decode_begin_without_clock_delta", "ctf2perfetto/ctf/native/decode.c",
              (("c->begin[i] = (int64_t)get_u(pl, h->idx[R_BEGIN]) + h->delta_ns;",
                "c->begin[i] = (int64_t)get_u(pl, h->idx[R_BEGIN]);"),),
@@ -267,6 +285,8 @@ def main() -> int:
     parser.add_argument("--every", action="store_true", help="run every test for each mutation (not stopping at the "
                         "first failure) and name all that fail")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--nearest", action="store_true", help="run only the tests a mutation names, where it names "
+                        "some (a quick check of those; the full run also runs the analyses tests for sql/memq)")
     args = parser.parse_args()
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
     if args.list or not chosen:
@@ -276,7 +296,7 @@ def main() -> int:
     extra = RANDOM if args.random else []
     with tempfile.TemporaryDirectory(prefix="memq-mutation-") as tmp:
         repo = _copy_repo(Path(tmp))
-        tests = list(dict.fromkeys(t for m in chosen for t in m.test_ids(extra)))
+        tests = list(dict.fromkeys(t for m in chosen for t in m.test_ids(extra, args.nearest)))
         print(f"tests: {' '.join(tests)}", flush=True)
         start = time.monotonic()
         ok, why = _run_tests(repo, tests)
@@ -298,7 +318,7 @@ def main() -> int:
             built = False
             try:
                 built, why = _rebuild(repo, m.path)
-                ok, why = _run_tests(repo, m.test_ids(extra), args.every) if built else (True, why)
+                ok, why = _run_tests(repo, m.test_ids(extra, args.nearest), args.every) if built else (True, why)
             finally:
                 path.write_text(original)
                 _rebuild(repo, m.path)
