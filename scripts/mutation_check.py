@@ -235,6 +235,15 @@ MUTATIONS = [
              (("i = bisect.bisect_left(starts.get(lane, []), ts)", "i = bisect.bisect_right(starts.get(lane, []), ts)"),),
              "a flow end without bp=e binds to the next slice starting at or after its time",
              (f"{PLANTED}::test_a_flow_end_binds_to_the_slice_starting_at_its_time",)),
+    Mutation("copy_endpoint_misses_allocation_start", "ctf2perfetto/convert/model.py",
+             (('hi = int(np.searchsorted(a0, a, side="right"))', 'hi = int(np.searchsorted(a0, a, side="left"))'),),
+             "a copy's endpoint at an allocation's first byte lies in that allocation",
+             ("tests/test_model.py",)),
+    Mutation("clock_snapshot_from_the_end_reading", "ctf2perfetto/convert/clocks.py",
+             (('start = next((r for r in readings if r.get("where") == "start"), readings[0])',
+               'start = next((r for r in readings if r.get("where") == "end"), readings[0])'),),
+             "the trace's clock snapshot is the recorder's start reading",
+             ("tests/test_clocks.py",)),
 ]
 
 
