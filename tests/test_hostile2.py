@@ -13,9 +13,6 @@ import os
 import re
 import resource
 import shutil
-import signal
-import stat
-import struct
 import subprocess
 import sys
 import threading
@@ -25,17 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from ctf2perfetto.engine import open_trace
 from support.hostile import TIMEOUT_S, TraceCopy, run_cli
 from support.lttng import record
-from test_hostile import (ISSUE_BOUND_S, _kineto, converted, lost_slices, one_line, recorded,  # noqa: F401
+from test_hostile import (ISSUE_BOUND_S, converted, lost_slices, one_line, recorded,  # noqa: F401
                           recorded_events, t, trace_info)
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _bounded(tool: str, *args, **kw) -> subprocess.CompletedProcess:
-    """run_cli, and the command took less than the issue's bound."""
+    """run_cli, and the command ended within a bound (three times round one's 10 s: a loaded CI machine)."""
     started = time.monotonic()
     proc = run_cli(tool, *args, **kw)
     assert time.monotonic() - started < ISSUE_BOUND_S * 3, f"{tool} {args} took {time.monotonic() - started:.0f} s"
