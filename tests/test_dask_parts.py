@@ -65,7 +65,7 @@ def serial(offload, every) -> dict[str, str]:
 def local_cluster():
     """A cluster the commands join: two worker processes, TCP on 127.0.0.1."""
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", protocol="tcp",
-                      dashboard_address=None) as lc:
+                      dashboard_address=":0") as lc:
         assert lc.scheduler_address.startswith("tcp://127.0.0.1:")
         yield lc
 
@@ -82,8 +82,8 @@ def test_an_existing_cluster_gives_the_serial_output(offload, every, serial, loc
                "--format", "json")
     assert got.returncode == 0, got.stderr
     assert got.stdout == serial["summary"]
-    with Client(local_cluster.scheduler_address) as client:  # the parts ran there: its workers took the tasks
-        assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.task_groups)) > 0
+    with Client(local_cluster.scheduler_address) as client:  # the parts ran there, as actors of its workers
+        assert client.run_on_scheduler(lambda dask_scheduler: "PartActor" in dask_scheduler.task_prefixes)
 
 
 def test_workers_need_parts(offload):

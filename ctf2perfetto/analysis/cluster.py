@@ -69,9 +69,9 @@ def scheduled(workers: int | None = None, scheduler: str | None = None) -> Itera
             else:
                 cluster = stack.enter_context(LocalCluster(
                     n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    protocol="tcp", dashboard_address=None, silence_logs=logging.CRITICAL))
+                    protocol="tcp", dashboard_address=":0", silence_logs=logging.CRITICAL))  # any free port
                 client = Client(cluster)
-        except (OSError, TimeoutError) as e:
+        except (OSError, TimeoutError, ValueError) as e:  # refused, silent, or not an address
             where = address if address is not None else f"a local cluster of {workers} workers"
             raise MemqError(f"Dask: cannot reach {where}: {e}") from None
         stack.enter_context(client)
