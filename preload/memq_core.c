@@ -68,9 +68,14 @@ int memq_current_device(int runtime, int route)
 /* Set again in a forked child, so the child describes itself under its pid. */
 static int clock_start_pending = 1;
 /* memq:identity's own flag: a session enables a wildcard's events one by one,
- * so at the constructor memq:clock may be on and memq:identity not yet; it then
- * goes out with the first traced call, or at exit. */
+ * so at the constructor memq:clock may be on and memq:identity not yet; and on a
+ * loaded machine the constructor's wait for the session can end before the
+ * process's buffers exist, so an event "written" then is lost without a count.
+ * The constructor writes it without clearing the flag; the first traced call,
+ * heap event (memq_process_events_due) or the exit writes it again and clears
+ * it: at most two per process, the reader keeps one. */
 static int identity_pending = 1;
+static int in_constructor;
 /* The driver (MEMQ_RT_CUDRV) describes the CUDA devices: it shares CUDA's flag. */
 static int devices_pending[3] = { 0, 1, 1 };
 #define DEVICES_SLOT(runtime) ((runtime) == MEMQ_RT_CUDRV ? MEMQ_RT_CUDA : (runtime))
@@ -119,7 +124,7 @@ static void emit_identity_once(void)
 	size_t len = 0;
 
 	if (!lttng_ust_tracepoint_enabled(memq, identity)
-	    || !__atomic_exchange_n(&identity_pending, 0, __ATOMIC_ACQ_REL))
+	    || (!in_constructor && !__atomic_exchange_n(&identity_pending, 0, __ATOMIC_ACQ_REL)))
 		return;
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		host[0] = '\0';
@@ -152,6 +157,13 @@ static void emit_clock_start_once(void)
 	if (lttng_ust_tracepoint_enabled(memq, clock)
 	    && __atomic_exchange_n(&clock_start_pending, 0, __ATOMIC_ACQ_REL))
 		emit_clock("start");
+}
+
+void memq_process_events_due(void)
+{
+	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED)
+	    || __atomic_load_n(&identity_pending, __ATOMIC_RELAXED))
+		emit_clock_start_once();
 }
 
 void memq_uuid_text(char out[MEMQ_UUID_TEXT], const unsigned char b[16])
@@ -472,7 +484,9 @@ static void fork_child(void)
 static void __attribute__((constructor)) memq_init(void)
 {
 	pthread_atfork(memq_table_fork_prepare, memq_table_fork_parent, fork_child);
+	in_constructor = 1;
 	emit_clock_start_once();
+	in_constructor = 0;
 	memq_window_init();      /* after the table's fork handlers: see memq_window.c */
 }
 

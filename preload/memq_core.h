@@ -242,6 +242,11 @@ static inline void memq_end(struct memq_call *c)
 /* CLOCK_MONOTONIC now, in ns (LTTng's clock). */
 uint64_t memq_now_ns(void);
 
+/* memq:identity and memq:clock "start" when still due (a forked child that only uses the heap, e.g. a
+ * data-loader worker, which exits through _exit: its destructor never runs). From the heap wrappers' event
+ * paths, under their guard. */
+void memq_process_events_due(void);
+
 /* A 16-byte device UUID as text, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
  * (nvidia-smi's form); "" when every byte is 0 (the runtime did not say). */
 #define MEMQ_UUID_TEXT 48

@@ -341,6 +341,7 @@ static void emit_small(const struct memq_host_small_rec *r)
 	int saved_errno = errno, cancel = cancel_off();
 
 	guard++;
+	memq_process_events_due();
 	lttng_ust_do_tracepoint(memq, host_small, r, NULL);
 	guard--;
 	cancel_restore(cancel);
@@ -517,6 +518,7 @@ static void big_alloc(int api, void *p, size_t usable, uint64_t requested, void 
 	saved_errno = errno;
 	cancel = cancel_off();
 	guard++;
+	memq_process_events_due();
 	/* The window read before the insert, as for the runtimes' calls (memq_core.c): read
 	 * after it, an insert the opening snapshot listed could be written a second time. */
 	window = memq_window_enter_from(memq_nesting, &counted);
