@@ -195,7 +195,11 @@ def spread_rows(groups: list[dict], key: str, figures: list[str]) -> Rows:
 
 
 def process_table(engine: Any) -> Rows | None:
-    """memq summary's per-process split: each process's own figures with who it is; None with one process."""
+    """memq summary's per-process split: each process's own figures with who it is; None outside a job (no
+    rank, launcher or worker, and one node) or with one process."""
+    idents = identities(engine)
+    if not any(i["role"] != N.ROLE_PROCESS for i in idents) and len({i["node"] for i in idents}) < 2:
+        return None
     rows = module_rows(engine, ("job",), """
         SELECT f.pid, i.real_pid, i.node, i.rank, i.role, i.owner_rank, i.run_dur, i.gpu_uuid, f.copies,
           f.copy_bytes, f.copy_dur, f.sets, f.set_bytes, f.allocations, f.allocated_bytes, f.small_allocations,
