@@ -141,9 +141,9 @@ class Session:
         while (item := self._queue.get()) is not None:
             client, message = item
             if self._reset_by is not None and self._reset_by is not client and client is self._client:
-                # A tab reset the trace processor (the UI does on some reloads) and went: the trace it
-                # wiped is loaded again for this one.
-                self._log(f"a tab had reset the trace processor; loading {self.trace_name} again")
+                # A tab reset the trace processor (the UI does on some reloads) or changed its trace, and
+                # went: the served trace is loaded again for this one.
+                self._log(f"a tab had reset the trace processor or changed its trace; loading {self.trace_name} again")
                 self._reset_by = None
                 self._reload()
             with self._lock:
@@ -214,9 +214,11 @@ class Session:
 
 
 def _is_reset(message: bytes) -> bool:
-    """Whether a framed request resets the trace processor (TPM_RESET_TRACE_PROCESSOR: the served trace goes)."""
+    """Whether a framed request changes the served trace: resets the trace processor (the trace goes), or appends
+    trace data to it or finalises it again (trace_processor may end on those, the served trace is no longer it)."""
     try:
         request = wire.parse(message)
     except Exception:  # noqa: BLE001 - not ours to judge: the backend answers what it cannot parse
         return False
-    return request.request == protos().TraceProcessorRpc.TPM_RESET_TRACE_PROCESSOR
+    rpc = protos().TraceProcessorRpc
+    return request.request in (rpc.TPM_RESET_TRACE_PROCESSOR, rpc.TPM_APPEND_TRACE_DATA, rpc.TPM_FINALIZE_TRACE_DATA)
