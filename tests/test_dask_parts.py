@@ -119,7 +119,11 @@ class _Dying:
 
 
 def _redundant(cuts, make, **kw):
-    return redundant_of_parts(parts.each_part(cuts.spans, make), cuts.windowed).records()
+    """The merged redundant rows of the parts, on the Dask cluster when inside cluster.scheduled() (as
+    wholerun.cut runs them), else here."""
+    client = cluster.current()
+    each = parts.each_part(cuts.spans, make) if client is None else cluster.each_part(client, cuts.spans, make)
+    return redundant_of_parts(each, cuts.windowed).records()
 
 
 def test_a_dead_worker_is_replaced_once(offload, every, tmp_path):

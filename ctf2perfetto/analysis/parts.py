@@ -267,13 +267,8 @@ def each_part(spans: list[Range], make: Callable[[Range, Path], ConvertSummary],
               trace_processor: str | None = None, stage: Stage = no_stage) -> Iterator[Part]:
     """Each part in turn, written by `make(span, path)` (a conversion of the span, its summary holding the
     RangeReport), in a fresh trace_processor that has taken in the mirrors the previous part left alive (memory:
-    one part at a time). Inside cluster.scheduled(), on its Dask workers (cluster.each_part)."""
-    from ctf2perfetto.analysis import cluster
+    one part at a time), here in this process (cluster.each_part runs them on Dask workers)."""
     from ctf2perfetto.inputs import open_file
-
-    if cluster.current() is not None:
-        yield from cluster.each_part(cluster.current(), spans, make, trace_processor=trace_processor, stage=stage)
-        return
 
     carried, count = Carried(), len(spans)
     with tempfile.TemporaryDirectory(prefix="memq-parts-") as tmp:

@@ -179,6 +179,11 @@ def cut(trace_dir: Path, every_s: float, trace_processor: str | None, stage: Sta
     def make(span: Range, path: Path) -> ConvertSummary:
         return convert(Path(trace_dir), path, span=span)
 
+    from ctf2perfetto.analysis import cluster
+
+    client = cluster.current()  # inside cluster.scheduled(): the parts on its Dask workers
+    if client is not None:
+        return cuts, cluster.each_part(client, cuts.spans, make, trace_processor=trace_processor, stage=stage)
     return cuts, each_part(cuts.spans, make, trace_processor=trace_processor, stage=stage)
 
 
