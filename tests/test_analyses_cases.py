@@ -226,9 +226,13 @@ def test_no_memory_events(trace, capsys):
 
 # -- Kineto -------------------------------------------------------------------------------
 def _json_copies(path: Path) -> dict[tuple[str, str], dict]:
-    """Independent count from the JSON: per (kind, direction) count, bytes, ns, pageable."""
+    """Independent count from the JSON: per (kind, direction) count, bytes, ns, pageable. A copy without `bytes`
+    (ROCm's gpu_memcpy) has the `size` of the runtime call with its correlation id."""
     events = json.load(gzip.open(path))
     events = events["traceEvents"] if isinstance(events, dict) else events
+    call_size = {e["args"]["correlation"]: int(str(e["args"]["size"]), 0) for e in events
+                 if e.get("cat") in ("cuda_runtime", "hip_runtime", "runtime") and "size" in e.get("args", {})
+                 and "correlation" in e["args"]}
     out: dict[tuple[str, str], dict] = defaultdict(lambda: {"count": 0, "bytes": 0, "dur": 0, "pageable": 0})
     for e in events:
         if e.get("cat") not in ("gpu_memcpy", "gpu_memset") or e.get("ph") != "X":
@@ -236,7 +240,8 @@ def _json_copies(path: Path) -> dict[tuple[str, str], dict]:
         direction = e["name"].split()[1] if e["cat"] == "gpu_memcpy" else "memset"
         fig = out[direction]
         fig["count"] += 1
-        fig["bytes"] += e.get("args", {}).get("bytes", 0)
+        args = e.get("args", {})
+        fig["bytes"] += args["bytes"] if "bytes" in args else call_size.get(args.get("correlation"), 0)
         fig["dur"] += round(e["dur"] * 1000)
         fig["pageable"] += "Pageable" in e["name"]
     return dict(out)
