@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class Progress(Protocol):
     """Where a conversion reports how far it is."""
 
-    def decoded(self, done: int, total: int) -> None: ...  # bytes of the trace files read so far
+    def decoded(self, done: int, total: int) -> None: ...  # ns of trace time decoded so far, of the trace's span
 
     def written(self, events: int) -> None: ...  # events written so far
 

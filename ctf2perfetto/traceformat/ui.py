@@ -5,7 +5,7 @@ same for the stock UI (startup_commands.json, macros.json) and the plugin's name
 (com.memq.MemQ/memq_names.ts). Those files are generated, never edited:
 
     python3 -m ctf2perfetto.traceformat.ui            # rewrite them
-    python3 -m ctf2perfetto.traceformat.ui --check    # exit 1 if one differs (tests/test_traceformat.py)
+    python3 -m ctf2perfetto.traceformat.ui --check    # exit 1 if one differs (tests/test_ui_plugin.py)
 
 The UI's in-browser engine has no memq SQL package, so these queries read the trace's own tables.
 """
