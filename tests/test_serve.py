@@ -376,3 +376,39 @@ def test_rpc_stream_split_at_every_byte() -> None:
         wire.MessageSplitter().feed(b"GET /")
     with pytest.raises(wire.FramingError, match="more than 1 MiB"):
         wire.MessageSplitter(max_bytes=1 << 20).feed(b"\x0a\x80\x80\x80\x01")  # a 2 MiB message announced
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_engine_process_ends_when_memq_serve_is_killed(hip_trace: Path, tmp_path: Path) -> None:
+    # The worker's stdin is a FIFO this test keeps open, as a runaway query never reads its closed stdin: only the
+    # server's death (SIGKILL: nothing of it runs) can end it.
+    fifo = tmp_path / "stdin"
+    os.mkfifo(fifo)
+    holder = os.open(fifo, os.O_RDWR)  # a writer that outlives the server
+    server = subprocess.Popen([sys.executable, "-c", f"""
+import subprocess, sys, time
+w = subprocess.Popen([sys.executable, "-m", "ctf2perfetto.look.rpcserver.worker", {str(hip_trace)!r}],
+                     stdin=open({str(fifo)!r}, "rb"), stdout=subprocess.DEVNULL)
+print(w.pid, flush=True)
+time.sleep(600)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(server.stdout.readline())
+        time.sleep(1.0)
+        assert _alive(worker)
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), "the engine process outlived memq serve"
+    finally:
+        server.kill()
+        os.close(holder)

@@ -12,7 +12,9 @@ reports) and exit status 1; stderr carries the load's progress bar on a terminal
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +24,18 @@ from ctf2perfetto.errors import MemqError
 from ctf2perfetto.look.rpcserver import wire
 
 READ_BYTES = 1 << 20
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """End this process when memq serve does, however it ends (SIGKILL included): a runaway query never reads
+    stdin again, so without this it would go on using a core after its server is gone."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return  # not Linux: a closed stdin still ends it between requests
+    if os.getppid() == 1:  # the server was already gone before the request took effect
+        os._exit(1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python3 -m ctf2perfetto.look.rpcserver.worker TRACE", file=sys.stderr)
         return 2
+    die_with_parent()
     replies = _Replies(sys.stdout.buffer)
     try:
         engine = EmbeddedEngine(trace_source(Path(args[0])))
