@@ -210,7 +210,12 @@ def _damage_record(copy: TraceCopy, rng: random.Random) -> str:
     if how == "flip":
         return _flip(path, rng)
     if how == "value":
-        record = json.loads(path.read_text())
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:  # an earlier damage of this case cut or flipped it: damage its bytes again instead
+            return _flip(path, rng)
+        if not isinstance(record, dict):
+            return _flip(path, rng)
         key = rng.choice(["events", "discarded_events", "lost_packets", "clock_readings", "exit_code", "enabled",
                           "warnings"])
         value = rng.choice([None, -1, 1 << 64, 1 << 70, 1e308, "12", [], {}, True, [1, "x", None],

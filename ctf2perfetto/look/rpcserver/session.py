@@ -150,10 +150,10 @@ class Session:
                 backend = self._backend
                 if client is not self._client or backend is None:
                     continue  # its tab is gone
+                self._running = client  # every request: a closed tab's runaway one is interrupted (detach)
+                self._request_no += 1
             if _is_reset(message):
                 self._reset_by = client
-                self._running = client
-                self._request_no += 1
             started = time.monotonic()
             failure: MemqError | None = None
             try:
