@@ -111,7 +111,9 @@ def test_server_survives_closed_tabs_and_a_cancelled_query(hip_annotated: Path) 
     # with no dialog staying up, its query) are what must hold, not how many retries that took.
     assert err.count("refused a second tab") >= 1, err
     assert err.count("stopped a request after") == 1 and err.count("loaded again in") == 1, err
-    assert err.count("tab connected") == 3
+    # a, c, and b again once a let go: a connecting tab waits up to session.HOLDER_GONE_S for the holder (b's
+    # refusal above came from that wait ending while a still held the engine; its page's retry may then connect)
+    assert 3 <= err.count("tab connected") <= 4, err
 
 
 def test_ui_perfetto_dev_on_the_default_port_and_a_foreign_origin_refused(hip_annotated: Path) -> None:
