@@ -32,7 +32,7 @@ from ctf2perfetto.errors import MemqError
 from ctf2perfetto.events import EventBatch, EventKind as K, TraceInfo
 from ctf2perfetto.ctf.guard import guarded, join_thread
 from ctf2perfetto.convert.write import write_trace
-from support.hostile import TIMEOUT_S, TraceCopy, run_cli
+from support.hostile import TIMEOUT_S, TraceCopy, run_cli, run_fuzz_runner
 from support.lttng import record
 
 FUZZ_CASES = 200
@@ -702,17 +702,8 @@ def test_fuzz_corrupted_traces(recorded, tmp_path):
            "MEMQ_GUARD_SECONDS": "20"}
     # Bounded memory: a corruption that made something allocate without limit must fail here, not take
     # the machine's memory (the OOM killer would pick any process).
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (FUZZ_MEMORY, FUZZ_MEMORY)))
-    try:
-        out, err = proc.communicate(timeout=1800)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"seed {seed}: hung at {out.strip().splitlines()[-1]}")
-    lines = out.splitlines()
-    assert proc.returncode == 0, f"seed {seed}: died ({proc.returncode}) at {lines[-1] if lines else '?'}: {err[-2000:]}"
-    results = [json.loads(line) for line in lines if line.startswith("{")]
+    results = run_fuzz_runner(cmd, env, seed, 1800,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (FUZZ_MEMORY, FUZZ_MEMORY)))
     assert len(results) == FUZZ_CASES
     bad = []
     for case in results:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support.hostile import TIMEOUT_S, TraceCopy, run_cli
+from support.hostile import TIMEOUT_S, TraceCopy, run_cli, run_fuzz_runner
 from support.lttng import record
 from test_hostile import (ISSUE_BOUND_S, converted, lost_slices, one_line, recorded,  # noqa: F401
                           recorded_events, t, trace_info)
@@ -425,16 +425,7 @@ def test_fuzz_kineto_and_memq_serve(converted, tmp_path):
     cmd = [sys.executable, "-m", "support.fuzz_surfaces", str(seed), str(KINETO_FUZZ_CASES), str(RPC_FUZZ_SEQUENCES),
            str(work), str(converted)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        out, err = proc.communicate(timeout=1200)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"seed {seed}: hung at {out.strip().splitlines()[-1]}")
-    lines = out.splitlines()
-    assert proc.returncode == 0, f"seed {seed}: died ({proc.returncode}) at {lines[-1] if lines else '?'}: {err[-2000:]}"
-    results = [json.loads(line) for line in lines if line.startswith("{")]
+    results = run_fuzz_runner(cmd, env, seed, 1200)
     kineto = [r for r in results if "case" in r]
     rpc = [r for r in results if "rpc" in r]
     assert (len(kineto), len(rpc)) == (KINETO_FUZZ_CASES, RPC_FUZZ_SEQUENCES)

@@ -248,3 +248,20 @@ def _flip(path: Path, rng: random.Random) -> str:
         f.seek(at)
         f.write(bytes([byte ^ (1 << bit)]))
     return f"{path.name} byte {at} bit {bit} flipped"
+
+
+def run_fuzz_runner(cmd: list[str], env: dict, seed: int, timeout_s: float, **popen: object) -> list[dict]:
+    """Run a fuzz runner (one JSON line per case on stdout) to its end: a hang or a death fails the test with the
+    seed and the last case reached; returns the cases' JSON lines."""
+    import pytest
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"seed {seed}: hung at {out.strip().splitlines()[-1]}")
+    lines = out.splitlines()
+    assert proc.returncode == 0, f"seed {seed}: died ({proc.returncode}) at {lines[-1] if lines else '?'}: {err[-2000:]}"
+    return [json.loads(line) for line in lines if line.startswith("{")]
