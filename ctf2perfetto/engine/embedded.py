@@ -171,7 +171,9 @@ class EmbeddedEngine(Engine):
         results = [r.query_result for r in replies if r.HasField("query_result")]
         error = next((r.error for r in results if r.error), "")
         if error:
-            raise sql_error(error)
+            problem = sql_error(error)
+            memory = self._tp.out_of_memory(str(problem).removeprefix("SQL error: ")) if self._tp else None
+            raise problem if memory is None else MemqError(f"{self.label}: {memory}")
         column_names = list(results[0].column_names) if results else []
         batches = [batch for result in results for batch in result.batch]
         return Rows.from_batches(column_names, batches)

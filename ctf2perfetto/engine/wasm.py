@@ -376,13 +376,21 @@ class _Host:
         """The crash in one line: trace_processor's last meaningful log line, and what to do about memory."""
         reason = next((_LOG_PREFIX.sub("", line) for line in reversed(self.log) if not _LOG_NOISE.match(line)),
                       "no message")
-        bigger = not self.memory64 and not self.starved
         if "Out of memory" in reason or "Cannot enlarge memory" in reason or self.starved or self.at_limit:
-            limit = f"{self.heap_max / 2**30:.0f} GiB" if self.heap_max >= 2**30 else f"{self.heap_max >> 20} MiB"
-            where = "this machine's free memory" if self.starved else f"its {limit} WebAssembly heap"
-            hint = "" if self.memory64 else "set MEMQ_WASM_MEMORY64=1 (the 16 GiB memory64 build), or "
-            return WasmTrap(f"trace_processor ran out of {where} ({reason})", f"{hint}{WHAT_TO_DO}", bigger)
-        return WasmTrap(f"trace_processor crashed: {reason}", bigger_heap_may_help=bigger)
+            return self.out_of_memory(reason)
+        return WasmTrap(f"trace_processor crashed: {reason}", bigger_heap_may_help=not self.memory64)
+
+    def out_of_memory(self, reason: str) -> WasmTrap:
+        """Running out of memory in one line: which limit (the heap's or the machine's) and what to do."""
+        limit = f"{self.heap_max / 2**30:.0f} GiB" if self.heap_max >= 2**30 else f"{self.heap_max >> 20} MiB"
+        where = "this machine's free memory" if self.starved else f"its {limit} WebAssembly heap"
+        hint = "" if self.memory64 else "set MEMQ_WASM_MEMORY64=1 (the 16 GiB memory64 build), or "
+        return WasmTrap(f"trace_processor ran out of {where} ({reason})", f"{hint}{WHAT_TO_DO}",
+                        not self.memory64 and not self.starved)
+
+    def refused_memory(self) -> bool:
+        """Whether a heap growth was refused (past the heap's limit or the machine's free memory)."""
+        return self.at_limit or self.starved
 
     def imports(self) -> dict[str, Callable[..., Any]]:
         """Host implementations by import name; every other import answers ENOSYS."""
@@ -524,6 +532,15 @@ class WasmTraceProcessor:
     def heap_max(self) -> int:
         """Largest heap this instance may grow to."""
         return self._host.heap_max
+
+    def out_of_memory(self, reason: str) -> WasmTrap | None:
+        """`reason` (an SQL error trace_processor survived) as running out of memory, when a heap growth was
+        refused since the last call; None otherwise. SQLite fails a query cleanly when an allocation fails, so
+        such an error is the only sign of it: the limit is then named, not a bare "out of memory"."""
+        if not self._host.refused_memory() or "memory" not in reason.lower():
+            return None
+        self._host.at_limit = self._host.starved = False
+        return self._host.out_of_memory(reason)
 
     def heap_bytes(self) -> int:
         """Size of the linear memory (trace_processor's heap high-water mark: it never shrinks)."""
