@@ -82,6 +82,19 @@ def _job_size_warning(out: Path) -> list[str]:
             "(ctf2perfetto JOB_DIR --from SEC --to SEC) or one node's recording"]
 
 
+def _on_dask(*, salvage: bool, batch_size: int):
+    """How a job's recordings are opened inside analysis/cluster.scheduled(): each decoded on a Dask worker
+    (analysis/jobcluster.py); None (here, each in its own decoder thread) outside it."""
+    from ctf2perfetto.analysis import cluster
+
+    client = cluster.current()
+    if client is None:
+        return None
+    from ctf2perfetto.analysis.jobcluster import opener
+
+    return opener(client, salvage=salvage, batch_size=batch_size)
+
+
 def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: bool = False,
             span: Range | None = None, progress: Progress | None = None, batch_size: int = 1 << 16) -> ConvertSummary:
     """Convert the LTTng trace(s) under `trace_dir` (and a Kineto JSON of the same run) into `out`; only `span`
@@ -121,7 +134,8 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
     if job and kineto is not None:
         raise UsageError(f"{trace_dir}: holds several recordings; --kineto merges into one recording: convert "
                          "that recording's directory with it")
-    opened = decode_job(trace_dir, salvage=salvage, batch_size=batch_size) if job else \
+    opened = decode_job(trace_dir, salvage=salvage, batch_size=batch_size,
+                        opener=_on_dask(salvage=salvage, batch_size=batch_size)) if job else \
         decode(trace_dir, salvage=salvage, batch_size=batch_size, progress=progress.decoded if progress else None)
     # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
     with opened as decoding:

@@ -13,14 +13,18 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+import cloudpickle
 import pytest
+from distributed import Client, LocalCluster
 
 import oracle
+from ctf2perfetto.analysis import jobcluster
 from support.lttng import MEMQ, PROCESS_EVENTS, read_events, record
 from support.rows import from_batches
 
@@ -256,6 +260,73 @@ def test_two_nodes_analysed_by_node(two_nodes) -> None:
         assert row["allocations"] == sum(p["allocations"] for p in mine) > 0
         assert row["copies"] == sum(p["copies"] for p in mine)
     assert by_node[2]["allocations"] == sum(p["allocations"] for p in procs)
+
+
+# --- the recordings of a job as Dask tasks (--workers / --scheduler) -------------------------------------------
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # `_DyingActor` runs on the workers
+
+
+def run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=600)
+
+
+def test_job_recordings_on_dask_give_the_serial_output(two_nodes, tmp_path) -> None:
+    job, _marks = two_nodes
+    serial, on_dask = tmp_path / "serial.pftrace", tmp_path / "dask.pftrace"
+    assert run("ctf2perfetto", str(job), "-o", str(serial), "-q").returncode == 0
+    got = run("ctf2perfetto", str(job), "-o", str(on_dask), "-q", "--workers", "2")
+    assert got.returncode == 0, got.stderr
+    assert on_dask.read_bytes() == serial.read_bytes()  # the same trace, byte for byte
+    expect = {name: memq_json(name, str(job)) for name in ("summary", "redundant")}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", protocol="tcp",
+                      dashboard_address=":0") as lc:
+        for name, serial_out in expect.items():
+            assert memq_json(name, str(job), "--scheduler", lc.scheduler_address) == serial_out
+        with Client(lc.scheduler_address) as client:  # the recordings were decoded there, by actors of its workers
+            assert client.run_on_scheduler(lambda dask_scheduler: "RecordingActor" in dask_scheduler.task_prefixes)
+    assert {r["node"] for r in expect["summary"]["tables"]["processes"]["rows"]} >= {"nodea", "nodeb"}
+    # One recording: --workers does not apply (one line, exit 2).
+    for argv in (["ctf2perfetto", str(job / "nodea"), "-o", str(tmp_path / "one.pftrace")],
+                 [*MEMQ, "summary", str(job / "nodea")]):
+        got = run(*argv, "--workers", "2")
+        assert got.returncode == 2 and "Traceback" not in got.stderr and len(got.stderr.strip().splitlines()) == 1
+        assert "not a directory of several recordings" in got.stderr
+
+
+DYING = "MEMQ_TEST_DYING"  # the marker file's path, for the workers (a LocalCluster's inherit the environment)
+
+
+class _DyingActor(jobcluster.RecordingActor):
+    """A RecordingActor that ends its worker process when asked node b's first batch: once (the marker file then
+    exists), or every time (the marker's path ends in `always`)."""
+
+    def next(self) -> bytes:
+        marker = Path(os.environ[DYING])
+        if self.decoding.path.name == "nodeb" and (marker.name == "always" or not marker.exists()):
+            marker.touch()
+            os._exit(3)
+        return super().next()
+
+
+def test_a_dead_worker_decoding_a_recording_is_replaced_once(two_nodes, tmp_path, monkeypatch) -> None:
+    from ctf2perfetto.analysis import cluster
+    from ctf2perfetto.errors import MemqError
+    from ctf2perfetto.pipeline import convert
+
+    job, _marks = two_nodes
+    convert(job, tmp_path / "serial.pftrace")
+    monkeypatch.setattr(jobcluster, "RecordingActor", _DyingActor)
+    monkeypatch.setenv(DYING, str(tmp_path / "died"))
+    with cluster.scheduled(workers=2):
+        convert(job, tmp_path / "retried.pftrace")
+    assert (tmp_path / "died").exists()  # a worker died
+    assert (tmp_path / "retried.pftrace").read_bytes() == (tmp_path / "serial.pftrace").read_bytes()
+    monkeypatch.setenv(DYING, str(tmp_path / "always"))
+    with cluster.scheduled(workers=2), pytest.raises(MemqError, match=r"nodeb: its Dask worker died again after a "
+                                                                      r"retry"):
+        convert(job, tmp_path / "never.pftrace")
+    assert not (tmp_path / "never.pftrace").exists()
 
 
 # --- devices ------------------------------------------------------------------------------------------------

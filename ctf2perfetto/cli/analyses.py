@@ -20,7 +20,8 @@ from typing import Any
 from ctf2perfetto.engine.rows import Rows, is_null
 from ctf2perfetto.cli import ticking
 from ctf2perfetto.errors import UsageError
-from ctf2perfetto.cli.output import add_engine_args, add_format_arg, add_range_args, add_unified_arg, print_frame, range_of, seconds
+from ctf2perfetto.cli.output import (add_engine_args, add_format_arg, add_range_args, add_unified_arg, on_cluster,
+                                     print_frame, range_of, seconds)
 
 EPILOG = ("Output: tables with bytes in MiB, times in ms and timestamps in seconds from the trace start; "
           "--format json prints one object {analysis, source, upper_bound, notes, tables: {name: {applies, rows}}} "
@@ -37,10 +38,11 @@ PARTS_HELP = ("analyse the LTTng trace directory TRACE a part of about this leng
               "Each part decodes the recording from its start: fewer, longer parts convert faster")
 WORKERS_HELP = ("with --parts: run the parts as Dask tasks on a local cluster of N worker processes (the next part's "
                 "carried mirrors are computed while the previous one is read; output identical to the default, "
-                "which runs the parts in this process one after another)")
-SCHEDULER_HELP = ("with --parts: run the parts on the existing Dask cluster at ADDRESS (tcp://host:port, or a "
-                  "scheduler file; default $DASK_SCHEDULER_ADDRESS), e.g. one dask-jobqueue started; its workers "
-                  "must read TRACE at the same path")
+                "which runs the parts in this process one after another). With TRACE a job directory (several "
+                "recordings, one per node): decode each recording as a Dask task there (output identical too)")
+SCHEDULER_HELP = ("with --parts, or TRACE a job directory: run the parts, or decode the recordings, on the existing "
+                  "Dask cluster at ADDRESS (tcp://host:port, or a scheduler file; default $DASK_SCHEDULER_ADDRESS), "
+                  "e.g. one dask-jobqueue started; its workers must read TRACE at the same path")
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
               "(converted on the fly)")
 
@@ -92,12 +94,10 @@ def run(name: str, args: argparse.Namespace) -> int:
     span = range_of(args)
     if getattr(args, "parts", None) is not None:
         return _run_in_parts(found, args, span)
-    if getattr(args, "workers", None) is not None or getattr(args, "scheduler", None) is not None:
-        raise UsageError("--workers and --scheduler run the parts of a recording: add --parts SEC")
-
     loading = f"loading {args.trace}" + (" (converting the LTTng trace first)" if os.path.isdir(args.trace) else "")
     with contextlib.ExitStack() as stack:
-        with ticking(loading):
+        with ticking(loading), on_cluster(args.trace, getattr(args, "workers", None),
+                                          getattr(args, "scheduler", None), ", or with --parts SEC its parts"):
             engine = stack.enter_context(analyses.load(args.trace, trace_processor=args.trace_processor,
                                                        span=span))
         with ticking(f"running {name}"):

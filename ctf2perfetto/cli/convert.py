@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ctf2perfetto.cli import run_command, stderr_is_terminal
-from ctf2perfetto.cli.output import add_range_args, range_of
+from ctf2perfetto.cli.output import add_range_args, on_cluster, range_of
 
 DESCRIPTION = (
     "Convert the LTTng trace(s) under TRACE_DIR (a `memq record` output, or any LTTng output directory with "
@@ -22,6 +22,7 @@ EPILOG = """examples:
   ctf2perfetto damaged-trace/ -o out.pftrace --salvage
   ctf2perfetto trace/ --kineto profile.json -o out.pftrace
   ctf2perfetto trace/ --from 10m --to 15m -o minutes-10-to-15.pftrace
+  ctf2perfetto job/ -o job.pftrace --workers 4     (job/: one recording per node, memq record -o job/%h)
   ctf2perfetto matmul_result.rpd -o matmul.pftrace      (also rocpd .db, nsys .sqlite: docs/IMPORTERS.md)
 
 exit status: 0 converted, 1 the trace could not be read (one line naming the file and packet) or the output
@@ -44,6 +45,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="merge a PyTorch-profiler (Kineto) JSON trace of the same run (plain or .gz): its "
                              "events join the same process/thread tracks (docs/TIMELINE.md)")
     add_range_args(parser)
+    parser.add_argument("--workers", type=int, metavar="N", default=None,
+                        help="TRACE_DIR holding several recordings (a job, one per node): decode each recording as a "
+                             "Dask task on a local cluster of N worker processes (output identical to the default, "
+                             "which decodes them in this process)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="like --workers, on the existing Dask cluster at ADDRESS (tcp://host:port, or a "
+                             "scheduler file; default $DASK_SCHEDULER_ADDRESS for a job); its workers must read "
+                             "TRACE_DIR at the same path")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (warnings only)")
 
 
@@ -155,8 +164,9 @@ def convert(args: argparse.Namespace, prog: str) -> int:
     keep_freed_memory()
     progress = _Progress(stderr_is_terminal() and not args.quiet)
     try:
-        summary = convert_trace(args.trace, args.output, kineto=args.kineto, salvage=args.salvage, span=span,
-                                progress=progress)
+        with on_cluster(args.trace, args.workers, args.scheduler):
+            summary = convert_trace(args.trace, args.output, kineto=args.kineto, salvage=args.salvage, span=span,
+                                    progress=progress)
     finally:
         progress.close()
     if not args.quiet:

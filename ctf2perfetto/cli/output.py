@@ -10,11 +10,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ctf2perfetto.engine.rows import Rows, is_null
+from ctf2perfetto.errors import UsageError
 
 if TYPE_CHECKING:  # pandas is imported where a frame is printed: every command builds this parser,
     import pandas as pd  # and `memq record` must not pay 0.4 s for it
@@ -86,6 +88,24 @@ def range_of(args: argparse.Namespace) -> Any:
     from ctf2perfetto.convert.ranges import Range  # numpy and the model: only where a range is asked for
 
     return Range.from_seconds(args.range_from, args.range_to)
+
+
+def on_cluster(trace: Any, workers: int | None, scheduler: str | None,
+               elsewhere: str = "") -> contextlib.AbstractContextManager[Any]:
+    """Where `--workers N` / `--scheduler ADDRESS` put a job directory's recordings: a block whose conversion
+    decodes each recording as a Dask task (analysis/jobcluster.py; $DASK_SCHEDULER_ADDRESS without either);
+    nothing for one recording, which they do not apply to (a UsageError when given; `elsewhere` says what they
+    do apply to)."""
+    from ctf2perfetto.convert.job import is_job
+
+    if is_job(trace):
+        from ctf2perfetto.analysis.cluster import scheduled
+
+        return scheduled(workers, scheduler)
+    if workers is not None or scheduler is not None:
+        raise UsageError(f"{trace}: not a directory of several recordings; --workers and --scheduler decode each recording of a job "
+                         f"directory (several recordings) as a Dask task{elsewhere}")
+    return contextlib.nullcontext()
 
 
 def print_frame(df: pd.DataFrame | Rows, fmt: str = "table", file: TextIO | None = None) -> None:

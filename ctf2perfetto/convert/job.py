@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -123,7 +123,9 @@ class JobDecoding:
     EventBatches; `info` (one TraceInfo over all of them, `recordings` added) is complete after the last."""
 
     def __init__(self, paths: list[Path], *, salvage: bool = False, batch_size: int = 1 << 16,
-                 progress=None) -> None:
+                 progress=None, opener: Callable[[Path], Any] | None = None) -> None:
+        """`opener(path)`: how each recording is decoded (a context manager iterated for EventBatches, with
+        `info`, as ctf/decode.Decoding); here by default, or on a Dask worker (analysis/jobcluster.opener)."""
         from ctf2perfetto.ctf.decode import decode
 
         self.paths = paths
@@ -133,7 +135,8 @@ class JobDecoding:
         self._progress = progress
         try:
             for path in paths:
-                self._decodings.append(decode(path, salvage=salvage, batch_size=batch_size).__enter__())
+                opened = opener(path) if opener is not None else decode(path, salvage=salvage, batch_size=batch_size)
+                self._decodings.append(opened.__enter__())
         except BaseException:
             self.close()
             raise
@@ -309,11 +312,12 @@ class JobDecoding:
         return out
 
 
-def decode_job(path: str | Path, *, salvage: bool = False, batch_size: int = 1 << 16, progress=None) -> JobDecoding:
+def decode_job(path: str | Path, *, salvage: bool = False, batch_size: int = 1 << 16, progress=None,
+               opener: Callable[[Path], Any] | None = None) -> JobDecoding:
     paths = recordings(path)
     if len(paths) < 2:
         raise UsageError(f"{path}: not a directory of several recordings")
-    return JobDecoding(paths, salvage=salvage, batch_size=batch_size, progress=progress)
+    return JobDecoding(paths, salvage=salvage, batch_size=batch_size, progress=progress, opener=opener)
 
 
 def read_record(path: Path) -> dict:
