@@ -25,6 +25,7 @@ from distributed import Client, LocalCluster
 
 import oracle
 from ctf2perfetto.analysis import jobcluster
+from ctf2perfetto.convert.job import PID_BASE
 from support.lttng import MEMQ, PROCESS_EVENTS, read_events, record
 from support.rows import from_batches
 
@@ -240,10 +241,17 @@ def test_two_nodes_merge_with_the_offset_removed(two_nodes, tmp_path) -> None:
             call = by_size[mark["size"]]
             assert mark["before"] - unc <= call["ts"] and call["ts"] + call["dur"] <= mark["after"] + unc
 
-    # Both nodes' processes are apart (each its own pid in the trace), named by node.
+    # Both nodes' processes are apart (each its own pid in the trace), named by node; a trace pid reads as the
+    # recording's index (node order) then the pid on its node, as the UI shows it after the name.
     procs = sql(trace, "SELECT pid, name FROM process WHERE name GLOB '* (node *'")
     assert {p["name"].split("(node ")[1].split(",")[0] for p in procs} >= {"nodea", "nodeb"}
     assert len({p["pid"] for p in procs}) == len(procs)
+    for p in procs:
+        node, real = p["name"].split("(node ")[1].rstrip(")").split(", pid ")
+        assert p["pid"] == ["nodea", "nodeb"].index(node) * PID_BASE + int(real)
+    # Each GPU track says whose node it is on (device numbers are the job's, one per GPU UUID).
+    gpus = [r["name"] for r in sql(trace, "SELECT name FROM track WHERE name GLOB 'GPU * (*)'")]
+    assert sorted(g.rsplit("node ", 1)[1].rstrip(")") for g in gpus) == ["nodea", "nodeb"]
 
 
 def test_two_nodes_analysed_by_node(two_nodes) -> None:
@@ -260,6 +268,49 @@ def test_two_nodes_analysed_by_node(two_nodes) -> None:
         assert row["allocations"] == sum(p["allocations"] for p in mine) > 0
         assert row["copies"] == sum(p["copies"] for p in mine)
     assert by_node[2]["allocations"] == sum(p["allocations"] for p in procs)
+
+
+def test_machine_ids_need_each_node_self_contained_in_this_trace_processor(tmp_path) -> None:
+    """Why a job's nodes are kept apart by pid, not by Perfetto's machine id (TracePacket.machine_id): the
+    trace_processor memq loads traces with reads machine ids (a machine's processes get their own upids), but
+    keys track uuids, sequence state (interned names, default clock) and clock snapshots per machine. memq's
+    writer puts every node's events on one sequence, interned once, with one clock snapshot: a node's event
+    without the machine id misses its node's tracks, and one with it misses the sequence's names and clock.
+    When this fails, the trace_processor changed: machine ids may then carry the nodes (docs/ARCHITECTURE.md)."""
+    from ctf2perfetto.convert import clocks
+    from ctf2perfetto.traceformat import names as TN
+    from ctf2perfetto.traceformat import packets as P
+
+    machine_id = 98  # TracePacket.machine_id (perfetto_trace.proto)
+
+    def on(machine: int, packet: bytes) -> bytes:
+        return P.record(packet + (P.uint_field(machine_id, machine) if machine else b""))
+
+    start = 10**18
+    out = [clocks.snapshot_record(clocks.ClockCorrespondence(0, start, None, "recorder")),
+           P.record(P.sequence_start(TN.SEQ_MEMQ, TN.CLOCK_MONOTONIC, interned_entries=[("event_names", 1, "call")]))]
+    for machine in (0, 1):  # the same pid and track uuids on both, as two nodes would have them
+        for described in (P.descriptor(7, pid=100, process_name=f"m{machine}"), P.descriptor(8, pid=100, tid=101)):
+            out.append(on(machine, P.packet(TN.SEQ_DESCRIPTORS, descriptor=described)))
+    stamped = {0: 1000, 1: 2000, 2: 3000}  # machine 0's; machine 1's without, then with its id
+    for ts in stamped.values():
+        machine = 1 if ts == 3000 else 0
+        out += [on(machine, P.packet(TN.SEQ_MEMQ, ts=ts, event=P.track_event(P.TYPE_SLICE_BEGIN, 8, name=1))),
+                on(machine, P.packet(TN.SEQ_MEMQ, ts=ts + 10, event=P.track_event(P.TYPE_SLICE_END, 8)))]
+    trace = tmp_path / "machines.pftrace"
+    trace.write_bytes(b"".join(out))
+    procs = sql(trace, "SELECT upid, name, machine_id FROM process WHERE pid = 100 ORDER BY upid")
+    assert [(p["name"], p["machine_id"]) for p in procs] == [("m0", None), ("m1", 1)]  # one upid per machine
+    slices = sql(trace, """SELECT s.ts - %d AS ts, s.name, p.machine_id FROM slice s JOIN thread_track tt
+                           ON s.track_id = tt.id JOIN thread USING (utid) JOIN process p USING (upid)""" % start)
+    # The machine-less events land on machine 0's track (the second, meant for machine 1, too: uuids are per
+    # machine); machine 1's event lost its interned name and its clock (its ts is the raw MONOTONIC value).
+    assert [(s["ts"], s["name"], s["machine_id"]) for s in slices if s["machine_id"] is None] == \
+        [(1000, "call", None), (2000, "call", None)]
+    lost = [s for s in slices if s["machine_id"] == 1]
+    assert len(lost) == 1 and lost[0]["name"] is None and lost[0]["ts"] + start == 3000
+    stats = {r["name"]: r["value"] for r in sql(trace, "SELECT name, value FROM stats WHERE value > 0")}
+    assert stats.get("interned_data_tokenizer_errors", 0) >= 1
 
 
 # --- the recordings of a job as Dask tasks (--workers / --scheduler) -------------------------------------------

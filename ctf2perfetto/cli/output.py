@@ -103,8 +103,8 @@ def on_cluster(trace: Any, workers: int | None, scheduler: str | None,
 
         return scheduled(workers, scheduler)
     if workers is not None or scheduler is not None:
-        raise UsageError(f"{trace}: not a directory of several recordings; --workers and --scheduler decode each recording of a job "
-                         f"directory (several recordings) as a Dask task{elsewhere}")
+        raise UsageError(f"{trace}: not a directory of several recordings; --workers and --scheduler decode each "
+                         f"recording of a job directory (several recordings) as a Dask task{elsewhere}")
     return contextlib.nullcontext()
 
 

@@ -15,8 +15,12 @@ trace would give them, so the writer and the analyses need nothing else:
   events land on REALTIME). It assumes the nodes' REALTIME clocks agree (NTP/PTP): how far they do not is
   invisible to memq and not included.
 * **Pids.** Two nodes may run processes of the same pid: every recording after the first has its pids and
-  tids moved up by its index << PID_BITS (Linux pids are below 2^22), so each process stays its own in the
-  trace; the memq.process instants and process names give the real pid and the node.
+  tids moved up by its index * PID_BASE (10,000,000: above Linux's largest pid, 2^22), so each process stays its
+  own in the trace and its trace pid reads as the recording's index then its pid (node 1's pid 4411 is
+  10004411, what the Perfetto UI shows after the process name); the memq.process instants and process names
+  (`rank 2 (node a12, pid 4411)`) give the real pid and the node. Perfetto's machine ids, which would keep
+  each node's pids apart without this, do not work for a trace laid out as memq writes it in the
+  trace_processor memq uses (docs/ARCHITECTURE.md, "A job of several recordings").
 """
 from __future__ import annotations
 
@@ -30,7 +34,8 @@ import numpy as np
 from ctf2perfetto.errors import UsageError
 from ctf2perfetto.events import EventBatch, EventKind, TraceInfo
 
-PID_BITS = 22
+PID_BASE = 10_000_000  # a recording's pids move up by its index times this
+MAX_RECORDINGS = (2**31 - 1) // PID_BASE  # trace pids are int32 (Perfetto's ProcessDescriptor.pid)
 READ_NS = 1000  # a REALTIME/MONOTONIC pair read back to back: bound on the gap between the two reads
 RECORD_FILE = "memq-record.json"
 
@@ -221,7 +226,7 @@ class JobDecoding:
         return EventBatch(cols, self.api_names)
 
     def __iter__(self) -> Iterator[EventBatch]:
-        sources = [_Source(d, iter(d), Recording(str(p), index=i, pid_base=i << PID_BITS))
+        sources = [_Source(d, iter(d), Recording(str(p), index=i, pid_base=i * PID_BASE))
                    for i, (d, p) in enumerate(zip(self._decodings, self.paths))]
         # The first batch of each before placing: a recording without memq-record.json has its
         # readings in memq:clock events only.
@@ -317,6 +322,10 @@ def decode_job(path: str | Path, *, salvage: bool = False, batch_size: int = 1 <
     paths = recordings(path)
     if len(paths) < 2:
         raise UsageError(f"{path}: not a directory of several recordings")
+    if len(paths) > MAX_RECORDINGS:
+        raise UsageError(f"{path}: {len(paths)} recordings; one trace holds at most {MAX_RECORDINGS} (each node's "
+                         "pids are moved apart within Perfetto's 32-bit pids): convert a subdirectory holding some "
+                         "of them")
     return JobDecoding(paths, salvage=salvage, batch_size=batch_size, progress=progress, opener=opener)
 
 

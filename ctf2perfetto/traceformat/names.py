@@ -122,11 +122,14 @@ from ctf2perfetto.traceformat.job import (JOB_ID_VARS, LOCAL_RANK_VARS, RANK_VAR
                                           ROLE_PROCESS, ROLE_RANK, ROLE_WORKER, WORLD_SIZE_VARS, process_title)
 
 
-def gpu_track_title(device: int, bus_ids: list[str]) -> str:
+def gpu_track_title(device: int, bus_ids: list[str], nodes: list[str] = ()) -> str:
     """The GPU track's name: `GPU 0 (0000:17:00.0)`; several bus ids when processes of the trace reached
-    different GPUs under the same device number; `GPU 0` when no runtime said."""
+    different GPUs under the same device number; `GPU 0` when no runtime said. In a trace of several nodes,
+    the node(s) of the processes that used it too: `GPU 2 (0000:17:00.0, node b07)`."""
     ids = sorted({b for b in bus_ids if b})
-    return gpu_track_name(device) + (f" ({', '.join(ids)})" if ids else "")
+    where = sorted({n for n in nodes if n})
+    said = ", ".join(ids) + (", " if ids and where else "") + (f"node {', '.join(where)}" if where else "")
+    return gpu_track_name(device) + (f" ({said})" if said else "")
 
 
 def gpu_track_name(device: int) -> str:

@@ -69,9 +69,9 @@ def gpu_uuid(device: int) -> int:
     return uuid("gpu", device)
 
 
-def gpu_track(device: int, bus_ids: list[str] = ()) -> bytes:
-    """`GPU <device> (<PCI bus id>)`: parent of the device's stream tracks and live-bytes counter."""
-    return P.descriptor(gpu_uuid(device), N.gpu_track_title(device, list(bus_ids)), merge=P.MERGE_NONE)
+def gpu_track(device: int, bus_ids: list[str] = (), nodes: list[str] = ()) -> bytes:
+    """`GPU <device> (<PCI bus id>[, node <node>])`: parent of the device's stream tracks and live-bytes counter."""
+    return P.descriptor(gpu_uuid(device), N.gpu_track_title(device, list(bus_ids), list(nodes)), merge=P.MERGE_NONE)
 
 
 def stream_uuid(device: int, runtime: str, stream: int, lane: int) -> int:

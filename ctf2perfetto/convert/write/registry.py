@@ -101,14 +101,19 @@ class TrackRegistry:
         # In a job (ranks, or several nodes), a process is named by its place in it (`rank 2 (node a12, pid
         # 4411)`); its threads keep their own names. A single program's trace keeps its process names.
         idents = job_processes(info)
-        in_job = len({i.host for i in idents.values()}) > 1 or any(i.role != N.ROLE_PROCESS for i in idents.values())
+        nodes = {i.host for i in idents.values()}
+        in_job = len(nodes) > 1 or any(i.role != N.ROLE_PROCESS for i in idents.values())
         titles = {pid: ident.name() for pid, ident in idents.items()} if in_job else {}
         out = process_thread_descriptors({**info.processes, **extra_processes}, {**info.threads, **extra_threads},
                                          t0, self.threads | set(extra_threads), pids | set(extra_processes) | set(titles),
                                          titles)
         out += [T.record(N.SEQ_DESCRIPTORS, T.heap_track(pid, tid)) for pid, tid in sorted(self.heap_threads)]
+        # A GPU of a trace of several nodes says whose it is (device numbers are the job's, not the node's).
+        hosts = {pid: ident.host for pid, ident in idents.items()} if len(nodes) > 1 else {}
         out += [T.record(N.SEQ_DESCRIPTORS, T.gpu_track(dev, [str(d.get("pci_bus_id") or "") for d in info.devices
-                                                              if d.get("device") == dev]))
+                                                              if d.get("device") == dev],
+                                                        [hosts.get(int(d.get("pid", 0)), "") for d in info.devices
+                                                         if d.get("device") == dev]))
                 for dev in sorted(self.gpus)]
         out += [T.record(N.SEQ_DESCRIPTORS, T.stream_track(*where))
                 for _, where in sorted(self.streams.items(), key=lambda kv: kv[1])]
