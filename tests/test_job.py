@@ -457,6 +457,21 @@ def test_processes_shown_other_gpus_land_on_their_own_gpu_tracks(fake_gpu, tmp_p
     assert len(device_alloc) >= 2
 
 
+def test_more_recordings_than_pids_hold_is_one_line(tmp_path) -> None:
+    from ctf2perfetto.convert.job import MAX_RECORDINGS, PID_LIMIT
+
+    top = [i * PID_BASE + PID_LIMIT - 1 for i in (MAX_RECORDINGS - 1, MAX_RECORDINGS)]  # the last recording's top pid
+    assert top[0] <= 2**31 - 1 < top[1]  # fits in int32, one more recording would not
+    for i in range(MAX_RECORDINGS + 1):
+        node = tmp_path / "job" / f"node{i:03d}"
+        node.mkdir(parents=True)
+        (node / "memq-record.json").write_text("{}")
+    proc = subprocess.run(["ctf2perfetto", str(tmp_path / "job"), "-o", str(tmp_path / "job.pftrace")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert f"{MAX_RECORDINGS + 1} recordings; one trace holds at most {MAX_RECORDINGS}" in proc.stderr
+
+
 def test_output_patterns_name_host_rank_and_job(tmp_path) -> None:
     from ctf2perfetto.capture.outdir import expand_output
     from ctf2perfetto.errors import UsageError

@@ -34,8 +34,9 @@ import numpy as np
 from ctf2perfetto.errors import UsageError
 from ctf2perfetto.events import EventBatch, EventKind, TraceInfo
 
-PID_BASE = 10_000_000  # a recording's pids move up by its index times this
-MAX_RECORDINGS = (2**31 - 1) // PID_BASE  # trace pids are int32 (Perfetto's ProcessDescriptor.pid)
+PID_LIMIT = 1 << 22  # Linux's largest pid + 1 (PID_MAX_LIMIT)
+PID_BASE = 10_000_000  # a recording's pids move up by its index times this (a round number above PID_LIMIT)
+MAX_RECORDINGS = (2**31 - PID_LIMIT) // PID_BASE + 1  # trace pids are int32 (Perfetto's ProcessDescriptor.pid)
 READ_NS = 1000  # a REALTIME/MONOTONIC pair read back to back: bound on the gap between the two reads
 RECORD_FILE = "memq-record.json"
 
