@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from collections import defaultdict
@@ -343,6 +344,25 @@ def test_job_recordings_on_dask_give_the_serial_output(two_nodes, tmp_path) -> N
         got = run(*argv, "--workers", "2")
         assert got.returncode == 2 and "Traceback" not in got.stderr and len(got.stderr.strip().splitlines()) == 1
         assert "not a directory of several recordings" in got.stderr
+
+
+def test_a_batch_is_sent_as_it_was() -> None:
+    import numpy as np
+
+    from ctf2perfetto.events import EventBatch
+
+    for n in (0, 1, 5):
+        batch = EventBatch.empty(n, ["malloc"])
+        batch.columns["ts"][:] = np.arange(n) + 10**18  # varies
+        batch.columns["ptr"][:] = 2**64 - 1  # one value throughout, past int64
+        batch.columns["size"][:] = np.arange(n) % 2  # varies unless n <= 1
+        sent = jobcluster.packed(batch)
+        if n > 1:
+            assert isinstance(sent[1]["ptr"], tuple) and not isinstance(sent[1]["ts"], tuple)
+        got = jobcluster.unpacked(pickle.loads(pickle.dumps(sent)))
+        assert list(got.columns) == list(batch.columns) and got.api_names == batch.api_names
+        for name, column in batch.columns.items():
+            assert got[name].dtype == column.dtype and np.array_equal(got[name], column)
 
 
 DYING = "MEMQ_TEST_DYING"  # the marker file's path, for the workers (a LocalCluster's inherit the environment)
