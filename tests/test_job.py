@@ -255,6 +255,28 @@ def test_two_nodes_merge_with_the_offset_removed(two_nodes, tmp_path) -> None:
     assert sorted(g.rsplit("node ", 1)[1].rstrip(")") for g in gpus) == ["nodea", "nodeb"]
 
 
+def test_the_job_trace_in_the_ui_shows_each_node(two_nodes, tmp_path) -> None:
+    """`memq open` of the two-node trace in headless Chromium: what a user sees is a process group per process,
+    titled with its node (and, for node b, a trace pid that reads as its index then its pid), and each GPU track
+    with its node."""
+    from ui.browser import load_in_chromium, start_memq_open
+
+    job, _marks = two_nodes
+    trace = tmp_path / "job.pftrace"
+    assert run("ctf2perfetto", str(job), "-o", str(trace), "-q").returncode == 0
+    procs = sql(trace, "SELECT pid, name FROM process WHERE name GLOB '* (node *'")
+    gpus = [r["name"] for r in sql(trace, "SELECT name FROM track WHERE name GLOB 'GPU * (*node *)'")]
+    groups = [f"{p['name']} {p['pid']}" for p in procs]  # the UI titles a process group `name pid`
+    assert {g.split("(node ")[1].split(",")[0] for g in groups} == {"nodea", "nodeb"} and len(gpus) == 2
+    server = start_memq_open(trace)
+    try:
+        report = load_in_chromium(server.url, tmp_path / "job_two_nodes.png", groups + gpus)
+    finally:
+        code, _err = server.stop()
+    print("screenshot:", tmp_path / "job_two_nodes.png")
+    assert report["missing"] == [] and not report["pageErrors"] and code == 0, report
+
+
 def test_two_nodes_analysed_by_node(two_nodes) -> None:
     job, _marks = two_nodes
     out = memq_json("summary", str(job))
