@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -96,9 +97,12 @@ def on_cluster(trace: Any, workers: int | None, scheduler: str | None,
     decodes each recording as a Dask task (analysis/jobcluster.py; $DASK_SCHEDULER_ADDRESS without either);
     nothing for one recording, which they do not apply to (a UsageError when given; `elsewhere` says what they
     do apply to)."""
-    from ctf2perfetto.convert.job import is_job
+    job = False
+    if os.path.isdir(trace):  # a .pftrace is one trace; job.py imports numpy, which a table of one need not
+        from ctf2perfetto.convert.job import is_job
 
-    if is_job(trace):
+        job = is_job(trace)
+    if job:
         from ctf2perfetto.analysis.cluster import scheduled
 
         return scheduled(workers, scheduler)
