@@ -134,9 +134,18 @@ def convert(trace_dir: Path, out: Path, *, kineto: Path | None = None, salvage: 
     if job and kineto is not None:
         raise UsageError(f"{trace_dir}: holds several recordings; --kineto merges into one recording: convert "
                          "that recording's directory with it")
-    opened = decode_job(trace_dir, salvage=salvage, batch_size=batch_size,
-                        opener=_on_dask(salvage=salvage, batch_size=batch_size)) if job else \
-        decode(trace_dir, salvage=salvage, batch_size=batch_size, progress=progress.decoded if progress else None)
+    if span is not None and span.lead is not None and (job or salvage):
+        span = type(span)(span.start, span.end)  # its Lead is one recording's packets as they are: read it all
+    if span is not None and span.lead is not None:  # its own packets alone
+        from ctf2perfetto.convert.leads import LeadDecode
+
+        opened = LeadDecode(span, batch_size=batch_size)
+    elif job:
+        opened = decode_job(trace_dir, salvage=salvage, batch_size=batch_size,
+                            opener=_on_dask(salvage=salvage, batch_size=batch_size))
+    else:
+        opened = decode(trace_dir, salvage=salvage, batch_size=batch_size,
+                        progress=progress.decoded if progress else None)
     # 64k-row batches: a quarter of the decoder's default memory, and no slower end to end.
     with opened as decoding:
         batches: Iterable = iter(decoding)  # the decoder starts now, while the writer's modules load

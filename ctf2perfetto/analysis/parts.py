@@ -213,9 +213,10 @@ class Plan:
     windowed: bool  # the recording has capture windows of its own
     search: int  # ns after each cut's target searched for a quiet time
     missed: int = 0  # cuts dropped: no quiet time within `search` of them (their parts are joined)
+    note: str | None = None  # why each part decodes the recording from its start (None: its own packets alone)
 
 
-MAX_PARTS = 1000  # parts of one recording: each decodes the recording from its start
+MAX_PARTS = 1000  # parts of one recording: each is a conversion and a trace_processor of its own
 
 
 def recording_length_ns(trace_dir: Path) -> int | None:
@@ -242,7 +243,8 @@ def recording_length_ns(trace_dir: Path) -> int | None:
 
 def plan(trace_dir: Path, every_s: float, stage: Stage = no_stage) -> Plan:
     """The parts of about `every_s` seconds of an LTTng trace directory, cut at the first quiet time after each
-    multiple of it (one decoding pass)."""
+    multiple of it (one decoding pass), each with the Lead it starts from (a second pass: leads.py), so that its
+    conversion decodes its own packets alone."""
     from ctf2perfetto.ctf.decode import decode
 
     if not every_s > 0 or every_s >= 1e9:  # NaN fails this too
@@ -251,16 +253,42 @@ def plan(trace_dir: Path, every_s: float, stage: Stage = no_stage) -> Plan:
     length = recording_length_ns(trace_dir)
     if length is not None and length // every + 1 > MAX_PARTS:
         raise UsageError(f"--parts {every_s:g} s would cut the {length / _NS:.3g} s recording into "
-                         f"{length // every + 1:,} parts (at most {MAX_PARTS:,}: each part decodes the recording "
-                         f"from its start); give parts of {length / MAX_PARTS / _NS:.3g} s or more")
+                         f"{length // every + 1:,} parts (at most {MAX_PARTS:,}: each is a trace_processor of "
+                         f"its own); give parts of {length / MAX_PARTS / _NS:.3g} s or more")
     search = max(min(SEARCH_NS, every // 10), 1)
     with stage("finding quiet times to cut the recording at"):
         with decode(trace_dir, batch_size=1 << 16) as decoding:
             scan = quiet_points(iter(decoding), every, search)
     bounds = sorted({x for x in scan.points if x is not None and x > 0})
     starts = [BEGINNING] + bounds
-    return Plan([Range(a, b) for a, b in zip(starts, bounds + [None])], scan.windowed, search,
+    cuts = Plan([Range(a, b) for a, b in zip(starts, bounds + [None])], scan.windowed, search,
                 sum(x is None for x in scan.points))
+    cuts.note = _lead(trace_dir, cuts.spans, stage)
+    return cuts
+
+
+def _lead(trace_dir: Path, spans: list[Range], stage: Stage) -> str | None:
+    """Gives each span its Lead (one pass); what stops that, in one line (each part then decodes the recording
+    from its start), or None."""
+    from ctf2perfetto.convert.job import is_job
+    from ctf2perfetto.convert.leads import make_leads
+    from ctf2perfetto.ctf.decode import decode
+    from ctf2perfetto.ctf.excerpt import NoExcerpt, packet_table
+
+    if len(spans) < 2:
+        return None  # one part: the whole recording, read once anyway
+    if is_job(trace_dir):
+        return "the recordings of a job are read together"
+    try:
+        packets = packet_table(trace_dir)
+    except NoExcerpt as exc:
+        return str(exc)
+    with stage(f"carrying the state at each of the {len(spans) - 1} cuts (one pass)"):
+        with decode(trace_dir, batch_size=1 << 16) as decoding:
+            leads = make_leads(decoding, spans, packets)
+    for span, lead in zip(spans, leads):
+        span.lead = lead
+    return None
 
 
 def each_part(spans: list[Range], make: Callable[[Range, Path], ConvertSummary], *,

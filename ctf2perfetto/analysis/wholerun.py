@@ -189,6 +189,8 @@ def cut(trace_dir: Path, every_s: float, trace_processor: str | None, stage: Sta
 
 def finish(rows: Rows, cuts: Plan) -> Rows:
     rows.attrs["parts"] = len(cuts.spans)
+    if cuts.note:
+        rows.attrs["warnings"].append(f"each part decodes the recording from its start: {cuts.note}")
     if cuts.missed:
         rows.attrs["warnings"].append(
             f"{cuts.missed} cut(s) found no quiet time (no call or copy under way) within {cuts.search / 1e9:g} s "

@@ -37,12 +37,15 @@ SQL) treats a range as the window it is:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from ctf2perfetto.ctf.excerpt import PacketTable
 from ctf2perfetto.errors import UsageError
-from ctf2perfetto.events import EventBatch, EventKind, MemKind, WindowCause
+from ctf2perfetto.events import EventBatch, EventKind, MemKind, TraceInfo, WindowCause
+from ctf2perfetto.convert.liveset import Allocs
 from ctf2perfetto.convert.model import MemoryModel
 from ctf2perfetto.convert.windows import Windows
 
@@ -56,6 +59,9 @@ class Range:
 
     start: int = 0
     end: int | None = None
+    # What the range starts from when it reads only its own packets (parts.py makes it); None: the whole
+    # recording is read, from its start.
+    lead: "Lead | None" = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_seconds(cls, start: float | None, end: float | None) -> "Range | None":
@@ -87,6 +93,7 @@ class RangeReport:
     closed: int = 0  # windows closed at its end
     live: int = 0  # LIVE rows made at its start
     first_alloc_id: int = 1  # the whole trace's id of the range's first allocation after them (parts.py)
+    decoded: int = 0  # rows the range's decoder read (all the recording's, unless it started from a Lead)
     ended_before: bool = False  # the trace ended before the range's end
 
     def warnings(self) -> list[str]:
@@ -137,43 +144,126 @@ def _rows(names: _ApiNames, rows: list[dict]) -> EventBatch:
     return EventBatch.from_rows([{**row, "api": names.name(row.get("api", ""))} for row in rows], names.names)
 
 
+@dataclass
+class Start:
+    """What clip() knows at a range's start from everything before it: what `_open` writes there and the window
+    state the range goes on from. A pass over the recording (`Before.start`) makes one per cut, so that a range
+    can start there without reading what came before (parts.py); picklable, bounded by what is live then."""
+
+    names: list[str]  # the clipped batches' function names so far (`live.tag` indexes them)
+    live: Allocs  # the allocations live at the start
+    next_id: int  # the model's id of the next allocation
+    windows: Windows  # the recording's own windows before the range
+    tid: dict[int, int]  # pid -> a thread of it (its last one seen before the range)
+    seen: set[int]  # processes with events before the range (small-block totals aside)
+    small: dict[int, list[int]]  # pid -> its HOST_SMALL rows before the range, summed (_add_small)
+    before: int  # events before the range (LOST rows excepted)
+    lost_before: int  # LOST rows before the range
+    last_ts: int  # of the last event before the range
+
+
+class Before:
+    """clip()'s state before its range: the model and the windows over everything before `from`, nothing
+    written but loss (`add` returns the LOST rows, which pass)."""
+
+    def __init__(self, names: "_ApiNames") -> None:
+        self.names = names
+        self.model = MemoryModel()  # the allocations live at the range's start
+        self.windows = Windows()  # the recording's own windows before the range
+        self.tid: dict[int, int] = {}
+        self.seen: set[int] = set()
+        self.small: dict[int, list[int]] = {}
+        self.before = self.lost_before = self.last_ts = 0
+
+    def add(self, batch: EventBatch) -> EventBatch:
+        """Takes in `batch` (rows before the range, its `api` on `names`); returns its LOST rows."""
+        kind = batch["kind"]
+        self.last_ts = int(batch["ts"][-1])
+        for part, closed in self.windows.split(batch):
+            self.model.process(part)
+            self.model.set_tags(part["api"].astype(np.int64))  # LIVE rows are named after the allocating call
+            self.windows.note(part, np.zeros(0, np.int64))
+            if closed is not None:
+                self.model.end_process(*closed)
+        pid = batch["pid"]
+        real = kind != EventKind.LOST
+        backwards_pid, backwards_tid = pid[real][::-1], batch["tid"][real][::-1]
+        uniq, last = np.unique(backwards_pid, return_index=True)
+        self.tid.update(zip(uniq.tolist(), backwards_tid[last].tolist()))
+        self.seen.update(np.unique(pid[_makes_seen(kind)]).tolist())
+        add_small(batch, self.small)
+        self.before += int(real.sum())
+        self.lost_before += int((~real).sum())
+        return batch.take(~real)
+
+    def start(self, keep: bool = False) -> Start:
+        """The state at the range's start; `keep`: copied, for a model that goes on (else this one is spent)."""
+        own = copy.deepcopy if keep else (lambda x: x)
+        return Start(list(self.names.names), self.model.live.all(), self.model.next_id, own(self.windows),
+                     dict(self.tid), set(self.seen), {pid: list(v) for pid, v in self.small.items()}, self.before,
+                     self.lost_before, self.last_ts)
+
+
+@dataclass
+class Lead:
+    """Everything a range needs from the rest of its recording when it reads only its own packets (parts.py makes
+    one per cut in one pass): its Start, the recording's loss (every range writes all of it), what follows its end
+    (counted there, not read here), and the decoder's whole-run TraceInfo and clock reference."""
+
+    start: Start
+    first_ts: int  # the recording's first row's begin (the range's zero)
+    lost: EventBatch  # the recording's LOST rows (their `api` on their own `api_names`)
+    lost_at: np.ndarray  # per LOST row: how many rows come before it in the recording
+    rows_after: bool  # a row comes after the range's end
+    after: int  # events after the range (LOST rows excepted)
+    small_after: dict[int, list[int]]  # pid -> its HOST_SMALL rows after the range, summed (_add_small)
+    info: TraceInfo  # the whole recording's, as its decode completed it
+    reference_ns: int  # the decoder's clock reference (its rows' time 0 from the clock origin)
+    packets: PacketTable  # the recording's packets, with their times (the range reads its own)
+
+
 class _Clipper:
-    """clip()'s state: the model and windows before the range, and which processes have a window in it."""
+    """clip()'s state: before the range (Before, or a Lead made by a pass over the recording), in it, after it."""
 
     def __init__(self, span: Range, report: RangeReport) -> None:
         self.span = span
         self.report = report
         self.names = _ApiNames()
-        self.model = MemoryModel()  # the allocations live at the range's start
-        self.windows = Windows()  # the recording's own windows before the range, then the range's
-        self.tid: dict[int, int] = {}  # pid -> a thread of it (its last one seen before the range)
-        self.seen: set[int] = set()  # processes with events before the range (small-block totals aside)
-        self.small: dict[int, list[int]] = {}  # pid -> its HOST_SMALL rows before the range, summed (_add_small)
-        self.small_after: dict[int, list[int]] = {}  # ... and after it
+        self.lead: Lead | None = span.lead
+        self.state: Before | None = Before(self.names) if self.lead is None else None
+        self.windows = Windows()  # the range's windows (the recording's own before it, taken from the start)
+        self.tid: dict[int, int] = {}
+        self.small_after: dict[int, list[int]] = {}  # pid -> its HOST_SMALL rows after the range, summed
         self.lost_after: list[EventBatch] = []  # LOST rows after the range
         self.in_range: set[int] = set()  # processes whose window state the range has settled
         self.waiting_done: set[tuple[int, int]] = set()  # (pid, seq) of copies in the range awaiting COPY_DONE
         self.start = self.end = 0  # absolute ns, set at the first event
-        self.last_ts = 0  # of the last event before the range
         self.phase = 0  # 0 before the range, 1 in it, 2 after it
 
+    def _zero(self, first_ts: int) -> None:
+        self.report.first_ts = first_ts
+        self.start = first_ts + self.span.start
+        self.end = np.iinfo(np.int64).max if self.span.end is None else first_ts + self.span.end
+
     def batches(self, batches: Iterable[EventBatch]) -> Iterator[EventBatch]:
+        if self.lead is not None:
+            yield from self._resumed(batches)
+            return
         for raw in batches:
             if len(raw) == 0:
                 continue
+            self.report.decoded += len(raw)
             batch = self.names.mapped(raw)
             if self.report.first_ts is None:  # the first row's begin: not the batching's choice
-                self.report.first_ts = int(batch["begin"][0])
-                self.start = self.report.first_ts + self.span.start
-                self.end = np.iinfo(np.int64).max if self.span.end is None else self.report.first_ts + self.span.end
+                self._zero(int(batch["begin"][0]))
             ts = batch["ts"]
             cut_start = int(np.searchsorted(ts, self.start, "left")) if self.phase == 0 else 0
             cut_end = int(np.searchsorted(ts, self.end, "right")) if self.phase < 2 else 0
             parts = []
             if cut_start > 0:
-                parts.append(self._before(batch.take(slice(0, cut_start))))
+                parts.append(self.state.add(batch.take(slice(0, cut_start))))
             if self.phase == 0 and cut_start < len(batch):
-                parts.append(self._open())
+                parts.append(self._open(self.state.start()))
             if self.phase == 1 and cut_end > cut_start:
                 parts.append(self._inside(batch.take(slice(cut_start, cut_end))))
             if cut_end < len(batch) and self.phase == 1:
@@ -191,49 +281,79 @@ class _Clipper:
                 yield last
         if self.phase == 0:
             raise UsageError(f"--from {self.span.start / _NS:g}: the trace ends before it (its events span "
-                             f"{(self.last_ts - self.report.first_ts) / _NS:.3f} s)")
+                             f"{(self.state.last_ts - self.report.first_ts) / _NS:.3f} s)")
         self.report.ended_before = self.phase == 1 and self.span.end is not None
 
-    # -- before the range: the model and the windows, nothing written but loss -----------------------------
-    def _before(self, batch: EventBatch) -> EventBatch:
-        kind = batch["kind"]
-        self.last_ts = int(batch["ts"][-1])
-        for part, closed in self.windows.split(batch):
-            self.model.process(part)
-            self.model.set_tags(part["api"].astype(np.int64))  # LIVE rows are named after the allocating call
-            self.windows.note(part, np.zeros(0, np.int64))
-            if closed is not None:
-                self.model.end_process(*closed)
-        pid = batch["pid"]
-        real = kind != EventKind.LOST
-        backwards_pid, backwards_tid = pid[real][::-1], batch["tid"][real][::-1]
-        uniq, last = np.unique(backwards_pid, return_index=True)
-        self.tid.update(zip(uniq.tolist(), backwards_tid[last].tolist()))
-        self.seen.update(np.unique(pid[_makes_seen(kind)]).tolist())
-        self._add_small(batch, self.small)
-        self.report.before += int(real.sum())
-        self.report.lost_before += int((~real).sum())
-        return batch.take(~real)  # loss passes
+    # -- a range that reads only its own packets, from its Lead -------------------------------------------
+    def _resumed(self, batches: Iterable[EventBatch]) -> Iterator[EventBatch]:
+        """The batches clip() makes from the whole recording, made from the range's packets (`batches`: rows
+        from some time before its start on, their LOST rows the decoder's own) and its Lead: the rows before
+        the start and after the end are the Lead's (its loss where the whole recording has it), not read."""
+        lead = self.lead
+        self._zero(lead.first_ts)
+        for name in lead.start.names:  # the function names in the whole recording's order, as far as it goes
+            self.names.name(name)
+        lost = _lost_rows(self.names, lead.lost)
+        first_in = int(np.searchsorted(lost["ts"], self.start, "left"))
+        past = int(np.searchsorted(lost["ts"], self.end, "right"))
+        # Per LOST row of the range: how many of the range's other rows come before it in the whole recording.
+        ahead = lead.lost_at[first_in:past] - lead.start.before - lead.start.lost_before - np.arange(past - first_in)
+        yield EventBatch.concat([lost.take(slice(0, first_in)), self._open(lead.start)], self.names.names)
+        read = put = 0  # the range's rows read, its LOST rows put among them
+        for raw in batches:
+            if len(raw) == 0:
+                continue
+            self.report.decoded += len(raw)
+            batch = self.names.mapped(raw)
+            batch = batch.take(batch["kind"] != EventKind.LOST)  # the decoder's own: the Lead's are the run's
+            ts = batch["ts"]
+            lo = int(np.searchsorted(ts, self.start, "left"))
+            hi = int(np.searchsorted(ts, self.end, "right"))
+            if hi > lo:
+                mine = batch.take(slice(lo, hi))
+                upto = int(np.searchsorted(ahead, read + len(mine), "left"))
+                if upto > put:
+                    mine = _inserted(mine, lost.take(slice(first_in + put, first_in + upto)), ahead[put:upto] - read,
+                                     self.names.names)
+                read += hi - lo
+                put = upto
+                yield self._inside(mine)
+            if hi < len(batch):
+                break
+        rest = lost.take(slice(first_in + put, past))
+        if len(rest):
+            yield self._inside(rest)
+        if not lead.rows_after:
+            self.report.ended_before = self.span.end is not None
+            return
+        self.report.after = lead.after
+        self.small_after = lead.small_after
+        self.lost_after = [lost.take(slice(past, len(lost)))]
+        out = EventBatch.concat([self._close(), self._last()], self.names.names)
+        if len(out):
+            yield out
 
     # -- at the range's start: the window openings, what is live, the small blocks' totals -------------------
-    def _open(self) -> EventBatch:
+    def _open(self, start: Start) -> EventBatch:
         self.phase = 1
+        self.windows, self.tid = start.windows, start.tid
+        self.report.before, self.report.lost_before = start.before, start.lost_before
         at, rows = self.start, []
-        live = self.model.live.all()
+        live = start.live
         has_windows = {pid for pid, _ in self.windows.by_key}
         for pid in sorted(self.tid):
             tid = self.tid[pid]
             # between two of its own windows its next opening comes in the range; small blocks alone open none
-            opens = pid in self.seen and not (pid in has_windows and pid not in self.windows.current)
-            if pid in self.seen:
+            opens = pid in start.seen and not (pid in has_windows and pid not in self.windows.current)
+            if pid in start.seen:
                 self.in_range.add(pid)
             if opens:
                 rows.append(dict(kind=EventKind.WINDOW, ts=at, pid=pid, tid=tid, aux=1, aux2=WindowCause.RANGE,
                                  flags=self.windows.current.get(pid, 0)))
             # The small blocks' totals, then the allocations live (any order gives the same counter: the writer
             # keeps the samples of one time in row order).
-            if pid in self.small:
-                size, freed, allocated, frees, _, _ = self.small[pid]
+            if pid in start.small:
+                size, freed, allocated, frees, _, _ = start.small[pid]
                 rows.append(dict(kind=EventKind.HOST_SMALL, ts=at, pid=pid, tid=tid, size=size, flags=freed,
                                  aux=allocated, aux2=frees))
             if not opens:
@@ -243,17 +363,13 @@ class _Clipper:
             for i in mine.tolist():
                 rows.append(dict(kind=EventKind.LIVE, ts=at, pid=pid, tid=tid, ptr=live.addr[i], size=live.size[i],
                                  mem=live.mem[i], device=live.device[i] if live.mem[i] != MemKind.HOST else 0,
-                                 api=self._api_name(int(live.tag[i]))))
+                                 api=_api_name(start.names, int(live.tag[i]))))
             self.report.opened += 1
             self.report.live += len(mine)
         # The whole trace numbers allocations in the order they start; the range's own after its LIVE rows.
-        self.report.first_alloc_id = self.model.next_id
-        self.model = None  # type: ignore[assignment]  # its live set is written: free it
+        self.report.first_alloc_id = start.next_id
+        self.state = None  # its live set is written: free it
         return self._noted(_rows(self.names, rows))
-
-    def _api_name(self, api: int) -> str:
-        names = self.names.names
-        return names[api] if 0 <= api < len(names) else ""
 
     # -- in the range: rows as they are, cut at its start; processes new to it open their window ------------
     def _inside(self, batch: EventBatch) -> EventBatch:
@@ -314,7 +430,7 @@ class _Clipper:
         self.report.after += int((~lost).sum())
         if lost.any():
             self.lost_after.append(batch.take(lost))
-        self._add_small(batch, self.small_after)
+        add_small(batch, self.small_after)
         return batch.take(slice(0, 0))
 
     def _last(self) -> EventBatch:
@@ -328,16 +444,40 @@ class _Clipper:
         out = EventBatch.concat(self.lost_after + [_rows(self.names, rows)], self.names.names)
         return out.take(np.argsort(out["ts"], kind="stable"))
 
-    def _add_small(self, batch: EventBatch, sums: dict[int, list[int]]) -> None:
-        """Adds the HOST_SMALL rows of `batch` to per-process sums [size, flags, aux, aux2, last ts, its tid]."""
-        rows = np.flatnonzero(batch["kind"] == EventKind.HOST_SMALL)
-        pids = batch["pid"][rows]
-        for pid in np.unique(pids).tolist():
-            mine = rows[pids == pid]
-            total = sums.setdefault(pid, [0] * 6)
-            for i, column in enumerate(("size", "flags", "aux", "aux2")):
-                total[i] += int(batch[column][mine].sum())
-            total[4], total[5] = int(batch["ts"][mine[-1]]), int(batch["tid"][mine[-1]])
+def add_small(batch: EventBatch, sums: dict[int, list[int]]) -> None:
+    """Adds the HOST_SMALL rows of `batch` to per-process sums [size, flags, aux, aux2, last ts, its tid]."""
+    rows = np.flatnonzero(batch["kind"] == EventKind.HOST_SMALL)
+    pids = batch["pid"][rows]
+    for pid in np.unique(pids).tolist():
+        mine = rows[pids == pid]
+        total = sums.setdefault(pid, [0] * 6)
+        for i, column in enumerate(("size", "flags", "aux", "aux2")):
+            total[i] += int(batch[column][mine].sum())
+        total[4], total[5] = int(batch["ts"][mine[-1]]), int(batch["tid"][mine[-1]])
+
+
+def _api_name(names: list[str], api: int) -> str:
+    return names[api] if 0 <= api < len(names) else ""
+
+
+def _lost_rows(names: _ApiNames, lost: EventBatch) -> EventBatch:
+    """A Lead's LOST rows with their `api` on `names` (by function name: the Lead's decoder numbered its own)."""
+    out = EventBatch(dict(lost.columns), names.names)
+    if len(lost):
+        out.columns["api"] = np.array([names.name(_api_name(lost.api_names, a)) for a in lost["api"].tolist()],
+                                      np.uint16)
+    return out
+
+
+def _inserted(rows: EventBatch, extra: EventBatch, where: np.ndarray, api_names: list[str]) -> EventBatch:
+    """`rows` with `extra`'s rows put in, each before the row of `rows` at its `where` (ascending)."""
+    at = where + np.arange(len(where))  # each one put in moves those after it by one
+    taken = np.zeros(len(rows) + len(extra), bool)
+    taken[at] = True
+    order = np.empty(len(taken), np.int64)
+    order[~taken] = np.arange(len(rows))
+    order[taken] = len(rows) + np.arange(len(extra))
+    return EventBatch.concat([rows, extra], api_names).take(order)
 
 
 def _makes_seen(kind: np.ndarray) -> np.ndarray:

@@ -262,6 +262,12 @@ class Decoding:
         """A path in the salvage copy shown as the user's original path."""
         return self.salvaged.original(name) if self.salvaged else name
 
+    def reference_offset_ns(self) -> int:
+        """The clock offset the rows' times are relative to (the first clock class met): set once the first batch
+        has come, and kept (info.clock_offset_ns says it at the end)."""
+        native = getattr(self, "_native", None)
+        return self.info.clock_offset_ns if native is None else native.lib.memq_reference_offset_ns(native.handle)
+
     def __enter__(self) -> "Decoding":
         return self
 
