@@ -24,6 +24,13 @@ stage takes on a long recording.
              and peak memory, against the same analysis of the whole .pftrace (converted once) in the same
              run, whose output it must equal. Goal: the peak memory of --parts the same for a recording
              6x as long (bounded by a part and the allocations live, not by the run).
+  partcost   what the parts of one recording (DIR) cost to convert (`--parts SEC`, default 5): each part
+             decoding its own packets from the Lead one pass made (plan() with that pass) against each
+             converted from the recording's start (the same Range without its Lead), the two alternated
+             part by part in one process, --repeat times (medians); the ratio of the conversions and of
+             plan + conversions. With --before CHECKOUT, also `memq redundant DIR --parts SEC` total wall
+             time of that checkout against this one, alternated, --repeat times each (medians), same
+             --workers (default 1: the conversion's own cost, not the cores).
   writer     the converter's model and writer alone (no LTTng, nothing else on the machine in the
              figure) on a synthetic steady copy loop (alloc, HtoD, DtoH, free at one address) of --steps
              and 8x that: peak memory of each (a process each) and their ratio; goal: flat (<= 1.2x).
@@ -32,6 +39,7 @@ stage takes on a long recording.
     python3 bench/long_run_stages.py long [--minutes 30] [--compare 5] [--keep DIR | --reuse DIR]
     python3 bench/long_run_stages.py ranges DIR [--minutes 5]
     python3 bench/long_run_stages.py parts DIR [DIR ...] [--minutes 5] [--no-whole]
+    python3 bench/long_run_stages.py partcost DIR [--parts 5] [--repeat 3] [--before CHECKOUT] [--workers 1]
     python3 bench/long_run_stages.py writer [--steps 400000]
 
 Wall-clock figures on a shared machine: compare ratios, and say the load (printed) beside them.
@@ -324,6 +332,83 @@ def parts_goal(args: argparse.Namespace, work: Path) -> int:
     return 0
 
 
+# -- what the parts cost to convert ----------------------------------------------------------------
+class _Stages:
+    """parts.plan's `stage`: the seconds of each stage it runs, by the start of its message."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, message: str):
+        import contextlib
+
+        @contextlib.contextmanager
+        def timed():
+            start = time.perf_counter()
+            yield
+            key = message.split(" (")[0].split(" at each")[0]
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - start
+        return timed()
+
+
+def partcost_goal(args: argparse.Namespace, work: Path) -> int:
+    from ctf2perfetto.analysis.parts import plan
+    from ctf2perfetto.convert.ranges import Range
+    from ctf2perfetto.pipeline import convert
+
+    trace = args.trace
+    print(f"{trace}: {ctf_bytes(trace) / MiB:.0f} MiB of CTF, parts of {args.parts:g} s; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    plans, own, from_start, rows_own, rows_start = [], [], [], [], []
+    for _ in range(args.repeat):
+        stages = _Stages()
+        start = time.perf_counter()
+        cuts = plan(trace, args.parts, stages)
+        plans.append((time.perf_counter() - start, stages.seconds))
+        mine = theirs = 0.0
+        decoded_own = decoded_start = 0
+        for i, span in enumerate(cuts.spans):
+            out = work / "part.pftrace"
+            for with_lead in ((True, False) if i % 2 == 0 else (False, True)):
+                start = time.perf_counter()
+                summary = convert(trace, out, span=span if with_lead else Range(span.start, span.end))
+                took = time.perf_counter() - start
+                if with_lead:
+                    mine, decoded_own = mine + took, decoded_own + summary.range_report.decoded
+                else:
+                    theirs, decoded_start = theirs + took, decoded_start + summary.range_report.decoded
+        own.append(mine)
+        from_start.append(theirs)
+        rows_own.append(decoded_own)
+        rows_start.append(decoded_start)
+    total, steps = plans[len(plans) // 2]
+    lead_pass = sum(v for k, v in steps.items() if k.startswith("carrying"))
+    mine, theirs = statistics.median(own), statistics.median(from_start)
+    print(f"  {len(cuts.spans)} parts{'' if cuts.note is None else ' (no Leads: ' + cuts.note + ')'}; plan "
+          f"{total:.1f} s, of which the Leads' pass {lead_pass:.1f} s (medians of {args.repeat})")
+    print(f"  converting the parts: from their Leads {mine:.1f} s, {rows_own[-1]:,} rows decoded; each from the "
+          f"recording's start {theirs:.1f} s, {rows_start[-1]:,} rows decoded: {mine / theirs:.2f}x the time, "
+          f"{rows_own[-1] / rows_start[-1]:.2f}x the rows")
+    print(f"  plan + conversions: {(total + mine) / (total - lead_pass + theirs):.2f}x "
+          f"({total + mine:.1f} s against {total - lead_pass + theirs:.1f} s)")
+    if args.before is not None:
+        walls: dict[str, list[float]] = {"before": [], "after": []}
+        outputs: dict[str, str] = {}
+        argv = [*MEMQ, "redundant", str(trace), "--parts", f"{args.parts:g}", "--workers", str(args.workers),
+                "--format", "json"]
+        for r in range(args.repeat):
+            for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
+                env = {**environment(), "PYTHONPATH": str(args.before if side == "before" else REPO)}
+                seconds, _peak, outputs[side] = _output(argv, env)
+                walls[side].append(seconds)
+        before, after = statistics.median(walls["before"]), statistics.median(walls["after"])
+        print(f"  memq redundant --parts {args.parts:g} --workers {args.workers}: {args.before} {before:.1f} s, "
+              f"this checkout {after:.1f} s: {after / before:.2f}x; output "
+              f"{'the same' if outputs['before'] == outputs['after'] else 'DIFFERENT'}; load average "
+              f"{os.getloadavg()[0]:.1f}")
+    return 0
+
+
 # -- the writer alone ------------------------------------------------------------------------------
 GOAL_FLAT = 1.2
 
@@ -395,6 +480,13 @@ def main() -> int:
     p.add_argument("--minutes", type=float, default=5.0, help="length of each part (default 5)")
     p.add_argument("--no-whole", dest="whole", action="store_false",
                    help="skip the whole trace (the reference: its analyses take minutes and GiB on a long run)")
+    c = sub.add_parser("partcost", help="converting the parts of a recording: from their Leads against each from "
+                       "the recording's start")
+    c.add_argument("trace", type=Path, metavar="DIR", help="a memq recording")
+    c.add_argument("--parts", type=float, default=5.0, help="length of each part in seconds (default 5)")
+    c.add_argument("--repeat", type=int, default=3, help="runs of each side; the median counts (default 3)")
+    c.add_argument("--before", type=Path, help="a checkout of memq to time `memq redundant --parts` against")
+    c.add_argument("--workers", type=int, default=1, help="--workers of those commands (default 1)")
     w = sub.add_parser("writer", help="the writer's peak memory on a synthetic copy loop, and 8x as long")
     w.add_argument("--steps", type=int, default=400_000,
                    help="steps of the synthetic copy loop; the second run has 8x as many (default 400000)")
@@ -405,7 +497,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="memq-long-"))
     try:
         run = {"analyses": analyses_goal, "long": long_goal, "ranges": ranges_goal, "parts": parts_goal,
-               "writer": writer_goal}[args.what]
+               "partcost": partcost_goal, "writer": writer_goal}[args.what]
         return run(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -135,3 +135,18 @@ def test_a_dead_worker_is_replaced_once(offload, every, tmp_path):
     assert got == expect
     with cluster.scheduled(workers=2), pytest.raises(MemqError, match=r"^part 2 of \d+ .*died again after a retry"):
         _redundant(cuts, _Dying(offload.dir, tmp_path / "died", always=True))
+
+
+def test_the_default_is_a_worker_per_core_for_several_parts(offload, every):
+    """Without --workers or --scheduler, several parts run on a local cluster of one worker per core this process
+    may run on (in this process on one core), a single part in this process."""
+    from ctf2perfetto.analysis import wholerun
+    from ctf2perfetto.analysis.base import no_stage
+
+    cores = len(os.sched_getaffinity(0))
+    for length, several in ((float(every), True), (1e6, False)):
+        cuts, each = wholerun.cut(offload.dir, length, None, no_stage)
+        assert (len(cuts.spans) > 1) == several
+        workers = {len(p.engine.runner.client.scheduler_info()["workers"]) if p.engine.kind == "dask" else 0
+                   for p in each}
+        assert workers == ({cores} if several and cores > 1 else {0})

@@ -6,7 +6,8 @@
   replace), writes every row and count that test_ranges' independent cut of the whole log does.
 * A real recording cut in parts (parts.plan): each part's conversion decodes fewer rows than the
   recording holds, all of them fewer than converting each part from the start would, and its trace
-  holds exactly what that conversion's does.
+  holds exactly what that conversion's does. Packets that cannot be walked keep that old path,
+  with one warning line.
 """
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctf2perfetto.analysis.parts import plan
+from ctf2perfetto.analysis.parts import plan, recording_length_ns
+from ctf2perfetto.analysis.wholerun import finish
 from ctf2perfetto.engine import open_trace
+from ctf2perfetto.engine.rows import Rows
 from ctf2perfetto.events import EventBatch, EventKind as K, TraceInfo
 from ctf2perfetto.convert.leads import make_leads
 from ctf2perfetto.convert.ranges import Range, RangeReport, clip
@@ -112,3 +115,33 @@ def test_parts_decode_their_own_packets(fake_gpu, tmp_path):
     assert all(n == rows for n in from_start)
     assert all(n < rows for n in own), (own, rows)
     assert sum(own) < 1.5 * rows, (own, rows)  # each packet read about once (a cut's packets by both its parts)
+
+
+def test_packets_that_cannot_be_walked_keep_the_old_path(fake_gpu, tmp_path, monkeypatch):
+    """No packet times (a stream not in LTTng's layout): every part decodes the recording from its start, and one
+    warning line says so; the figures are the same."""
+    from ctf2perfetto.ctf import excerpt
+
+    argv = [sys.executable, str(REPO / "examples" / "hip_offload.py"), "--hip-lib",
+            str(fake_gpu.dir / "libamdhip64.so"), "--steps", "12", "--weights-mib", "1"]
+    rec = record(tmp_path / "trace", argv, api="hip,libc")
+
+    def unwalkable(root):
+        raise excerpt.NoExcerpt(f"{root}/memq_0: its packets cannot be walked (not LTTng's packet layout)")
+
+    every = recording_length_ns(rec.dir) / 4 / 1e9
+    with_leads = plan(rec.dir, every)
+    monkeypatch.setattr(excerpt, "packet_table", unwalkable)
+    without = plan(rec.dir, every)
+    assert len(without.spans) > 1 and all(s.lead is None for s in without.spans)
+    assert without.note == f"{rec.dir}/memq_0: its packets cannot be walked (not LTTng's packet layout)"
+    rows = Rows.from_records([], ["pid"])
+    rows.attrs["warnings"] = []
+    finish(rows, without)
+    assert rows.attrs["warnings"] == ["each part decodes the recording from its start: " + without.note]
+    for a, b in zip(with_leads.spans, without.spans):
+        assert (a.start, a.end) == (b.start, b.end)
+        got, expect = convert(rec.dir, tmp_path / "a.pftrace", span=a), convert(rec.dir, tmp_path / "b.pftrace",
+                                                                              span=b)
+        assert expect.range_report.decoded >= got.range_report.decoded
+        assert _contents(tmp_path / "a.pftrace") == _contents(tmp_path / "b.pftrace")

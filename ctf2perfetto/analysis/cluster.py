@@ -275,6 +275,19 @@ class _Runner:
         self.actors[i] = None
 
 
+def default_workers(parts: int) -> int:
+    """The workers when --workers is not given: 1 (the parts in this process, in turn) for a single part, else as
+    many as the cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if parts > 1 else 1
+
+
+def each_part_on_cores(workers: int, spans: list[Range], make: Callable[[Range, Path], Any], *,
+                       trace_processor: str | None = None, stage: Stage = no_stage) -> Iterator[Part]:
+    """each_part on a local cluster of `workers` processes, started for these parts and stopped after them."""
+    with scheduled(workers) as client:
+        yield from each_part(client, spans, make, trace_processor=trace_processor, stage=stage)
+
+
 def each_part(client: Any, spans: list[Range], make: Callable[[Range, Path], Any], *,
               trace_processor: str | None = None, stage: Stage = no_stage) -> Iterator[Part]:
     """parts.each_part on the Dask cluster of `client`: the same Parts, in the same order, their engines on

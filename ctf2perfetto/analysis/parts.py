@@ -13,6 +13,8 @@ markers) and the mirror pieces alive then (sql/memq/carried.sql). Here:
 * `carry_out(engine, end)`: the mirror pieces alive at a part's end, with their holders;
   `carry_in(engine, carried, start)` fills memq.carried in the next part's trace_processor,
   before any memq module is included.
+* `plan` also gives each part its Lead (convert/leads.py, one more pass): the state its conversion
+  starts from, so that it decodes only its own packets (the parts together about one decode).
 * `each_part`: the parts in turn, each converted and loaded in a fresh trace_processor that has
   taken in what the previous one left alive. wholerun.py merges their figures.
 

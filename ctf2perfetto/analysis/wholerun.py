@@ -184,6 +184,10 @@ def cut(trace_dir: Path, every_s: float, trace_processor: str | None, stage: Sta
     client = cluster.current()  # inside cluster.scheduled(): the parts on its Dask workers
     if client is not None:
         return cuts, cluster.each_part(client, cuts.spans, make, trace_processor=trace_processor, stage=stage)
+    workers = cluster.default_workers(len(cuts.spans))  # none asked for: the cores, when there is more than one part
+    if workers > 1:
+        return cuts, cluster.each_part_on_cores(workers, cuts.spans, make, trace_processor=trace_processor,
+                                                stage=stage)
     return cuts, each_part(cuts.spans, make, trace_processor=trace_processor, stage=stage)
 
 

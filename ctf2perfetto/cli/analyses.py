@@ -35,11 +35,14 @@ PARTS_HELP = ("analyse the LTTng trace directory TRACE a part of about this leng
               "run, and the figures are the whole run's. The recording is cut at the first moment after each "
               "multiple of the length at which no call or copy is under way; the mirrors alive at a cut are "
               "carried into the next part, and the parts' figures merged (README, \"Ranges of a long run\"). "
-              "Each part decodes the recording from its start: fewer, longer parts convert faster")
+              "Each part decodes its own packets, from the state at its start that one pass over the "
+              "recording carries")
 WORKERS_HELP = ("with --parts: run the parts as Dask tasks on a local cluster of N worker processes (the next part's "
-                "carried mirrors are computed while the previous one is read; output identical to the default, "
-                "which runs the parts in this process one after another). With TRACE a job directory (several "
-                "recordings, one per node): decode each recording as a Dask task there (output identical too)")
+                "carried mirrors are computed while the previous one is read; output identical whatever N; default: "
+                "as many as the cores this process may run on when there is more than one part, else the part runs "
+                "in this process; --workers 1 runs them on one Dask worker, in turn). With TRACE a job directory "
+                "(several recordings, one per node): decode each recording as a Dask task there (output identical "
+                "too)")
 SCHEDULER_HELP = ("with --parts, or TRACE a job directory: run the parts, or decode the recordings, on the existing "
                   "Dask cluster at ADDRESS (tcp://host:port, or a scheduler file; default $DASK_SCHEDULER_ADDRESS), "
                   "e.g. one dask-jobqueue started; its workers must read TRACE at the same path")

@@ -33,11 +33,16 @@ SQL) treats a range as the window it is:
   and counted, not written; only their loss, and per process the totals of its host blocks
   below the threshold, at the last of them: the preload writes those totals at thread and
   process exit outside windows too, so small blocks leak as in the whole trace.
+
+A range with a `Lead` (leads.py: the parts of a recording) makes the same batches from its own
+packets alone: what the model and the windows know at `from`, the loss before, in and after the
+range and what follows `to` come from the Lead, made by one pass over the recording.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 import copy
+import dataclasses
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -298,7 +303,9 @@ class _Clipper:
         past = int(np.searchsorted(lost["ts"], self.end, "right"))
         # Per LOST row of the range: how many of the range's other rows come before it in the whole recording.
         ahead = lead.lost_at[first_in:past] - lead.start.before - lead.start.lost_before - np.arange(past - first_in)
-        yield EventBatch.concat([lost.take(slice(0, first_in)), self._open(lead.start)], self.names.names)
+        start = dataclasses.replace(lead.start, windows=copy.deepcopy(lead.start.windows), tid=dict(lead.start.tid))
+        yield EventBatch.concat([lost.take(slice(0, first_in)), self._open(start)], self.names.names)  # the Lead
+        # stays as it is: a part converted again (a Dask worker lost) starts from it again
         read = put = 0  # the range's rows read, its LOST rows put among them
         for raw in batches:
             if len(raw) == 0:
