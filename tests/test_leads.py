@@ -82,6 +82,13 @@ def test_a_lead_gives_the_rows_of_the_whole_log() -> None:
     compare()
 
 
+def test_a_start_after_the_last_row_has_no_lead() -> None:
+    rows = [dict(kind=K.MALLOC, ts=10, pid=1, tid=1, ptr=16, size=8, api="malloc")]
+    first, second = make_leads(_Log(_split(rows, [])), [Range(0, 100), Range(100, None)], packets=None)
+    assert first is not None and first.start.live.addr.tolist() == [] and first.rows_after is False
+    assert second is None  # its conversion reads the recording and says the range starts after it
+
+
 # -- a real recording ------------------------------------------------------------------------------------
 def _contents(path: Path) -> list:
     """What trace_processor holds of a trace (every row of the tables the analyses read)."""

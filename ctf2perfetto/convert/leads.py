@@ -32,9 +32,10 @@ if TYPE_CHECKING:
     from ctf2perfetto.ctf.decode import Decoding
 
 
-def make_leads(decoding: Decoding, spans: list[Range], packets: PacketTable) -> list[Lead]:
+def make_leads(decoding: Decoding, spans: list[Range], packets: PacketTable) -> list[Lead | None]:
     """The Lead of each of `spans` (consecutive ranges, in order) from one pass over `decoding` (unread) of the
-    recording whose `packets` they are read from."""
+    recording whose `packets` they are read from; None for a span that starts after the recording's last row (its
+    conversion says so, reading the recording from its start)."""
     from ctf2perfetto.convert.identity import PhysicalDevices
 
     names = _ApiNames()
@@ -80,14 +81,17 @@ def make_leads(decoding: Decoding, spans: list[Range], packets: PacketTable) -> 
             state.add(batch.take(slice(lo, len(batch))))
         rows += len(batch)
     if first_ts is None:
-        return []
+        return [None] * len(spans)
     info = whole[0]
     real_rows = rows - sum(len(b) for b in lost)
     lost_rows = EventBatch.concat(lost, names.names)
     small_rows = EventBatch.concat(small, names.names)
     at = np.concatenate(lost_at) if lost_at else np.zeros(0, np.int64)
-    leads = []
+    leads: list[Lead | None] = []
     for span in spans:
+        if span.start not in starts:
+            leads.append(None)
+            continue
         after: dict[int, list[int]] = {}
         if span.end is not None:
             add_small(small_rows.take(small_rows["ts"] > first_ts + span.end), after)
