@@ -48,6 +48,7 @@ _NS = 1_000_000_000
 # How far after each cut's target a quiet time is looked for (at most a tenth of a part). The planning pass keeps
 # the rows of that span after each target: 10 s of an untrimmed heap recording (650k events/s) is ~100 MiB.
 SEARCH_NS = 10 * _NS
+PASS_BATCH = 1 << 16  # rows per batch of the planning passes (a quarter of the decoder's default memory)
 _INSERT_ROWS = 500  # rows per INSERT statement (SQLite parses each; one huge statement is slower)
 
 # -- where to cut --------------------------------------------------------------------------------
@@ -259,7 +260,7 @@ def plan(trace_dir: Path, every_s: float, stage: Stage = no_stage) -> Plan:
                          f"its own); give parts of {length / MAX_PARTS / _NS:.3g} s or more")
     search = max(min(SEARCH_NS, every // 10), 1)
     with stage("finding quiet times to cut the recording at"):
-        with decode(trace_dir, batch_size=1 << 16) as decoding:
+        with decode(trace_dir, batch_size=PASS_BATCH) as decoding:
             scan = quiet_points(iter(decoding), every, search)
     bounds = sorted({x for x in scan.points if x is not None and x > 0})
     starts = [BEGINNING] + bounds
@@ -286,7 +287,7 @@ def _lead(trace_dir: Path, spans: list[Range], stage: Stage) -> str | None:
     except NoExcerpt as exc:
         return str(exc)
     with stage(f"carrying the state at each of the {len(spans) - 1} cuts (one pass)"):
-        with decode(trace_dir, batch_size=1 << 16) as decoding:
+        with decode(trace_dir, batch_size=PASS_BATCH) as decoding:
             leads = make_leads(decoding, spans, packets)
     for span, lead in zip(spans, leads):
         span.lead = lead

@@ -161,7 +161,7 @@ class Start:
     windows: Windows  # the recording's own windows before the range
     tid: dict[int, int]  # pid -> a thread of it (its last one seen before the range)
     seen: set[int]  # processes with events before the range (small-block totals aside)
-    small: dict[int, list[int]]  # pid -> its HOST_SMALL rows before the range, summed (_add_small)
+    small: dict[int, list[int]]  # pid -> its HOST_SMALL rows before the range, summed (add_small)
     before: int  # events before the range (LOST rows excepted)
     lost_before: int  # LOST rows before the range
     last_ts: int  # of the last event before the range
@@ -221,7 +221,7 @@ class Lead:
     lost_at: np.ndarray  # per LOST row: how many rows come before it in the recording
     rows_after: bool  # a row comes after the range's end
     after: int  # events after the range (LOST rows excepted)
-    small_after: dict[int, list[int]]  # pid -> its HOST_SMALL rows after the range, summed (_add_small)
+    small_after: dict[int, list[int]]  # pid -> its HOST_SMALL rows after the range, summed (add_small)
     info: TraceInfo  # the whole recording's, as its decode completed it
     reference_ns: int  # the decoder's clock reference (its rows' time 0 from the clock origin)
     packets: PacketTable  # the recording's packets, with their times (the range reads its own)
