@@ -41,6 +41,21 @@ _NS = 1_000_000_000
 _client: contextvars.ContextVar[Any] = contextvars.ContextVar("memq_dask_client", default=None)
 
 
+def actor(client: Any, cls: type, *args: Any, worker: str, what: str) -> Any:
+    """An actor of `cls(*args)`, made on `worker` if it can be (a wish: the worker may be gone by now, a restarted
+    worker has a new address, and a task bound to it would wait forever). A creation task placed on a worker that
+    died as it started can also wait for ever (seen under load: the nanny restarts the worker and the task is never
+    run again), so it is given WAIT_S, submitted once more anywhere, then the command fails with one line."""
+    for wish in ({"workers": [worker], "allow_other_workers": True}, {}):
+        future = client.submit(cls, *args, actor=True, pure=False, **wish)
+        try:
+            return future.result(timeout=WAIT_S)
+        except TimeoutError:
+            future.cancel()
+    raise MemqError(f"{what}: no Dask worker made its actor in {2 * WAIT_S} s (is the cluster alive? "
+                    "its dashboard says)")
+
+
 def current() -> Any:
     """The Dask client the parts run on (scheduled()), or None: in this process, one after another."""
     return _client.get()
@@ -208,11 +223,9 @@ class _Runner:
             live = sorted(self.client.scheduler_info()["workers"])
         choices = [w for w in live if w != avoid] or live
         worker = choices[i % len(choices)]
-        future = self.client.submit(PartActor, self.make, self.spans[i], self.trace_processor, actor=True,
-                                    workers=[worker], allow_other_workers=True, pure=False)  # a wish: the
-        # worker may be gone by now (a restarted worker has a new address), and a task bound to it would wait forever
-        actor = future.result()
-        self.actors[i], self.workers[i] = actor, getattr(actor, "_address", worker)
+        made = actor(self.client, PartActor, self.make, self.spans[i], self.trace_processor, worker=worker,
+                     what=f"part {i + 1} of {len(self.spans)} ({self.what(i)})")
+        self.actors[i], self.workers[i] = made, getattr(made, "_address", worker)
         self.actors[i].convert()  # under way on its worker (its actor thread takes calls in turn)
 
     def lost(self, i: int, error: BaseException) -> Any:
@@ -270,8 +283,8 @@ class _Runner:
             return self.lost(i, error)
 
     def close(self, i: int) -> None:
-        with contextlib.suppress(Exception):
-            self.actors[i].close().result()
+        with contextlib.suppress(Exception):  # a worker gone meanwhile would never answer: not waited for long
+            self.actors[i].close().result(timeout=POLL_S)
         self.actors[i] = None
 
 

@@ -25,7 +25,7 @@ import pickle
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ctf2perfetto.analysis.cluster import POLL_S, WAIT_S, WorkerLost
+from ctf2perfetto.analysis.cluster import POLL_S, WAIT_S, WorkerLost, actor
 from ctf2perfetto.errors import MemqError, UsageError
 from ctf2perfetto.events import EventBatch, TraceInfo
 
@@ -97,9 +97,8 @@ class RemoteRecording:
         self.info: TraceInfo = pickle.loads(self._call("info"))
 
     def _start(self, worker: str) -> None:
-        future = self.client.submit(RecordingActor, *self.args, actor=True, workers=[worker], allow_other_workers=True,
-                                    pure=False)  # a wish: the worker may have gone since
-        self.actor = future.result()  # a recording that cannot be opened fails here, with the decoder's line
+        # a recording that cannot be opened fails here, with the decoder's line
+        self.actor = actor(self.client, RecordingActor, *self.args, worker=worker, what=str(self.path))
         self.worker = getattr(self.actor, "_address", worker)
 
     def _wait(self, pending: Any) -> Any:
