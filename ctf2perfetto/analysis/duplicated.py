@@ -38,7 +38,17 @@ def duplicated(trace: Any) -> pd.DataFrame:
 
 def duplicated_rows(engine: Any) -> Rows:
     """duplicated() as Rows."""
-    rows = module_rows(engine, ("duplicated",), "SELECT * FROM memq_duplicated_report")
+    return _finished(engine, module_rows(engine, ("duplicated",), "SELECT * FROM memq_duplicated_report"))
+
+
+def duplicated_total_rows(engine: Any) -> Rows:
+    """duplicated_rows' `total` rows alone (the whole trace's and each process's), without the other groupings'
+    cost (memq.duplicated_trace): what memq report shows."""
+    return _finished(engine, module_rows(engine, ("duplicated_trace",), "SELECT * FROM memq_duplicated_total_report"))
+
+
+def _finished(engine: Any, rows: Rows) -> Rows:
+    """duplicated_result of memq_duplicated_report-shaped `rows` of the trace `engine` holds."""
     window = module_rows(engine, ("trace",), "SELECT start_ts, end_ts, recorded_dur FROM memq_trace").records()[0]
     return duplicated_result(rows, window, source_info(engine), windows_rows(engine))
 
@@ -79,7 +89,8 @@ def duplicated_counter(trace: Any, grouping: str = "total") -> pd.DataFrame:
 def duplicated_over_time(trace: Any) -> pd.DataFrame:
     """Whole-trace duplicated bytes over time: ts, direction ('' = all mirrors), value; one row per change."""
     with load(trace) as engine:
-        return addressed_frame(engine, ("duplicated",), "SELECT ts, direction, value FROM memq_duplicated_trace_counter")
+        return addressed_frame(engine, ("duplicated_trace",),
+                               "SELECT ts, direction, value FROM memq_duplicated_trace_counter")
 
 
 def mirrors(trace: Any) -> pd.DataFrame:
