@@ -22,7 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "the run and of copy time), staged copies, and what unified memory would save, each with its "
             "evidence (content-proven or an address upper bound); the findings ranked by what fixing them "
             "would gain, each at one call site / PyTorch op with a concrete fix and the time range to look at "
-            "in Perfetto; plots over time; and what the trace lacks."),
+            "in Perfetto; plots over time; for a job (several ranks), each rank's figures with their spread "
+            "and its plots; and what the trace lacks."),
     )
     parser.add_argument("traces", nargs="+", metavar="TRACE", help=TRACE_HELP)
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.html", help="HTML file to write")

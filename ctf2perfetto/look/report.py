@@ -55,21 +55,6 @@ def _int(v: Any) -> int:
 Series = list[tuple[int, int]]  # (ts, value from ts on), in time order
 
 
-def union_length(intervals: Any) -> int:
-    """Length of the union of [start, end) intervals given in order of start (memq.intervals' definition)."""
-    total, reach = 0, None
-    for lo, hi in intervals:
-        if hi <= lo:
-            continue
-        if reach is None or lo >= reach:
-            total += hi - lo
-            reach = hi
-        elif hi > reach:
-            total += hi - reach
-            reach = hi
-    return total
-
-
 def series_sum(parts: list[Series]) -> Series:
     """The sum of step series (each holds its value until its next sample; 0 before its first)."""
     deltas: dict[int, int] = {}
@@ -78,6 +63,11 @@ def series_sum(parts: list[Series]) -> Series:
         for ts, v in s:
             deltas[ts] = deltas.get(ts, 0) + v - last
             last = v
+    return running_sum(deltas)
+
+
+def running_sum(deltas: dict[int, int]) -> Series:
+    """The step series of changes (ts -> change from then on), from 0."""
     out, value = [], 0
     for ts in sorted(deltas):
         value += deltas[ts]
@@ -143,7 +133,7 @@ class TraceReport:
     duplicated: dict[str, Series] = field(default_factory=dict)
     redundant_bins: dict[str, list[int]] = field(default_factory=dict)
     lacks: list[str] = field(default_factory=list)
-    ranks: dict[str, Any] = field(default_factory=dict)  # "redundant" / "duplicated" -> the job's per-rank Rows
+    ranks: Any = None  # a job's per-rank figures and plots (report_ranks.JobRanks); None without ranks
 
 
 def _rows(engine: Any, modules: tuple[str, ...], sql: str) -> list[dict[str, Any]]:
@@ -152,38 +142,51 @@ def _rows(engine: Any, modules: tuple[str, ...], sql: str) -> list[dict[str, Any
     return module_rows(engine, modules, sql).records()
 
 
-COPY_CLASSES = """
-SELECT ts, dur, bytes, no_op_bytes, repeat_bytes, round_trip_bytes, managed_bytes, unified_bytes, redundant_bytes,
-  content_bytes, staged
-FROM memq_redundant_copy('auto') WHERE redundant_bytes > 0 OR staged ORDER BY ts
+# Per class (and `redundant`, every class together; `staged`): count, bytes, dur_sum, wall_dur, content_bytes
+# (of `redundant`): memq_redundant_total's definitions (a class's time is floor(dur * class bytes / bytes) from the
+# copy's start; wall-clock is the union) for the whole trace, without its per-process and per-evidence rows, which
+# cost more than the report's other figures together. A staged copy of no bytes still counts, as in memq redundant.
+CLASS_TOTALS = """
+WITH c AS MATERIALIZED (
+  SELECT ts, dur, bytes, no_op_bytes, repeat_bytes, round_trip_bytes, managed_bytes, unified_bytes, redundant_bytes,
+    content_bytes, staged
+  FROM memq_redundant_copy('auto') WHERE redundant_bytes > 0 OR staged
+),
+per AS MATERIALIZED (
+  SELECT cls, ts, n, IIF(cls = 'staged', dur, CAST(CAST(dur AS DOUBLE) * n / bytes AS INT)) AS dur, content
+  FROM (
+    SELECT 'no_op' AS cls, ts, dur, bytes, no_op_bytes AS n, 0 AS content FROM c WHERE no_op_bytes > 0
+    UNION ALL SELECT 'repeat', ts, dur, bytes, repeat_bytes, 0 FROM c WHERE repeat_bytes > 0
+    UNION ALL SELECT 'round_trip', ts, dur, bytes, round_trip_bytes, 0 FROM c WHERE round_trip_bytes > 0
+    UNION ALL SELECT 'managed', ts, dur, bytes, managed_bytes, 0 FROM c WHERE managed_bytes > 0
+    UNION ALL SELECT 'unified', ts, dur, bytes, unified_bytes, 0 FROM c WHERE unified_bytes > 0
+    UNION ALL SELECT 'redundant', ts, dur, bytes, redundant_bytes, IFNULL(content_bytes, 0) FROM c
+      WHERE redundant_bytes > 0
+    UNION ALL SELECT 'staged', ts, dur, bytes, bytes, 0 FROM c WHERE staged
+  )
+)
+SELECT p.cls, COUNT(*) AS count, IFNULL(SUM(p.n), 0) AS bytes, IFNULL(SUM(p.dur), 0) AS dur_sum,
+  IFNULL(w.wall_dur, 0) AS wall_dur, SUM(p.content) AS content_bytes
+FROM per p LEFT JOIN _memq_union_dur!((SELECT cls AS grp, ts, dur FROM per)) w ON w.grp = p.cls
+GROUP BY p.cls
+"""
+
+# On an APU every host<->device copy goes too: memq_redundant_copy('yes') summed (the seven classes' totals with
+# their evidence split, which memq redundant --unified yes computes, cost twice as much).
+APU_TOTAL = """
+WITH r AS MATERIALIZED (
+  SELECT ts, redundant_dur AS dur, redundant_bytes AS bytes FROM memq_redundant_copy('yes') WHERE redundant_bytes > 0
+)
+SELECT COUNT(*) AS count, IFNULL(SUM(bytes), 0) AS bytes, IFNULL(SUM(dur), 0) AS dur_sum,
+  IFNULL((SELECT wall_dur FROM _memq_union_dur!((SELECT 1 AS grp, ts, dur FROM r))), 0) AS wall_dur
+FROM r
 """
 
 
 def _totals(engine: Any) -> dict[str, dict[str, int]]:
-    """The whole trace's figures memq redundant gives per class (count, bytes, dur_sum, wall_dur; content_bytes for
-    the union), summed here from the copies with something to count: memq_redundant_total's definitions (prorated
-    time floor(dur * class bytes / bytes) from the copy's start, wall-clock its union) without its per-process and
-    per-evidence rows, which cost more than the report's other figures together."""
-    per: dict[str, dict[str, Any]] = {}
-    for r in _rows(engine, ("redundant",), COPY_CLASSES):
-        ts, dur, total = _int(r["ts"]), _int(r["dur"]), _int(r["bytes"])
-        for cls, n in (("no_op", r["no_op_bytes"]), ("repeat", r["repeat_bytes"]), ("round_trip", r["round_trip_bytes"]),
-                       ("managed", r["managed_bytes"]), ("unified", r["unified_bytes"]),
-                       ("redundant", r["redundant_bytes"]), ("staged", total if r["staged"] else None)):
-            if n is None or is_null(n) or (_int(n) <= 0 and cls != "staged"):
-                continue  # (a staged copy of no bytes still counts, as in memq redundant)
-            n = _int(n)
-            d = dur if cls == "staged" else int(float(dur) * n / total)
-            g = per.setdefault(cls, {"count": 0, "bytes": 0, "dur_sum": 0, "content_bytes": 0, "iv": []})
-            g["count"] += 1
-            g["bytes"] += n
-            g["dur_sum"] += d
-            g["iv"].append((ts, ts + d))
-            if cls == "redundant":
-                g["content_bytes"] += _int(r["content_bytes"])
-    for g in per.values():
-        g["wall_dur"] = union_length(sorted(g.pop("iv")))
-    return per
+    """The whole trace's figures memq redundant gives per class (CLASS_TOTALS)."""
+    return {r["cls"]: {k: _int(r[k]) for k in ("count", "bytes", "dur_sum", "wall_dur", "content_bytes")}
+            for r in _rows(engine, ("redundant", "intervals"), CLASS_TOTALS)}
 
 
 class _Sites:
@@ -259,7 +262,7 @@ def collect(engine: Any, name: str) -> TraceReport:
     """Every figure of the report of one trace, from an open engine."""
     from ctf2perfetto.analysis import advice
     from ctf2perfetto.analysis.base import source_info, warning_counts, warning_lines, windows_rows
-    from ctf2perfetto.analysis.duplicated import duplicated_rows
+    from ctf2perfetto.analysis.duplicated import duplicated_total_rows
 
     trace = _rows(engine, ("trace",), "SELECT start_ts, end_ts, recorded_dur FROM memq_trace")[0]
     start, end, recorded = _int(trace["start_ts"]), _int(trace["end_ts"]), _int(trace["recorded_dur"])
@@ -268,12 +271,12 @@ def collect(engine: Any, name: str) -> TraceReport:
     h = rep.headline
 
     # duplicated: peak, mean, device share
-    dup_rows = duplicated_rows(engine)
+    dup_rows = duplicated_total_rows(engine)
     dup = {(r["grouping"], r["key"]): r for r in dup_rows.records() if r["pid"] is None}
     total = dup.get(("total", None)) or {}
     h["dup_peak"], h["dup_peak_ts"] = _int(total.get("peak_bytes")), total.get("peak_ts")
     h["dup_mean"] = float(total.get("mean_bytes") or 0.0)
-    counters = _rows(engine, ("duplicated",), "SELECT direction, ts, value FROM memq_duplicated_trace_counter")
+    counters = _rows(engine, ("duplicated_trace",), "SELECT direction, ts, value FROM memq_duplicated_trace_counter")
     for r in counters:
         rep.duplicated.setdefault(r["direction"] or "total", []).append((_int(r["ts"]), _int(r["value"])))
     live_rows = _rows(engine, ("counters",), "SELECT track_id, kind, ts, value FROM memq_live_counter")
@@ -309,34 +312,22 @@ def collect(engine: Any, name: str) -> TraceReport:
     staged = auto.get("staged", {})
     h["staged_count"], h["staged_bytes"] = staged.get("count", 0), staged.get("bytes", 0)
     h["staged_sum"], h["staged_wall"] = staged.get("dur_sum", 0), staged.get("wall_dur", 0)
-    # on an APU every host<->device copy goes too: memq_redundant_copy('yes'), summed here (the seven classes'
-    # totals with their evidence split, which memq redundant --unified yes computes, cost twice as much)
-    apu = _rows(engine, ("redundant",), "SELECT ts, redundant_dur AS d, redundant_bytes AS b "
-                "FROM memq_redundant_copy('yes') WHERE redundant_bytes > 0 ORDER BY ts, redundant_dur")
-    h["apu_count"], h["apu_bytes"] = len(apu), sum(_int(r["b"]) for r in apu)
-    h["apu_sum"] = sum(_int(r["d"]) for r in apu)
-    h["apu_wall"] = union_length((_int(r["ts"]), _int(r["ts"]) + _int(r["d"])) for r in apu)
-    # all copy time, as memq redundant counts copies: a trace merged with its PyTorch profile holds each copy
+    apu = _rows(engine, ("redundant", "intervals"), APU_TOTAL)[0]
+    h["apu_count"], h["apu_bytes"], h["apu_sum"], h["apu_wall"] = (_int(apu[k]) for k in ("count", "bytes", "dur_sum",
+                                                                                           "wall_dur"))
+    # all copy time (memq summary's copies, memsets aside), as memq redundant counts copies: a trace merged with its PyTorch profile holds each copy
     # twice, and then only the LTTng ones count
-    copy_time = _rows(engine, ("summary",), """SELECT IFNULL(SUM(dur_sum), 0) AS d, IFNULL(SUM(count), 0) AS n,
-        IFNULL(SUM(bytes), 0) AS b FROM memq_summary_copy WHERE direction != 'memset'
-        AND (source = 'lttng' OR NOT EXISTS (SELECT 1 FROM memq_summary_copy WHERE source = 'lttng'
-                                             AND direction != 'memset'))""")[0]
+    copy_time = _rows(engine, ("copies",), """SELECT IFNULL(SUM(dur), 0) AS d, COUNT(*) AS n,
+        IFNULL(SUM(bytes), 0) AS b FROM memq_copy WHERE direction IS NOT NULL
+        AND (source = 'lttng' OR NOT EXISTS (SELECT 1 FROM memq_copy WHERE source = 'lttng'
+                                             AND direction IS NOT NULL))""")[0]
     h["copy_sum"], h["copy_count"], h["copy_bytes"] = _int(copy_time["d"]), _int(copy_time["n"]), _int(copy_time["b"])
     h["run"] = recorded
 
     # per rank, when the trace is a job's (analysis/job.py)
-    from ctf2perfetto.analysis import job
-    from ctf2perfetto.analysis.redundant import redundant_rows
-    from ctf2perfetto.traceformat import names as N
+    from ctf2perfetto.look.report_ranks import collect_ranks
 
-    for name, tables in (("redundant", lambda: {"redundant": redundant_rows(engine, "auto")}),
-                         ("duplicated", lambda: {"duplicated": dup_rows})):
-        if not any(i["role"] == N.ROLE_RANK for i in job.identities(engine)):
-            break  # not a job's trace: no per-rank figures to compute
-        found = job.job_tables(name, engine, tables(), "rank")
-        if found.get("by rank") is not None:
-            rep.ranks[name] = found["by rank"]
+    rep.ranks = collect_ranks(engine, dup_rows, start, end, BINS)
 
     # findings: redundant classes per site, then the advice rules
     sites = _Sites(engine)
@@ -419,10 +410,10 @@ def collect(engine: Any, name: str) -> TraceReport:
     # redundant copy time over time, per class
     if addressed or h["red_count"]:
         span = max(end - start, 1)
-        for r in _rows(engine, ("redundant",), "SELECT class, ts, redundant_dur FROM memq_redundant_copy('auto') "
-                                              "WHERE class IS NOT NULL"):
-            b = min(BINS - 1, max(0, (_int(r["ts"]) - start) * BINS // span))
-            rep.redundant_bins.setdefault(r["class"], [0] * BINS)[b] += _int(r["redundant_dur"])
+        for r in _rows(engine, ("redundant",), f"""SELECT class, MIN({BINS - 1}, MAX(0, (ts - {start}) * {BINS} / {span}))
+            AS bin, SUM(redundant_dur) AS d FROM memq_redundant_copy('auto') WHERE class IS NOT NULL
+            GROUP BY class, bin"""):
+            rep.redundant_bins.setdefault(r["class"], [0] * BINS)[_int(r["bin"])] += _int(r["d"])
 
     # what the trace lacks
     rep.lacks = warning_lines(*warning_counts(engine))
@@ -549,12 +540,16 @@ h3{font-size:15px;margin:18px 0 6px}
 table{border-collapse:collapse;width:100%;background:#fff;font-size:13px}
 th,td{border-bottom:1px solid #eee;padding:6px 8px;text-align:left;vertical-align:top}
 th{background:#fafafa;font-weight:600}
-td.num{text-align:right;white-space:nowrap}
+td.num,th.num{text-align:right;white-space:nowrap}
 .fix{color:#0b5394}
 .small{font-size:12px;color:#666}
 figure{margin:12px 0;background:#fff;border:1px solid #e2e2e6;border-radius:8px;padding:8px}
 figcaption{font-size:13px;color:#333;margin:2px 4px 6px;font-weight:600}
 ul.lacks li{margin:3px 0}
+tr.job td{border-top:2px solid #ccc;background:#fafafa}
+details.rank{margin:10px 0;background:#fff;border:1px solid #e2e2e6;border-radius:8px;padding:6px 10px}
+details.rank summary{font-weight:600;cursor:pointer;padding:4px 0}
+details.rank figure{border:none;padding:0}
 code{font-size:12px;background:#f0f0f3;padding:0 3px;border-radius:3px}
 """
 
@@ -733,11 +728,13 @@ W, H, L, R, T, B = 940, 220, 64, 200, 12, 34
 
 
 def step_svg(rep: TraceReport, key: str, series: dict[str, Series], colors: dict[str, str], caption: str,
-             empty: str) -> str:
+             empty: str, rank: int | None = None) -> str:
+    """A step plot of `series` over the trace's time; `rank`: the rank it shows (a job's per-rank plots)."""
+    head = _figure_head(key, caption, rank)
     span = max(rep.end - rep.start, 1)
     top = max((v for s in series.values() for _, v in s), default=0)
     if not series or top <= 0:
-        return f'<figure data-plot="{_e(key)}"><figcaption>{_e(caption)}</figcaption><p class="small">{_e(empty)}</p></figure>'
+        return f'{head}<p class="small">{_e(empty)}</p></figure>'
     scale, unit = _size_scale(top)
     pw, ph = W - L - R, H - T - B
 
@@ -768,17 +765,25 @@ def step_svg(rep: TraceReport, key: str, series: dict[str, Series], colors: dict
                      f'<text x="{L + pw + 30}" y="{ly - 4}" font-size="12" fill="#333">{_e(name)} '
                      f'(peak {_e(size(peak))})</text>')
     parts.append("</svg>")
-    return f'<figure data-plot="{_e(key)}"><figcaption>{_e(caption)}</figcaption>{"".join(parts)}</figure>'
+    return f'{head}{"".join(parts)}</figure>'
 
 
-def bars_svg(rep: TraceReport) -> str:
-    caption = "Redundant copy time over time, per class (summed prorated time per bin)"
-    bins = rep.redundant_bins
+def _figure_head(key: str, caption: str, rank: int | None) -> str:
+    """A plot's opening tag and caption: data-plot names it, data-rank its rank (none for the whole trace)."""
+    of = "" if rank is None else f' data-rank="{rank}"'
+    return f'<figure data-plot="{_e(key)}"{of}><figcaption>{_e(caption)}</figcaption>'
+
+
+def bars_svg(rep: TraceReport, bins: dict[str, list[int]] | None = None,
+             caption: str = "Redundant copy time over time, per class (summed prorated time per bin)",
+             rank: int | None = None) -> str:
+    """Redundant copy time per class in BINS bins of the trace's time: the trace's, or `bins` (a rank's)."""
+    bins = rep.redundant_bins if bins is None else bins
+    head = _figure_head("redundant", caption, rank)
     totals = [sum(b[i] for b in bins.values()) for i in range(BINS)] if bins else []
     top = max(totals, default=0)
     if top <= 0:
-        return (f'<figure data-plot="redundant"><figcaption>{_e(caption)}</figcaption>'
-                '<p class="small">No redundant copy.</p></figure>')
+        return f'{head}<p class="small">No redundant copy.</p></figure>'
     scale, unit = next(((s, u) for s, u in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")) if top >= s), (1, "ns"))
     pw, ph = W - L - R, H - T - B
     bw = pw / BINS
@@ -799,36 +804,12 @@ def bars_svg(rep: TraceReport) -> str:
                      f'<text x="{L + pw + 30}" y="{ly - 2}" font-size="12" fill="#333">{_e(cls.replace("_", " "))} '
                      f'({_e(duration(sum(b)))})</text>')
     parts.append("</svg>")
-    return f'<figure data-plot="redundant"><figcaption>{_e(caption)}</figcaption>{"".join(parts)}</figure>'
-
-
-def _cell(column: str, v: Any) -> str:
-    if v is None or is_null(v):
-        return ""
-    if isinstance(v, (int, float)) and (column.endswith("_dur") or column.endswith("dur_sum")):
-        return duration(v)
-    if isinstance(v, (int, float)) and ("bytes" in column or column == "size"):
-        return size(v)
-    if isinstance(v, float):
-        return f"{100 * v:.1f}%" if column.endswith("share") else f"{v:.4g}"
-    return str(v)
-
-
-def ranks_html(rep: TraceReport) -> str:
-    if not rep.ranks:
-        return ""
-    out = ["<h2>Per rank</h2>"]
-    for name, rows in rep.ranks.items():
-        cols = [c for c in rows.columns if c not in ("pci_bus_id", "gpu_uuid", "role")]
-        head = "".join(f"<th>{_e(c.replace('_', ' '))}</th>" for c in cols)
-        body = "".join("<tr data-rank=\"" + _e(r.get("rank")) + "\">" + "".join(
-            f'<td class="num">{_e(_cell(c, r.get(c)))}</td>' for c in cols) + "</tr>" for r in rows.records())
-        out.append(f'<h3>{_e(name)}</h3><table data-table="ranks-{_e(name)}"><thead><tr>{head}</tr></thead>'
-                   f"<tbody>{body}</tbody></table>")
-    return "".join(out)
+    return f'{head}{"".join(parts)}</figure>'
 
 
 def trace_html(rep: TraceReport, index: int) -> str:
+    from ctf2perfetto.look.report_ranks import ranks_html
+
     lacks = "".join(f"<li>{_e(line)}</li>" for line in rep.lacks) or "<li>Nothing: no loss, no window.</li>"
     dup = {k: v for k, v in rep.duplicated.items()}
     return f"""<section data-trace="{index}">

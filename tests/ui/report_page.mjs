@@ -27,7 +27,7 @@ try {
       gain: Number(r.dataset.gain), bytes: Number(r.dataset.bytes), count: Number(r.dataset.count),
       buffers: r.dataset.buffers ? r.dataset.buffers.split(' ').map(Number) : [], text: r.innerText}));
     const plots = [...document.querySelectorAll('figure[data-plot]')].map((f) => ({
-      plot: f.dataset.plot, svg: !!f.querySelector('svg'),
+      plot: f.dataset.plot, rank: f.dataset.rank ?? null, svg: !!f.querySelector('svg'),
       series: [...f.querySelectorAll('[data-series]')].map((s) => ({name: s.dataset.series,
                                                                     peak: Number(s.dataset.peak)})),
       bars: [...f.querySelectorAll('rect[data-class]')].map((b) => ({cls: b.dataset.class,
