@@ -234,6 +234,9 @@ class TraceInfo:
     # dicts with keys realtime, monotonic, boottime (ns) and where ("start"/"end").
     clock_readings: list[dict] = field(default_factory=list)
     hostname: str = ""
+    # The profiler whose file these events were imported from (`rpd`, `rocpd`, `thapi`: memq.meta's source);
+    # "" for an LTTng recording.
+    source: str = ""
     processes: dict[int, str] = field(default_factory=dict)  # pid -> process name
     threads: dict[tuple[int, int], str] = field(default_factory=dict)  # (pid, tid) -> name
     # Devices the preload library could query: dicts with pid, device, name,

@@ -7,6 +7,7 @@ rocpd databases built from rocprofiler-sdk's schema files, an nsys export from a
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sqlite3
@@ -416,3 +417,30 @@ def test_thapi_trace(tmp_path):
     rows = [line.split(",") for line in result.stdout.splitlines() if not line.startswith("#")]
     repeat = [dict(zip(rows[0], r)) for r in rows[1:] if r[:2] == ["", "repeat"]][0]
     assert (repeat["count"], repeat["bytes"]) == ("1", "65536")
+
+
+@pytest.mark.parametrize("fmt", ["rpd", "rocpd", "thapi"])
+def test_imports_name_their_source_and_keep_the_address_figures(fmt, rocpd_dbs, tmp_path):
+    """The terminal and the report name the profiler an import came from, not `lttng`, and the figures that need
+    addresses still apply (duplicated and redundant: applies, with the repeats the address rules find)."""
+    from ctf2perfetto.look import report
+    from support.thapi_ctf import write_trace
+
+    path = {"rpd": RPD / "matmul_result.rpd", "rocpd": rocpd_dbs["copies.db"],
+            "thapi": write_trace(tmp_path / "thapi", thapi_calls()) if fmt == "thapi" else None}[fmt]
+    _, out = convert(path, tmp_path)
+    table = memq("redundant", str(out))
+    assert table.returncode == 0, table.stderr
+    assert f"memq redundant (source: {fmt})" in table.stdout.splitlines(), table.stdout
+    for name in ("duplicated", "redundant"):
+        done = memq(name, str(out), "--format", "json")
+        assert done.returncode == 0, done.stderr
+        got = json.loads(done.stdout)
+        assert got["source"] == fmt and all(table["applies"] for table in got["tables"].values()), got
+    with open_trace(out) as engine:
+        rep = report.collect(engine, out.name)
+        copies = engine.rows("INCLUDE PERFETTO MODULE memq.copies; SELECT COUNT(*) AS n FROM memq_copy "
+                             "WHERE src IS NOT NULL AND dst IS NOT NULL").first("n")
+    assert rep.source == fmt and rep.addressed and copies > 0
+    page = report.render([rep])
+    assert f"Source: {fmt} ·" in page and 'data-figure="dup_peak"' in page and "carry no addresses" not in page

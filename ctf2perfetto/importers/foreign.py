@@ -185,6 +185,7 @@ def write(imported: Imported, out: Path, *, inputs=(), progress=None):
     from ctf2perfetto.outfiles import AtomicOutput
 
     if imported.batch is not None:
+        imported.info.source = imported.format  # what the analyses name as the source (memq_source)
         summary = write_trace([imported.batch], imported.info, out, inputs=inputs,
                               progress=progress.written if progress else None)
         summary.warnings = [w for w in summary.warnings if not w.startswith(CLOCK_WARNING)]

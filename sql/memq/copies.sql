@@ -285,7 +285,9 @@ ORDER BY id;
 
 -- What the trace holds and which figures apply to it.
 CREATE PERFETTO TABLE memq_source(
-  -- `lttng`, `kineto`, or `none` when the trace holds no memory events.
+  -- What recorded it: `lttng` (memq record), `kineto` (a PyTorch-profiler JSON), or the profiler whose file memq
+  -- imported (`rpd`, `rocpd`, `thapi`, `nsys`: the name its memq.meta instant gives). An import's events are
+  -- memq's own: memq_copy.source says `lttng` or `kineto` for them, and memq_has_addresses!() by that.
   source STRING,
   -- 1 when copies carry addresses (duplicated, redundant classes and leaks apply).
   has_addresses BOOL,
@@ -302,6 +304,14 @@ WITH src AS (
   SELECT 'lttng', 0, 0
   WHERE EXISTS (SELECT 1 FROM slice WHERE category IN ('memq.heap', 'memq.api')
                 OR (category = 'memq.meta' AND EXTRACT_ARG(arg_set_id, 'debug.source') = 'lttng'))
+),
+per AS (
+  SELECT source, memq_has_addresses!(source) AS has_addresses, SUM(copies) AS copies, SUM(sets) AS sets
+  FROM src GROUP BY source
+),
+imported AS (
+  SELECT EXTRACT_ARG(arg_set_id, 'debug.source') AS name FROM slice
+  WHERE category = 'memq.meta' AND EXTRACT_ARG(arg_set_id, 'debug.source') NOT IN ('lttng', 'kineto')
+  LIMIT 1
 )
-SELECT source, memq_has_addresses!(source) AS has_addresses, SUM(copies) AS copies, SUM(sets) AS sets
-FROM src GROUP BY source;
+SELECT IFNULL((SELECT name FROM imported), per.source) AS source, has_addresses, copies, sets FROM per;

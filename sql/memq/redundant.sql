@@ -106,7 +106,7 @@ WITH c AS (
   LEFT JOIN _memq_copy_class k ON k.copy_id = mc.id
   LEFT JOIN _memq_device_unified du ON du.upid = mc.upid AND du.device = mc.device
   WHERE memq_has_addresses!(mc.source)
-    OR NOT EXISTS (SELECT 1 FROM memq_source WHERE memq_has_addresses!(source) AND copies > 0)
+    OR NOT EXISTS (SELECT 1 FROM memq_source WHERE has_addresses AND copies > 0)
 )
 SELECT
   id, ts, dur, source, upid, utid, call_id, api, direction, bytes, stream, device, device_unified, no_op,

@@ -79,7 +79,7 @@ class MetaWriter:
         memq = T.memq_uuid()
         windows = {A.windows: summary.windows, A.live_at_start: summary.live_at_start} if summary.windows else {}
         self._instant(t0, memq, N.CAT_META, N.EVENT_TRACE_INFO, {
-            A.source: N.SOURCE_LTTNG, A.converter_version: __version__, A.hostname: info.hostname,
+            A.source: info.source or N.SOURCE_LTTNG, A.converter_version: __version__, A.hostname: info.hostname,
             A.lost_events: info.lost_events, A.lost_packets: info.lost_packets,
             A.unmatched_frees: summary.unmatched_frees, A.skipped_events: sum(info.skipped.values()),
             A.events: summary.total_events, **_loss_accounting(info), **_host_settings(info), **windows})
