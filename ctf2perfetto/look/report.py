@@ -142,51 +142,10 @@ def _rows(engine: Any, modules: tuple[str, ...], sql: str) -> list[dict[str, Any
     return module_rows(engine, modules, sql).records()
 
 
-# Per class (and `redundant`, every class together; `staged`): count, bytes, dur_sum, wall_dur, content_bytes
-# (of `redundant`): memq_redundant_total's definitions (a class's time is floor(dur * class bytes / bytes) from the
-# copy's start; wall-clock is the union) for the whole trace, without its per-process and per-evidence rows, which
-# cost more than the report's other figures together. A staged copy of no bytes still counts, as in memq redundant.
-CLASS_TOTALS = """
-WITH c AS MATERIALIZED (
-  SELECT ts, dur, bytes, no_op_bytes, repeat_bytes, round_trip_bytes, managed_bytes, unified_bytes, redundant_bytes,
-    content_bytes, staged
-  FROM memq_redundant_copy('auto') WHERE redundant_bytes > 0 OR staged
-),
-per AS MATERIALIZED (
-  SELECT cls, ts, n, IIF(cls = 'staged', dur, CAST(CAST(dur AS DOUBLE) * n / bytes AS INT)) AS dur, content
-  FROM (
-    SELECT 'no_op' AS cls, ts, dur, bytes, no_op_bytes AS n, 0 AS content FROM c WHERE no_op_bytes > 0
-    UNION ALL SELECT 'repeat', ts, dur, bytes, repeat_bytes, 0 FROM c WHERE repeat_bytes > 0
-    UNION ALL SELECT 'round_trip', ts, dur, bytes, round_trip_bytes, 0 FROM c WHERE round_trip_bytes > 0
-    UNION ALL SELECT 'managed', ts, dur, bytes, managed_bytes, 0 FROM c WHERE managed_bytes > 0
-    UNION ALL SELECT 'unified', ts, dur, bytes, unified_bytes, 0 FROM c WHERE unified_bytes > 0
-    UNION ALL SELECT 'redundant', ts, dur, bytes, redundant_bytes, IFNULL(content_bytes, 0) FROM c
-      WHERE redundant_bytes > 0
-    UNION ALL SELECT 'staged', ts, dur, bytes, bytes, 0 FROM c WHERE staged
-  )
-)
-SELECT p.cls, COUNT(*) AS count, IFNULL(SUM(p.n), 0) AS bytes, IFNULL(SUM(p.dur), 0) AS dur_sum,
-  IFNULL(w.wall_dur, 0) AS wall_dur, SUM(p.content) AS content_bytes
-FROM per p LEFT JOIN _memq_union_dur!((SELECT cls AS grp, ts, dur FROM per)) w ON w.grp = p.cls
-GROUP BY p.cls
-"""
-
-# On an APU every host<->device copy goes too: memq_redundant_copy('yes') summed (the seven classes' totals with
-# their evidence split, which memq redundant --unified yes computes, cost twice as much).
-APU_TOTAL = """
-WITH r AS MATERIALIZED (
-  SELECT ts, redundant_dur AS dur, redundant_bytes AS bytes FROM memq_redundant_copy('yes') WHERE redundant_bytes > 0
-)
-SELECT COUNT(*) AS count, IFNULL(SUM(bytes), 0) AS bytes, IFNULL(SUM(dur), 0) AS dur_sum,
-  IFNULL((SELECT wall_dur FROM _memq_union_dur!((SELECT 1 AS grp, ts, dur FROM r))), 0) AS wall_dur
-FROM r
-"""
-
-
 def _totals(engine: Any) -> dict[str, dict[str, int]]:
-    """The whole trace's figures memq redundant gives per class (CLASS_TOTALS)."""
+    """The whole trace's figures memq redundant gives per class (memq_report_class_total)."""
     return {r["cls"]: {k: _int(r[k]) for k in ("count", "bytes", "dur_sum", "wall_dur", "content_bytes")}
-            for r in _rows(engine, ("redundant", "intervals"), CLASS_TOTALS)}
+            for r in _rows(engine, ("report",), "SELECT * FROM memq_report_class_total")}
 
 
 class _Sites:
@@ -230,7 +189,7 @@ SELECT r.class, p.pid, k.ip, r.api, r.direction, c.src_alloc_id, c.dst_alloc_id,
   COUNT(*) AS count, SUM(r.redundant_bytes) AS bytes, SUM(r.content_bytes) AS content_bytes,
   SUM(r.redundant_dur) AS gain_dur, MIN(r.ts) AS first_ts, MAX(r.ts + r.dur) AS last_end_ts,
   MIN(r.call_id) AS first_call_id
-FROM memq_redundant_copy('{unified}') r
+FROM memq_report_copy r
 JOIN memq_copy c ON c.id = r.id
 LEFT JOIN memq_advice_call k ON k.call_id = r.call_id
 LEFT JOIN process p ON p.upid = r.upid
@@ -312,7 +271,7 @@ def collect(engine: Any, name: str) -> TraceReport:
     staged = auto.get("staged", {})
     h["staged_count"], h["staged_bytes"] = staged.get("count", 0), staged.get("bytes", 0)
     h["staged_sum"], h["staged_wall"] = staged.get("dur_sum", 0), staged.get("wall_dur", 0)
-    apu = _rows(engine, ("redundant", "intervals"), APU_TOTAL)[0]
+    apu = _rows(engine, ("report",), "SELECT * FROM memq_report_apu_total")[0]
     h["apu_count"], h["apu_bytes"], h["apu_sum"], h["apu_wall"] = (_int(apu[k]) for k in ("count", "bytes", "dur_sum",
                                                                                            "wall_dur"))
     # all copy time (memq summary's copies, memsets aside), as memq redundant counts copies: a trace merged with its PyTorch profile holds each copy
@@ -358,7 +317,7 @@ def collect(engine: Any, name: str) -> TraceReport:
 
     if addressed:
         unified_classes = {"unified"} if any(_int(v.get("bytes")) for k, v in auto.items() if k == "unified") else set()
-        for r in _rows(engine, ("redundant", "advice.calls"), REDUNDANT_SITES.format(unified="auto")):
+        for r in _rows(engine, ("report", "advice.calls"), REDUNDANT_SITES):
             cls = r["class"]
             if cls == "unified" and not unified_classes:
                 continue
@@ -410,8 +369,8 @@ def collect(engine: Any, name: str) -> TraceReport:
     # redundant copy time over time, per class
     if addressed or h["red_count"]:
         span = max(end - start, 1)
-        for r in _rows(engine, ("redundant",), f"""SELECT class, MIN({BINS - 1}, MAX(0, (ts - {start}) * {BINS} / {span}))
-            AS bin, SUM(redundant_dur) AS d FROM memq_redundant_copy('auto') WHERE class IS NOT NULL
+        for r in _rows(engine, ("report",), f"""SELECT class, MIN({BINS - 1}, MAX(0, (ts - {start}) * {BINS} / {span}))
+            AS bin, SUM(redundant_dur) AS d FROM memq_report_copy WHERE class IS NOT NULL
             GROUP BY class, bin"""):
             rep.redundant_bins.setdefault(r["class"], [0] * BINS)[_int(r["bin"])] += _int(r["d"])
 
@@ -447,7 +406,7 @@ def collect(engine: Any, name: str) -> TraceReport:
 
 OVERLAPS = """
 WITH r AS MATERIALIZED (
-  SELECT id, redundant_dur, redundant_bytes = bytes AS whole FROM memq_redundant_copy('auto') WHERE class IS NOT NULL
+  SELECT id, redundant_dur, redundant_bytes = bytes AS whole FROM memq_report_copy WHERE class IS NOT NULL
 )
 SELECT 'sync_loop' AS rule, s.site AS k1, NULL AS k2, NULL AS k3, NULL AS k4, NULL AS k5, SUM(r.redundant_dur) AS d,
   SUM(r.whole) AS gone
@@ -474,7 +433,7 @@ def _overlap_key(rule: str, r: dict[str, Any]) -> tuple:
 def _overlaps(engine: Any) -> dict[tuple[str, tuple], tuple[int, int]]:
     """Per advice finding (rule, key): the redundant time of its copies, and how many of them are wholly redundant
     (they go once the redundant finding is fixed)."""
-    rows = _rows(engine, ("redundant", "advice.sync_loop", "advice.pinning", "advice.zero_content"), OVERLAPS)
+    rows = _rows(engine, ("report", "advice.sync_loop", "advice.pinning", "advice.zero_content"), OVERLAPS)
     return {(r["rule"], (r["k1"], r["k2"], r["k3"], r["k4"], r["k5"])): (_int(r["d"]), _int(r["gone"]))
             for r in rows if _int(r["d"])}
 

@@ -40,7 +40,7 @@ WHERE a.kind = 'device'"""
 DUPLICATED_SQL = "SELECT pid, ts, value FROM memq_duplicated_process_counter"
 REDUNDANT_SQL = """SELECT p.pid, r.class, MIN({last}, MAX(0, (r.ts - {start}) * {bins} / {span})) AS bin,
   SUM(r.redundant_dur) AS d
-FROM memq_redundant_copy('auto') r JOIN process p USING (upid) WHERE r.class IS NOT NULL
+FROM memq_report_copy r JOIN process p USING (upid) WHERE r.class IS NOT NULL
 GROUP BY p.pid, r.class, bin"""
 
 
@@ -113,7 +113,7 @@ def collect_ranks(engine: Any, dup_rows: Rows, start: int, end: int, bins: int) 
         dup.setdefault(int(r["pid"]), []).append((int(r["ts"]), int(r["value"])))
     red: dict[int, dict[str, list[int]]] = {}
     sql = REDUNDANT_SQL.format(last=bins - 1, start=start, bins=bins, span=max(end - start, 1))
-    for r in module_rows(engine, ("redundant",), sql).records():
+    for r in module_rows(engine, ("report",), sql).records():
         red.setdefault(int(r["pid"]), {}).setdefault(r["class"], [0] * bins)[int(r["bin"])] += int(r["d"])
 
     parts = []
