@@ -103,6 +103,9 @@ def test_job_report_per_rank_figures_spread_and_plots(tmp_path):
         assert int(fig[f"spread.{f}.max"]["value"]) == values[2][0]
     row = next(s for s in rep.ranks.spread if s["figure"] == "redundant_dur")
     assert (row["min_rank"], row["max_rank"]) == (0, 2)
+    # findings say which rank: the top one is rank 2's repeat (its uploads are the longest), the worker's is rank 1's
+    assert got["findings"][0]["kind"] == "repeat" and f"rank 2, pid {RANK_PIDS[2]}" in got["findings"][0]["text"]
+    assert any(f"rank 1, pid {WORKER}" in f["text"] for f in got["findings"])
 
     plots = {(p["plot"], p["rank"]): p for p in got["plots"]}
     for rank, w in want.items():

@@ -305,8 +305,11 @@ def collect(engine: Any, name: str) -> TraceReport:
         kind = {"host": "pageable host", "device": "device"}.get(a["kind"], a["kind"])
         return f"the {size(_int(a['size']))} {kind} buffer at {_int(a['addr']):#x}"
 
+    rank_of = {pid: part.rank for part in rep.ranks.parts for pid in part.pids} if rep.ranks else {}
+
     def where(pid: Any, ip: Any, ts: int, api: str, call_id: Any) -> str:
-        parts = [f"pid {pid}" if pid is not None else "", f"{api}"]
+        who = "" if pid is None else f"pid {pid}" if int(pid) not in rank_of else f"rank {rank_of[int(pid)]}, pid {pid}"
+        parts = [who, f"{api}"]
         site = sites.label(pid, ip, ts)
         if site:
             parts.append(f"called from {site}")
@@ -771,19 +774,22 @@ def trace_html(rep: TraceReport, index: int) -> str:
 
     lacks = "".join(f"<li>{_e(line)}</li>" for line in rep.lacks) or "<li>Nothing: no loss, no window.</li>"
     dup = {k: v for k, v in rep.duplicated.items()}
+    ranks = len(rep.ranks.parts) if rep.ranks else 0
+    job = f" (the job: all {ranks} ranks)" if ranks else ""
+    per_rank = f' · <a href="#ranks-{index}">{ranks} ranks: figures and plots per rank</a>' if ranks else ""
     return f"""<section data-trace="{index}">
 <h1>{_e(rep.name)}</h1>
 <p class="sub">Source: {_e(rep.source)} · {_e(duration(rep.end - rep.start))} traced · {_e(duration(rep.recorded))}
-recorded · <span id="verdict-{index}" data-figure="verdict">{_e(verdict_words(rep))}</span></p>
+recorded{per_rank} · <span id="verdict-{index}" data-figure="verdict">{_e(verdict_words(rep))}</span></p>
 {headline_html(rep)}
 <h2>Findings, by what fixing them would gain</h2>
 {findings_html(rep)}
-<h2>Over time</h2>
+<h2>Over time{_e(job)}</h2>
 {step_svg(rep, "live", rep.live, KIND_COLORS, "Live bytes per memory kind", "No live-bytes counters in the trace.")}
 {step_svg(rep, "duplicated", dup, DIR_COLORS, "Duplicated bytes (upper bound), all mirrors and per copy direction",
           "Nothing duplicated." if rep.addressed else "Not applicable: the copies carry no addresses.")}
 {bars_svg(rep)}
-{ranks_html(rep)}
+{ranks_html(rep, index)}
 <h2>What the trace lacks</h2>
 <ul class="lacks">{lacks}</ul>
 </section>"""

@@ -151,9 +151,9 @@ def _words(unit: str, v: Any) -> str:
     return f"{100 * v:.1f}%" if unit == "share" else f"{v:,}"
 
 
-def ranks_html(rep: Any) -> str:
-    """The "Per rank" section of a job's trace: the table, the spread, a comparison of the ranks' duplicated
-    bytes, and each rank's plots."""
+def ranks_html(rep: Any, index: int) -> str:
+    """The "Per rank" section of a job's trace (the page's `index`-th): the table, the spread, a comparison of the
+    ranks' duplicated bytes, and each rank's plots."""
     from ctf2perfetto.look.report import KIND_COLORS, _e, _fig, bars_svg, step_svg
 
     job: JobRanks | None = rep.ranks
@@ -179,7 +179,7 @@ def ranks_html(rep: Any) -> str:
     spread = "".join(_spread_row(s, units[s["figure"]], labels[s["figure"]]) for s in job.spread)
     compare = {f"rank {p.rank}": p.duplicated[ALL_MIRRORS] for p in job.parts if p.duplicated.get(ALL_MIRRORS)}
     colors = {f"rank {p.rank}": RANK_COLORS[i % len(RANK_COLORS)] for i, p in enumerate(job.parts)}
-    out = [f"""<h2 id="ranks">Per rank</h2>
+    out = [f"""<h2 id="ranks-{index}">Per rank</h2>
 <p class="small">{len(job.parts)} ranks. A rank's figures are its process's plus its workers' (a peak summed over
 them is an upper bound); the job's duplicated figures are the whole trace's, over time, not a sum.</p>
 <table data-table="ranks"><thead><tr><th>rank</th>{heads}</tr></thead><tbody>{''.join(body)}</tbody></table>
