@@ -710,13 +710,7 @@ def step_svg(rep: TraceReport, key: str, series: dict[str, Series], colors: dict
     parts += _y_axis(top, scale, unit, pw, ph) + _time_axis(rep, pw, ph)
     ordered = sorted(series.items(), key=lambda kv: kv[0] == "total")  # the total on top of its parts
     for i, (name, s) in enumerate(ordered):
-        pts, last = [], 0
-        pts.append(f"{x(rep.start):.1f},{y(0):.1f}")
-        for ts, v in s:
-            pts.append(f"{x(ts):.1f},{y(last):.1f}")
-            pts.append(f"{x(ts):.1f},{y(v):.1f}")
-            last = v
-        pts.append(f"{x(rep.end):.1f},{y(last):.1f}")
+        pts = _step_points(s, x, y, rep.start, rep.end)
         color = colors.get(name, "#555")
         peak = max((v for _, v in s), default=0)
         dash = ' stroke-dasharray="5 3"' if name == "total" else ""
@@ -728,6 +722,34 @@ def step_svg(rep: TraceReport, key: str, series: dict[str, Series], colors: dict
                      f'(peak {_e(size(peak))})</text>')
     parts.append("</svg>")
     return f'{head}{"".join(parts)}</figure>'
+
+
+def _step_points(s: Series, x: Any, y: Any, start: int, end: int) -> list[str]:
+    """The polyline of step series `s` from `start` to `end`, one vertical run per tenth of a unit of x (the
+    points' resolution): the value reaching that x, the lowest and the highest there, and the last. What the eye
+    sees of every sample, in at most a few points per column: a long run's 10^5-10^6 samples made pages of tens
+    of MiB."""
+    pts = [f"{x(start):.1f},{y(0):.1f}"]
+    col, held, lo, hi, last = None, 0, 0, 0, 0
+
+    def run() -> None:
+        shown = None
+        for v in (held, lo, hi, last):
+            if v != shown:
+                pts.append(f"{col},{y(v):.1f}")
+                shown = v
+
+    for ts, v in s:
+        at = f"{x(ts):.1f}"
+        if at != col:
+            if col is not None:
+                run()
+            col, held, lo, hi = at, last, v, v
+        lo, hi, last = min(lo, v), max(hi, v), v
+    if col is not None:
+        run()
+    pts.append(f"{x(end):.1f},{y(last):.1f}")
+    return pts
 
 
 def _figure_head(key: str, caption: str, rank: int | None) -> str:
