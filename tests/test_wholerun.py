@@ -46,6 +46,16 @@ def _same(got, expect, where: str = "") -> None:
         assert got == expect, (where, got, expect)
 
 
+# What `--parts` says of how it cut the run (a cut that found no quiet time in a busy loop under load is left out,
+# the part before it is then longer): no counterpart in the whole trace's output, and no figure changes with it.
+_CUTTING = ("cut(s) found no quiet time", "each part decodes the recording from its start")
+
+
+def _without_cutting_notes(output):
+    """`output` (memq's JSON) with its notes about the cutting itself left out."""
+    return {**output, "notes": [n for n in output["notes"] if not any(c in n for c in _CUTTING)]}
+
+
 def check_parts(trace: Path, tmp: Path, parts: int = 4) -> None:
     """The whole trace's duplicated and redundant output, and the same from `parts` parts of the recording."""
     tmp.mkdir(exist_ok=True)
@@ -61,7 +71,7 @@ def check_parts(trace: Path, tmp: Path, parts: int = 4) -> None:
         expect, got = memq(name, str(whole), "--format", "json"), memq(name, str(trace), "--parts", every,
                                                                          "--format", "json")
         assert expect.returncode == got.returncode == 0, expect.stderr + got.stderr
-        got, expect = json.loads(got.stdout), json.loads(expect.stdout)
+        got, expect = _without_cutting_notes(json.loads(got.stdout)), json.loads(expect.stdout)
         for output in (got, expect):  # tables ordered by time or bytes: ties in no particular order
             for key in ("api", "allocations", "leaks", "outlived"):
                 if key in output["tables"]:
