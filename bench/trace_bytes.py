@@ -21,19 +21,12 @@ from pathlib import Path
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import InternedData, TracePacket, TrackEvent
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from ctf2perfetto.traceformat.packets import read_varint  # noqa: E402
+
 GOAL_BYTES_PER_EVENT = 70
 _PACKET, _TRACK_EVENT, _INTERNED, _ANNOTATIONS = 1, 11, 12, 4  # Trace.packet, .track_event, .interned_data, debug_annotations
-
-
-def _varint(buf: memoryview, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, i
 
 
 def fields(buf: memoryview):
@@ -41,12 +34,12 @@ def fields(buf: memoryview):
     i = 0
     while i < len(buf):
         start = i
-        key, i = _varint(buf, i)
+        key, i = read_varint(buf, i)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, i = _varint(buf, i)
+            value, i = read_varint(buf, i)
         elif wire == 2:
-            size, i = _varint(buf, i)
+            size, i = read_varint(buf, i)
             value, i = buf[i:i + size], i + size
         elif wire == 1:
             value, i = buf[i:i + 8], i + 8
@@ -84,7 +77,6 @@ def tally(path: Path) -> tuple[int, int, collections.Counter, collections.Counte
 
 def events_read(path: Path) -> int | None:
     """The converter's count of decoded events, from the trace itself (memq.meta)."""
-    sys.path.insert(0, str(REPO))
     from ctf2perfetto.inputs import open_input
 
     with open_input(path) as engine:
