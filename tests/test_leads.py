@@ -147,7 +147,10 @@ def test_packets_that_cannot_be_walked_keep_the_old_path(fake_gpu, tmp_path, mon
     rows = Rows.from_records([], ["pid"])
     rows.attrs["warnings"] = []
     finish(rows, without)
-    assert rows.attrs["warnings"] == ["each part decodes the recording from its start: " + without.note]
+    first, *others = rows.attrs["warnings"]
+    assert first == "each part decodes the recording from its start: " + without.note
+    # under load a cut may find no quiet time in the busy loop: said too, and nothing else
+    assert all("found no quiet time" in w for w in others), others
     for a, b in zip(with_leads.spans, without.spans):
         assert (a.start, a.end) == (b.start, b.end)
         got, expect = convert(rec.dir, tmp_path / "a.pftrace", span=a), convert(rec.dir, tmp_path / "b.pftrace",
