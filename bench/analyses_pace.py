@@ -61,7 +61,7 @@ def recording(args: argparse.Namespace, work: Path) -> Path:
     fakes = build_fakes(work / "fakes")
     trace = Path(args.keep) if args.keep else work / "trace"
     cmd = [*MEMQ, "record", "-o", str(trace), "--", sys.executable, str(REPO / "examples" / "hip_offload.py"),
-           "--seconds", str(args.seconds), "--weights-mib", "1", "--hip-lib", str(fakes / "libamdhip64.so")]
+           "--seconds", str(args.seconds), "--weights-mib", "1", "--hip-lib", str(fakes.hip_runtime)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return trace
 
