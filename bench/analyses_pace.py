@@ -71,7 +71,7 @@ def copies_of(trace: Path) -> int:
                          check=True).stdout
     import json
 
-    return sum(int(r["count"]) for r in json.loads(out)["tables"]["copies"]["rows"] if r["pid"] is None)
+    return sum(int(r["count"]) for r in json.loads(out)["tables"]["copies"]["rows"] if r.get("pid") is None)
 
 
 def pace(args: argparse.Namespace) -> int:

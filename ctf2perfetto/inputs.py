@@ -56,6 +56,14 @@ def servable_trace(trace: Path, directory: Path) -> Path:
     return served
 
 
+def existing(trace: str | os.PathLike[str]) -> Path:
+    """`trace` as a Path; a UsageError when nothing is there."""
+    path = Path(trace)
+    if not path.exists():
+        raise UsageError(f"{path}: no such trace file or directory")
+    return path
+
+
 @contextlib.contextmanager
 def open_input(trace: Any, *, trace_processor: str | os.PathLike[str] | None = None,
                span: Any = None) -> Iterator[Any]:
@@ -66,9 +74,7 @@ def open_input(trace: Any, *, trace_processor: str | os.PathLike[str] | None = N
         return
     from ctf2perfetto.engine import open_trace
 
-    path = Path(trace)
-    if not path.exists():
-        raise UsageError(f"{path}: no such trace file or directory")
+    path = existing(trace)
     if span is not None and not path.is_dir():
         raise UsageError(f"{path}: --from/--to need an LTTng trace directory (a converted trace is converted "
                          "already: ctf2perfetto DIR --from SEC --to SEC -o PART.pftrace)")

@@ -366,6 +366,13 @@ def test_job_recordings_on_dask_give_the_serial_output(two_nodes, tmp_path) -> N
         got = run(*argv, "--workers", "2")
         assert got.returncode == 2 and "Traceback" not in got.stderr and len(got.stderr.strip().splitlines()) == 1
         assert "not a directory of several recordings" in got.stderr
+    # Nothing there: said as such, not as a directory of the wrong kind.
+    for argv in (["ctf2perfetto", str(tmp_path / "absent"), "-o", str(tmp_path / "none.pftrace")],
+                 [*MEMQ, "summary", str(tmp_path / "absent")]):
+        got = run(*argv, "--workers", "2")
+        assert got.returncode == 2 and got.stderr.strip().splitlines() == [
+            f"{'ctf2perfetto' if argv[0] == 'ctf2perfetto' else 'memq'}: error: {tmp_path / 'absent'}: "
+            "no such trace file or directory"], got.stderr
 
 
 def test_a_batch_is_sent_as_it_was() -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ctf2perfetto.engine.rows import Rows, is_null
 from ctf2perfetto.errors import UsageError
+from ctf2perfetto.inputs import existing
 
 if TYPE_CHECKING:  # pandas is imported where a frame is printed: every command builds this parser,
     import pandas as pd  # and `memq record` must not pay 0.4 s for it
@@ -107,6 +108,7 @@ def on_cluster(trace: Any, workers: int | None, scheduler: str | None,
 
         return scheduled(workers, scheduler)
     if workers is not None or scheduler is not None:
+        existing(trace)
         raise UsageError(f"{trace}: not a directory of several recordings; --workers and --scheduler decode each "
                          f"recording of a job directory (several recordings) as a Dask task{elsewhere}")
     return contextlib.nullcontext()

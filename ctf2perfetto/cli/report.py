@@ -34,13 +34,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctf2perfetto.cli import ticking
     from ctf2perfetto.errors import UsageError
+    from ctf2perfetto.inputs import existing
     from ctf2perfetto.look.report import verdict_words, write_report
 
     if args.output.suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"-o {args.output}: the report is an HTML page; name it *.html")
     for trace in args.traces:
-        if not Path(trace).exists():
-            raise UsageError(f"{trace}: no such trace file or directory")
+        existing(trace)
     reports = write_report(args.traces, args.output, trace_processor=args.trace_processor, stage=ticking)
     for rep in reports:
         print(f"{rep.name}: {verdict_words(rep)}")

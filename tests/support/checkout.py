@@ -7,7 +7,9 @@ on this checkout's package; `tests/test_checkout.py` proves a foreign `ctf2perfe
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -21,6 +23,7 @@ def use_checkout() -> Path:
     """Put launchers of this checkout's commands first on PATH (and the checkout first on PYTHONPATH) for this
     process and every process it starts; returns their directory."""
     bin_dir = Path(tempfile.mkdtemp(prefix="memq-checkout-bin-"))
+    atexit.register(shutil.rmtree, bin_dir, True)  # one per test session: not left in /tmp after it
     for name, module in ENTRY_POINTS.items():
         launcher = bin_dir / name
         launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m {module} "$@"\n')
