@@ -66,7 +66,8 @@ def decoded(trace_dir: Path):
 def torchrun_job(tmp_path_factory):
     out = tmp_path_factory.mktemp("torchrun") / "rec"
     rec = record(out, [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3",
-                       str(FAKES / "ddp_loop.py"), "4", "1"], timeout=600)
+                       str(FAKES / "ddp_loop.py"), "4", "1"], timeout=600,
+                 env={**os.environ, "TMPDIR": str(out.parent)})  # torchrun's torchelastic_* directories stay here
     trace = out.parent / "job.pftrace"
     proc = subprocess.run([*MEMQ, "convert", str(out), "-o", str(trace)], capture_output=True, text=True,
                           timeout=600)
