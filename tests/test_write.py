@@ -13,6 +13,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError
 from ctf2perfetto.events import EventBatch, EventKind as K, MemKind as M, TraceInfo
+from ctf2perfetto.traceformat import names as N
 from ctf2perfetto.traceformat.tracks import process_uuid, thread_uuid
 from ctf2perfetto.convert.write import write_trace
 
@@ -172,9 +173,10 @@ def test_api_and_copy_slice_args(tp):
         "runtime": "hip", "op": "free", "result": 0, "device": 0, "call_id": 8, "ptr": 0x700000, "size": 4096,
         "size_fmt": "4.0 KiB", "mem_kind": "device", "freed_alloc_id": 6}
     api = args_of(tp, f"s.category = 'memq.api' AND s.ts = {rt(T0 + 130)}")
-    assert api == {"runtime": "hip", "op": "copy", "result": 0, "device": 0, "stream": 7, "call_id": 3,
-                   "dst": 0x700010, "src": 0x3008, "bytes": 16, "bytes_fmt": "16 B", "copy_kind": 4,
-                   "copy_kind_name": "hipMemcpyDefault"}
+    # a copy's endpoints are on its memq.copy slice (same call_id), not again on its API call
+    assert api == {"runtime": "hip", "op": "copy", "result": 0, "device": 0, "stream": 7, "call_id": 3}
+    assert args_of(tp, "s.name = 'hipMemset'") == {"runtime": "hip", "op": "set", "result": 0, "device": 0,
+                                                    "stream": 0, "call_id": 5}
     # Default kind: direction from the endpoints (host block 3 -> device block 6)
     assert args_of(tp, f"s.category = 'memq.copy' AND s.ts = {rt(T0 + 130)}") == {
         "api": "hipMemcpyAsync", "call_id": 3, "pid": A, "tid": A, "dst": 0x700010, "src": 0x3008, "bytes": 16,
@@ -186,7 +188,11 @@ def test_api_and_copy_slice_args(tp):
     assert args_of(tp, "s.category = 'memq.set'") == {
         "api": "hipMemset", "call_id": 5, "pid": A, "tid": A, "dst": 0x700000, "bytes": 64, "bytes_fmt": "64 B",
         "stream": 0, "device": 0, "result": 0, "value": 0xAB, "dst_alloc_id": 6, "dst_mem": "device"}
-    assert args_of(tp, "s.name = 'hipMemcpy'")["result"] == 1
+    # a failed copy has no memq.copy slice: its endpoints stay on the API call
+    assert args_of(tp, "s.name = 'hipMemcpy'") == {
+        "runtime": "hip", "op": "copy", "result": 1, "device": 0, "stream": 0, "call_id": 7, "dst": 0x700000,
+        "src": 0x4000,
+        "bytes": 8, "bytes_fmt": "8 B", "copy_kind": 1, "copy_kind_name": "hipMemcpyHostToDevice"}
 
 
 def test_meta_device_binary_and_lost_args(tp):
@@ -292,8 +298,10 @@ def test_byte_identical_and_snapshot(written, tmp_path):
         (pb.BUILTIN_CLOCK_MONOTONIC, T0), (pb.BUILTIN_CLOCK_REALTIME, T0 + OFFSET)]
     assert all(p.trusted_packet_sequence_id != 0 for p in trace.packet)
     events = [p for p in trace.packet if p.HasField("track_event")]
-    assert events and all(p.sequence_flags == pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE for p in events)
-    # every sequence with events is cleared once, before its first event, with the monotonic default clock
+    assert events and all(p.sequence_flags == 0 for p in events)  # their sequence's first packet cleared it
+    # every sequence with events is cleared once, before its first event, with the sequence's incremental
+    # clock as its default: declared (a clock snapshot on the sequence) equal to MONOTONIC, each event's
+    # timestamp a delta from the previous one's
     first_event = {}
     for i, p in enumerate(trace.packet):
         if p.HasField("track_event"):
@@ -304,7 +312,22 @@ def test_byte_identical_and_snapshot(written, tmp_path):
     assert len(first_event) == 4  # the memq sequence, and one per thread with heap calls
     for i, p in cleared:
         assert i < first_event[p.trusted_packet_sequence_id]
-        assert p.trace_packet_defaults.timestamp_clock_id == pb.BUILTIN_CLOCK_MONOTONIC
+        assert p.trace_packet_defaults.timestamp_clock_id == N.CLOCK_INCREMENTAL
+    declared = {p.trusted_packet_sequence_id: [(c.clock_id, c.timestamp, c.is_incremental)
+                                               for c in p.clock_snapshot.clocks]
+                for i, p in enumerate(trace.packet) if i and p.HasField("clock_snapshot")}
+    assert declared == {seq: [(N.CLOCK_INCREMENTAL, 0, True), (pb.BUILTIN_CLOCK_MONOTONIC, 0, False)]
+                        for seq in first_event}
+    # the converter's flows are small varints with their kind in the low bits; tagged ones (verdict) fixed64
+    small = [f for p in events for f in (*p.track_event.flow_ids_old, *p.track_event.terminating_flow_ids_old)]
+    fixed = [f for p in events for f in (*p.track_event.flow_ids, *p.track_event.terminating_flow_ids)]
+    assert small and all(f < 1 << 16 and f & 3 in (N.FLOW_ALLOC, N.FLOW_COPY) for f in small)
+    assert fixed and all(f >= N.FLOW_VARINT_LIMIT for f in fixed)
+    clock = dict.fromkeys(first_event, 0)
+    for p in events:
+        # a step back in time is a negative delta: uint64 on the wire, two's complement
+        clock[p.trusted_packet_sequence_id] = (clock[p.trusted_packet_sequence_id] + p.timestamp) % (1 << 64)
+        assert T0 <= clock[p.trusted_packet_sequence_id] <= T0 + 370  # the rows' times (the last loss ends there)
 
 
 def test_recorder_clock_readings_and_info_callable(tmp_path):
@@ -322,7 +345,9 @@ def test_recorder_clock_readings_and_info_callable(tmp_path):
     assert seen == ["done", "info"] and summary.clock_source == "recorder" and summary.warnings == []
     with open_trace(out) as engine:
         assert engine.query(IMPORT_PROBLEMS).empty
-        snap = rows(engine, "SELECT clock_name, clock_value FROM clock_snapshot ORDER BY clock_name")
+        # packet 0's snapshot (the first): the others start each sequence's incremental clock
+        snap = rows(engine, "SELECT clock_name, clock_value FROM clock_snapshot WHERE snapshot_id = "
+                            "(SELECT MIN(snapshot_id) FROM clock_snapshot) ORDER BY clock_name")
         assert snap == [("BOOTTIME", 2_000), ("MONOTONIC", 1_000), ("REALTIME", 5_000_000_000)]
         assert rows(engine, "SELECT ts FROM slice WHERE name = 'malloc'") == [(T0 - 1_000 + 5_000_000_000,)]
         assert rows(engine, f"SELECT name FROM process WHERE pid = {A}") == [("late name",)]

@@ -3,7 +3,7 @@
 `Table` holds TrackEvents that share an argument schema as columns; `Table.encode`
 turns them into `Trace.packet` records in one native call (the bulk path; single
 packets come from traceformat.packets). Also `copy_patched`: appending flow ids to
-already written (padded) allocation packets.
+allocation packets already written.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ ARG_INT, ARG_UINT, ARG_POINTER, ARG_STRING = 0, 1, 2, 3
 def _encoder() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(native_library("libmemqencode.so")))
     lib.memq_encode.restype = ctypes.c_int64
-    lib.memq_encode.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 12 + [ctypes.c_int64] + \
-        [ctypes.c_void_p] * 5 + [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+    lib.memq_encode.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 11 + [ctypes.c_uint64, ctypes.c_int64] + \
+        [ctypes.c_void_p] * 5 + [ctypes.c_uint32] + [ctypes.c_void_p] * 3
     lib.memq_encode_bound.restype = ctypes.c_int64
     lib.memq_encode_bound.argtypes = [ctypes.c_int64]
     return lib
@@ -43,6 +43,22 @@ def _ptr(array: np.ndarray | None, dtype) -> tuple[int | None, np.ndarray | None
         return None, None
     array = np.ascontiguousarray(array, dtype=dtype)
     return array.ctypes.data, array
+
+
+class SequenceClocks:
+    """The last timestamp written on each sequence's incremental clock (write.stream.PacketStream.start_sequence
+    starts it at 0), indexed by sequence id: what the next packet's timestamp is a delta from."""
+
+    def __init__(self) -> None:
+        self.last = np.zeros(64, np.int64)
+
+    def last_for(self, max_seq: int) -> np.ndarray:
+        """The array, grown to hold sequence `max_seq` (sequence ids are small: the memq and heap ones)."""
+        if max_seq >= len(self.last):
+            grown = np.zeros(max(max_seq + 1, 2 * len(self.last)), np.int64)
+            grown[:len(self.last)] = self.last
+            self.last = grown
+        return self.last
 
 
 @dataclass
@@ -60,7 +76,6 @@ class Table:
     xc_track: np.ndarray | None = None
     xc_value: np.ndarray | None = None
     xc_has: np.ndarray | None = None  # bool: the row carries an extra counter value
-    pad: np.ndarray | None = None
     seq: np.ndarray | None = None  # sequence id per row (default: the memq sequence)
     # (name iid, ARG_* type, uint64 values, bool presence)
     args: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
@@ -69,19 +84,20 @@ class Table:
         pick = (lambda a: None if a is None else a[order])
         return Table(self.ts[order], self.track[order], self.type[order], pick(self.name_iid), pick(self.cat_iid),
                       pick(self.flow_out), pick(self.flow_in), pick(self.counter), pick(self.xc_track),
-                      pick(self.xc_value), pick(self.xc_has), pick(self.pad), pick(self.seq),
+                      pick(self.xc_value), pick(self.xc_has), pick(self.seq),
                       [(n, t, v[order], p[order]) for n, t, v, p in self.args])
 
     def bound_bytes(self) -> int:
         """Bytes that encoding this table may take, at most."""
         return max(1, len(self.ts) * _encoder().memq_encode_bound(len(self.args)))
 
-    def encode(self, buffer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, clocks: "SequenceClocks", buffer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(bytes as a uint8 array, offset of each row's packet in it).
 
-        The bytes are written into `buffer` when it is large enough (`bound_bytes`), so that a
-        caller encoding chunk after chunk reuses warm memory instead of faulting in a new one;
-        they are then only valid until its next use."""
+        Timestamps are written as deltas on each sequence's incremental clock, from and into `clocks`
+        (the packets must be written in the order they are encoded). The bytes are written into
+        `buffer` when it is large enough (`bound_bytes`), so that a caller encoding chunk after chunk
+        reuses warm memory instead of faulting in a new one; they are then only valid until its next use."""
         lib = _encoder()
         n = len(self.ts)
         nargs = len(self.args)
@@ -104,8 +120,10 @@ class Table:
             n, p(self.ts, np.int64), p(self.track, np.uint64), p(self.type, np.uint8), p(self.name_iid, np.uint32),
             p(self.cat_iid, np.uint32), p(self.flow_out, np.uint64), p(self.flow_in, np.uint64),
             p(self.counter, np.int64), p(self.xc_track, np.uint64), p(self.xc_value, np.int64),
-            p(self.xc_has, np.uint8), p(self.pad, np.uint8), nargs, p(names, np.uint32), p(types, np.uint8),
-            values, present, p(self.seq, np.uint32), N.SEQ_MEMQ, out.ctypes.data, offsets.ctypes.data)
+            p(self.xc_has, np.uint8), N.FLOW_VARINT_LIMIT, nargs, p(names, np.uint32), p(types, np.uint8),
+            values, present, p(self.seq, np.uint32), N.SEQ_MEMQ,
+            clocks.last_for(N.SEQ_MEMQ if self.seq is None or n == 0 else int(self.seq.max())).ctypes.data,
+            out.ctypes.data, offsets.ctypes.data)
         return out[:written], offsets[:n]
 
 
@@ -116,16 +134,20 @@ def arg_values(values: np.ndarray) -> np.ndarray:
 
 
 def _patch_packet(packet: bytes, flow_ids: list[int]) -> bytes:
-    """Append flow ids to the TrackEvent of a padded record (0x0a, 4-byte length, ..., track_event last)."""
-    pos = 5
+    """Append flow ids (below FLOW_VARINT_LIMIT, as the encoder writes them) to the TrackEvent of a
+    `Trace.packet` record whose last field is its track event; the lengths grow as they need."""
+    _, pos = P.read_varint(packet, 1)  # after the record's tag: its length
+    body_start = pos
     while pos < len(packet):
         tag_start = pos
         tag, pos = P.read_varint(packet, pos)
-        if tag == P.FIELD_TRACK_EVENT << 3 | 2:  # track_event, written last with a 4-byte length
-            extra = b"".join(P.fixed64_field(P.FIELD_FLOW_IDS, fid) for fid in flow_ids)
-            event = packet[pos + 4:]
-            body = packet[5:tag_start] + P.varint(tag) + P.fixed_varint(len(event) + len(extra), 4) + event + extra
-            return b"\x0a" + P.fixed_varint(len(body), 4) + body
+        if tag == P.FIELD_TRACK_EVENT << 3 | 2:  # the track event: the record's last field
+            length, event_start = P.read_varint(packet, pos)
+            assert event_start + length == len(packet), "allocation packet: track event not last"
+            extra = b"".join(P.uint_field(P.FIELD_FLOW_IDS_VARINT, fid) for fid in flow_ids)
+            body = packet[body_start:tag_start] + P.varint(tag) + P.varint(length + len(extra)) + \
+                packet[event_start:] + extra
+            return P.record(body)
         wire = tag & 7
         if wire == 0:
             _, pos = P.read_varint(packet, pos)
@@ -233,9 +255,9 @@ def copy_patched(path: Path, start: int, patches: Patches, out) -> None:
         for offset, flows in patches.by_offset():
             _copy_range(src, out, pos, offset)
             src.seek(offset)
-            head = src.read(5)
-            length = sum((head[1 + i] & 0x7F) << (7 * i) for i in range(4))
-            packet = head + src.read(length)
+            length, body = P.read_varint(src.read(11), 1)  # the record's tag, then its length (<= 10 bytes)
+            src.seek(offset)
+            packet = src.read(body + length)
             out.write(_patch_packet(packet, flows))
-            pos = offset + 5 + length
+            pos = offset + body + length
         _copy_range(src, out, pos, os.fstat(src.fileno()).st_size)

@@ -23,6 +23,10 @@ SEQ_ANNOTATION = 0x6D656D71  # "memq": packets `memq annotate` appends
 CLOCK_REALTIME = 1  # the trace's primary clock: trace_processor's ts is Unix-epoch ns
 CLOCK_MONOTONIC = 3  # LTTng's clock: the converter's packets are stamped with it
 CLOCK_BOOTTIME = 6
+# The converter's sequences stamp their events on a sequence-scoped incremental clock (ids 64-127 are per
+# sequence): a packet's timestamp is the delta from the previous one on its sequence, 1-3 bytes instead of
+# a 7-byte MONOTONIC value. Each sequence's start declares it equal to MONOTONIC (both 0 there).
+CLOCK_INCREMENTAL = 64
 
 # -- categories --------------------------------------------------------------------------------------
 CAT_HEAP = "memq.heap"
@@ -165,9 +169,22 @@ def duplicated_track_name(direction: str = "") -> str:
 
 
 # -- flows -----------------------------------------------------------------------------------------------------
-# Flow ids are global to the trace: a tag in the high bits keeps each kind apart.
-FLOW_ALLOC = 1 << 56  # | alloc_id: allocation -> its free
-FLOW_COPY = 2 << 56  # | n: allocation -> a copy or memset touching it
+# Flow ids are global to the trace: a tag keeps each kind apart. The converter's own flows (one per
+# allocation, one per copy endpoint: about one per event) are small numbers with the kind in the low
+# FLOW_KIND_BITS bits, written as varints (TrackEvent's `flow_ids_old` / `terminating_flow_ids_old`:
+# 3-5 bytes against fixed64's 9); flows tagged in the high bits (>= FLOW_VARINT_LIMIT) stay fixed64.
+FLOW_KIND_BITS = 2
+FLOW_ALLOC = 1  # (alloc_id << FLOW_KIND_BITS) | FLOW_ALLOC: allocation -> its free
+FLOW_COPY = 2  # (n << FLOW_KIND_BITS) | FLOW_COPY: allocation -> a copy or memset touching it
+FLOW_VARINT_LIMIT = 1 << 56  # ids below: varint fields; a packet's flow ids are all on one side of it
+
+
+def flow_ids(kind: int, numbers: np.ndarray) -> np.ndarray:
+    """Flow ids of kind FLOW_ALLOC or FLOW_COPY for numbers (> 0); 0 (no flow) where a number is 0."""
+    numbers = np.asarray(numbers).astype(np.uint64)
+    return np.where(numbers > 0, (numbers << np.uint64(FLOW_KIND_BITS)) | np.uint64(kind), 0).astype(np.uint64)
+
+
 FLOW_VERDICT = 3 << 56  # | call_id: copy -> the redundant-copy slice `memq annotate` adds for it
 FLOW_KINETO = 1 << 62  # + n: Kineto's own flows (runtime call -> GPU work, forward -> backward)
 

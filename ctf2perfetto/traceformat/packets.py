@@ -19,7 +19,8 @@ from typing import Any, Iterable, Mapping
 
 # Field numbers, perfetto_trace.proto.
 _P_TIMESTAMP, _P_SEQ, _P_FLAGS, _P_INTERNED = 8, 10, 13, 12
-FIELD_TRACK_EVENT, FIELD_FLOW_IDS = 11, 47  # TracePacket.track_event, TrackEvent.flow_ids (patched in later)
+FIELD_TRACK_EVENT, FIELD_FLOW_IDS = 11, 47  # TracePacket.track_event, TrackEvent.flow_ids (fixed64)
+FIELD_FLOW_IDS_VARINT = 36  # TrackEvent.flow_ids_old: the same ids as varints (small ones: names.FLOW_VARINT_LIMIT)
 _P_DESCRIPTOR, _P_CLOCK, _P_DEFAULTS = 60, 58, 59
 _E_TYPE, _E_TRACK, _E_NAME, _E_NAME_IID, _E_CATEGORY, _E_CATEGORY_IID = 9, 11, 23, 10, 22, 3
 _E_ANNOTATION, _E_TERMINATING_FLOW, _E_COUNTER, _E_DOUBLE_COUNTER = 4, 48, 30, 44
@@ -30,6 +31,7 @@ _D_UUID, _D_NAME, _D_PROCESS, _D_THREAD, _D_PARENT, _D_COUNTER, _D_CHILD_ORDERIN
 _D_DESCRIPTION, _D_MERGE = 14, 15
 _PROCESS_PID, _PROCESS_NAME, _THREAD_PID, _THREAD_TID, _THREAD_NAME = 1, 6, 1, 2, 5
 _COUNTER_UNIT = 3
+_P_CLOCK_SNAPSHOT, _SNAP_CLOCK, _CLOCK_ID, _CLOCK_TIMESTAMP, _CLOCK_INCREMENTAL = 6, 1, 1, 2, 3
 _DEFAULTS_CLOCK, _DEFAULTS_EVENT, _EVENT_DEFAULTS_TRACK, _EVENT_DEFAULTS_EXTRA_COUNTERS = 58, 11, 11, 31
 # InternedData field numbers (each entry: iid = 1, its text = 2, `name` or `str` alike on the wire).
 INTERNED_KINDS = {"event_categories": 1, "event_names": 2, "debug_annotation_names": 3,
@@ -246,6 +248,14 @@ _TAG_TIMESTAMP, _TAG_EVENT = varint(_P_TIMESTAMP << 3), varint(FIELD_TRACK_EVENT
 @lru_cache(maxsize=256)
 def _sequence_and_clock(seq: int, clock: int | None) -> bytes:
     return uint_field(_P_SEQ, seq) + (uint_field(_P_CLOCK, clock) if clock is not None else b"")
+
+
+def incremental_clock(seq: int, clock: int, base: int) -> bytes:
+    """A ClockSnapshot payload on sequence `seq` declaring the sequence-scoped `clock` incremental and equal to
+    the `base` clock (both read 0), so that each packet's timestamp on it is a delta from the previous one."""
+    entry = lambda clock_id, incremental: bytes_field(_SNAP_CLOCK, uint_field(_CLOCK_ID, clock_id) + uint_field(
+        _CLOCK_TIMESTAMP, 0) + (uint_field(_CLOCK_INCREMENTAL, 1) if incremental else b""))  # noqa: E731
+    return uint_field(_P_SEQ, seq) + bytes_field(_P_CLOCK_SNAPSHOT, entry(clock, True) + entry(base, False))
 
 
 def sequence_start(seq: int, clock: int | None = None, *, track: int | None = None,

@@ -1,16 +1,21 @@
 /* Event columns -> Perfetto TracePacket bytes (libmemqencode.so, loaded by encode.py for write/stream.py).
  *
  * One call encodes a table of n TrackEvents sharing an argument schema into
- * consecutive `Trace.packet` records: timestamp, trusted_packet_sequence_id,
- * sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE, and a TrackEvent with type,
+ * consecutive `Trace.packet` records: timestamp, trusted_packet_sequence_id and a
+ * TrackEvent with type,
  * track_uuid, interned category and name, debug annotations (interned names,
  * int / uint / pointer / interned-string values), an optional counter value, an
  * optional extra counter sample (its track uuid may come from the sequence's
  * TrackEventDefaults), and flow ids. Each row may name its own sequence.
  *
- * Rows with pad[i] set get their packet and TrackEvent lengths written as 4-byte
- * varints and the TrackEvent as the packet's last field, so that the writer can
- * later append flow ids to that event in place (copy -> allocation flows).
+ * Timestamps are deltas on the sequence's incremental clock (its defaults name it):
+ * clock_last[sequence] is the sequence's previous timestamp, updated here, so one
+ * sequence's packets may span calls. No sequence_flags: the sequence's first packet
+ * (written in Python) clears its state, and trace_processor parses a packet without
+ * flags with the sequence's state as it is. Flow ids below flow_varint_limit are
+ * varints (flow_ids_old = 36, terminating_flow_ids_old = 42), the rest fixed64
+ * (47, 48). The TrackEvent is the packet's last field, so that the writer can later
+ * append flow ids to it (copy -> allocation flows, encode.copy_patched).
  */
 #include <stdint.h>
 #include <string.h>
@@ -24,14 +29,6 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
     }
     *p++ = (uint8_t)v;
     return p;
-}
-
-static inline uint8_t *put_varint4(uint8_t *p, uint32_t v) { /* fixed 4-byte (redundant) varint, v < 2^28 */
-    p[0] = (uint8_t)(v | 0x80);
-    p[1] = (uint8_t)((v >> 7) | 0x80);
-    p[2] = (uint8_t)((v >> 14) | 0x80);
-    p[3] = (uint8_t)((v >> 21) & 0x7f);
-    return p + 4;
 }
 
 static inline size_t varint_size(uint64_t v) {
@@ -51,15 +48,29 @@ static inline uint8_t *put_fixed64(uint8_t *p, uint64_t v) {
 /* Upper bound of the bytes one row needs, for the caller's buffer. */
 int64_t memq_encode_bound(int64_t nargs) { return 160 + nargs * 26; }
 
+/* One flow id: below the limit a varint after the two tag bytes `small`, else fixed64 after `big`. */
+static inline uint8_t *put_flow(uint8_t *e, uint64_t id, uint64_t limit, const uint8_t small[2],
+                                const uint8_t big[2]) {
+    const uint8_t *tag = id < limit ? small : big;
+    *e++ = tag[0];
+    *e++ = tag[1];
+    return id < limit ? put_varint(e, id) : put_fixed64(e, id);
+}
+
+static const uint8_t FLOW_VARINT[2] = {0xA0, 0x02};       /* flow_ids_old = 36, varint */
+static const uint8_t FLOW_FIXED[2] = {0xF9, 0x02};        /* flow_ids = 47, fixed64 */
+static const uint8_t TERMINATING_VARINT[2] = {0xD0, 0x02}; /* terminating_flow_ids_old = 42, varint */
+static const uint8_t TERMINATING_FIXED[2] = {0x81, 0x03};  /* terminating_flow_ids = 48, fixed64 */
+
 /* Encode n rows; returns the bytes written into out. Argument a of row i is
  * arg_val[a][i], written when arg_present[a][i] (one column per argument).
  * offsets[i] (if not NULL) receives the offset of row i's packet within out. */
 int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const uint8_t *type, const uint32_t *name_iid,
                     const uint32_t *cat_iid, const uint64_t *flow_out, const uint64_t *flow_in,
                     const int64_t *counter_value, const uint64_t *xc_track, const int64_t *xc_value,
-                    const uint8_t *xc_has, const uint8_t *pad, int64_t nargs, const uint32_t *arg_name,
+                    const uint8_t *xc_has, uint64_t flow_varint_limit, int64_t nargs, const uint32_t *arg_name,
                     const uint8_t *arg_type, const uint64_t *const *arg_val, const uint8_t *const *arg_present,
-                    const uint32_t *seqs, uint32_t seq, uint8_t *out, int64_t *offsets) {
+                    const uint32_t *seqs, uint32_t seq, int64_t *clock_last, uint8_t *out, int64_t *offsets) {
     uint8_t ev[4096];
     uint8_t *o = out;
     for (int64_t i = 0; i < n; i++) {
@@ -109,32 +120,23 @@ int64_t memq_encode(int64_t n, const int64_t *ts, const uint64_t *track, const u
             *e++ = 0x60; /* extra_counter_values = 12 */
             e = put_varint(e, (uint64_t)xc_value[i]);
         }
-        if (flow_out && flow_out[i]) {
-            *e++ = 0xF9; /* flow_ids = 47, fixed64 */
-            *e++ = 0x02;
-            e = put_fixed64(e, flow_out[i]);
-        }
-        if (flow_in && flow_in[i]) {
-            *e++ = 0x81; /* terminating_flow_ids = 48, fixed64 */
-            *e++ = 0x03;
-            e = put_fixed64(e, flow_in[i]);
-        }
+        if (flow_out && flow_out[i]) e = put_flow(e, flow_out[i], flow_varint_limit, FLOW_VARINT, FLOW_FIXED);
+        if (flow_in && flow_in[i])
+            e = put_flow(e, flow_in[i], flow_varint_limit, TERMINATING_VARINT, TERMINATING_FIXED);
         size_t elen = (size_t)(e - ev);
-        int padded = pad && pad[i];
         uint32_t sq = seqs ? seqs[i] : seq;
-        size_t plen = 1 + varint_size((uint64_t)ts[i]) + 1 + varint_size(sq) + 2 + 1 +
-                      (padded ? 4 : varint_size(elen)) + elen;
+        uint64_t delta = (uint64_t)(ts[i] - clock_last[sq]); /* negative: a 10-byte varint, still exact */
+        clock_last[sq] = ts[i];
+        size_t plen = 1 + varint_size(delta) + 1 + varint_size(sq) + 1 + varint_size(elen) + elen;
         if (offsets) offsets[i] = o - out;
         *o++ = 0x0A; /* Trace.packet = 1 */
-        o = padded ? put_varint4(o, (uint32_t)plen) : put_varint(o, plen);
+        o = put_varint(o, plen);
         *o++ = 0x40; /* timestamp = 8 */
-        o = put_varint(o, (uint64_t)ts[i]);
+        o = put_varint(o, delta);
         *o++ = 0x50; /* trusted_packet_sequence_id = 10 */
         o = put_varint(o, sq);
-        *o++ = 0x68; /* sequence_flags = 13: SEQ_NEEDS_INCREMENTAL_STATE */
-        *o++ = 0x02;
         *o++ = 0x5A; /* track_event = 11, last */
-        o = padded ? put_varint4(o, (uint32_t)elen) : put_varint(o, elen);
+        o = put_varint(o, elen);
         memcpy(o, ev, elen);
         o += elen;
     }

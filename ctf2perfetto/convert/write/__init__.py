@@ -94,7 +94,7 @@ class _TraceWriter:
         # Room for packet 0 (the clock snapshot needs the complete TraceInfo), then the
         # packet that clears the memq sequence's state and sets its default clock.
         self.out.write(bytes(clocks.SNAPSHOT_RECORD_SIZE))
-        self.out.write(P.record(P.sequence_start(N.SEQ_MEMQ, N.CLOCK_MONOTONIC)))
+        self.out.start_sequence(N.SEQ_MEMQ)
         self.heap = HeapWriter(self.out, self.tracks)
         self.gpu = GpuWriter(self.out, self.tracks, spill_dir)
         self.windows = Windows()

@@ -100,8 +100,11 @@ class GpuWriter:
 
     def emit_api(self, batch: EventBatch, mb: ModelBatch, rows: np.ndarray, thread_uuid: np.ndarray,
                  call_id: np.ndarray) -> np.ndarray:
-        """memq.api slices: BEGIN (all args, free flows) at the call's start, END (alloc flows) at its end;
-        the END packets' offsets back (allocation -> copy flows are patched into them)."""
+        """memq.api slices: BEGIN (args, free flows) at the call's start, END (alloc flows) at its end;
+        the END packets' offsets back (allocation -> copy flows are patched into them).
+
+        A copy's or memset's endpoints (dst, src, bytes, kind, shape, value) are written once: on its
+        memq.copy / memq.set slice (emit_copies, same call_id) when it has one, else (a failed call) here."""
         g = len(rows)
         col = {c: batch[c][rows] for c in ("kind", "api", "ptr", "src", "size", "stream", "flags", "aux", "aux2",
                                           "dpitch", "spitch", "ip", "mem", "copy_kind", "depth", "dslice",
@@ -113,12 +116,15 @@ class GpuWriter:
         is_ = {k: kind == k for k in N.GPU_OPS}
         allocish = is_[EventKind.GPU_ALLOC] | is_[EventKind.GPU_REGISTER]
         freeish = is_[EventKind.GPU_FREE] | is_[EventKind.GPU_UNREGISTER]
-        copy, gset = is_[EventKind.GPU_COPY], is_[EventKind.GPU_SET]
+        # copies and memsets whose endpoints are on their own memq.copy / memq.set slice
+        sliced = np.isin(rows, mb.endpoints["row"])
+        copy, gset = is_[EventKind.GPU_COPY] & ~sliced, is_[EventKind.GPU_SET] & ~sliced
         prefetch, advise = is_[EventKind.GPU_PREFETCH], is_[EventKind.GPU_ADVISE]
         two_d = copy & ((col["dpitch"] != 0) | (col["spitch"] != 0))
         pitched = is_[EventKind.GPU_ALLOC] & (col["aux"] != 0)
         peer = copy & api_is(batch, api, lambda nm: "Peer" in nm)
-        has_stream = copy | gset | prefetch | api_is(batch, api, lambda nm: "Async" in nm or "Stream" in nm)
+        has_stream = is_[EventKind.GPU_COPY] | is_[EventKind.GPU_SET] | prefetch | \
+            api_is(batch, api, lambda nm: "Async" in nm or "Stream" in nm)
         alloc_id, freed, unmatched = mb.alloc_id[rows], mb.freed_alloc_id[rows], mb.unmatched[rows]
         ones = np.ones(g, bool)
         a = interner.arg
@@ -148,9 +154,9 @@ class GpuWriter:
             (a(A.copy_kind), ARG_INT, arg_values(col["copy_kind"]), copy),
             (a(A.dpitch), ARG_UINT, col["dpitch"], two_d),
             (a(A.spitch), ARG_UINT, col["spitch"], two_d),
-            (a(A.depth), ARG_UINT, col["depth"], col["depth"] != 0),
-            (a(A.dslice), ARG_UINT, col["dslice"], col["depth"] != 0),
-            (a(A.sslice), ARG_UINT, col["sslice"], col["depth"] != 0),
+            (a(A.depth), ARG_UINT, col["depth"], copy & (col["depth"] != 0)),
+            (a(A.dslice), ARG_UINT, col["dslice"], copy & (col["depth"] != 0)),
+            (a(A.sslice), ARG_UINT, col["sslice"], copy & (col["depth"] != 0)),
             (a(A.src_device), ARG_INT, arg_values(col["aux"]), peer),
             (a(A.value), ARG_UINT, col["aux"], gset),
             (a(A.dst_device), ARG_INT, arg_values(col["aux"]), prefetch),
@@ -162,8 +168,8 @@ class GpuWriter:
         offsets = self.out.emit(slice_table(
             batch["begin"][rows], batch["ts"][rows], track, name_iid,
             np.full(g, interner.category(N.CAT_API), np.uint32), args,
-            begin_flow_in=np.where(freed > 0, freed | N.FLOW_ALLOC, 0),
-            end_flow_out=np.where(alloc_id > 0, alloc_id | N.FLOW_ALLOC, 0), end_pad=alloc_id > 0), slices=True)
+            begin_flow_in=N.flow_ids(N.FLOW_ALLOC, freed), end_flow_out=N.flow_ids(N.FLOW_ALLOC, alloc_id)),
+            slices=True)
         return offsets[g:]  # the END packet carries the allocation (its flows start there)
 
     def emit_copies(self, batch: EventBatch, mb: ModelBatch, call_id: np.ndarray, row_offsets: np.ndarray) -> None:
@@ -192,7 +198,7 @@ class GpuWriter:
         for side in ("src", "dst"):
             has = np.flatnonzero(ep[f"{side}_alloc_id"] > 0)
             flow = np.zeros(c, np.uint64)
-            flow[has] = N.FLOW_COPY | np.arange(self.next_copy_flow, self.next_copy_flow + len(has), dtype=np.uint64)
+            flow[has] = N.flow_ids(N.FLOW_COPY, np.arange(self.next_copy_flow, self.next_copy_flow + len(has)))
             self.next_copy_flow += len(has)
             arow = ep[f"{side}_alloc_row"][has]
             at = np.where(arow >= 0, row_offsets[np.maximum(arow, 0)], ep[f"{side}_alloc_tag"][has])

@@ -51,8 +51,8 @@ class HeapWriter:
         entries = [("event_categories", self.category, N.CAT_HEAP)]
         entries += [("event_names", iid, name) for name, iid in self.names.items()]
         entries += [("debug_annotation_names", iid, key) for key, iid in self.args.items()]
-        self.out.write(P.record(P.sequence_start(seq, N.CLOCK_MONOTONIC, track=T.heap_uuid(pid, tid),
-                                                 extra_counter_tracks=[host], interned_entries=entries)))
+        self.out.start_sequence(seq, track=T.heap_uuid(pid, tid), extra_counter_tracks=[host],
+                                interned_entries=entries)
         return seq
 
     def _intern_texts(self, seq: np.ndarray, *columns: np.ndarray) -> None:
@@ -167,9 +167,8 @@ class HeapWriter:
             ts=batch["ts"][rows], track=np.zeros(g, np.uint64),
             type=np.full(g, P.TYPE_INSTANT, np.uint8),
             name_iid=self._name_iids(batch, kind, rows), cat_iid=np.full(g, self.category, np.uint32),
-            flow_out=np.where(alloc_id > 0, alloc_id | N.FLOW_ALLOC, 0).astype(np.uint64),
-            flow_in=np.where(freed > 0, freed | N.FLOW_ALLOC, 0).astype(np.uint64),
-            xc_track=xc_track, xc_value=xc_value, xc_has=xc_has, pad=(alloc_id > 0).astype(np.uint8), seq=seq,
+            flow_out=N.flow_ids(N.FLOW_ALLOC, alloc_id), flow_in=N.flow_ids(N.FLOW_ALLOC, freed),
+            xc_track=xc_track, xc_value=xc_value, xc_has=xc_has, seq=seq,
             args=args)
         return self.out.emit(table)
 

@@ -7,7 +7,7 @@ from typing import BinaryIO, Callable, Iterable
 
 import numpy as np
 
-from ctf2perfetto.convert.encode import ARG_STRING, Table
+from ctf2perfetto.convert.encode import ARG_STRING, SequenceClocks, Table
 from ctf2perfetto.traceformat import names as N
 from ctf2perfetto.traceformat import packets as P
 
@@ -114,6 +114,7 @@ class PacketStream:
         self.body = body
         self.pos = 0
         self.interner = Interner()
+        self.clocks = SequenceClocks()
         self._encoded = np.zeros(0, np.uint8)  # reused encode output (see emit)
 
     def write(self, data) -> int:
@@ -122,6 +123,16 @@ class PacketStream:
         self.body.write(data)
         self.pos += len(data)
         return start
+
+    def start_sequence(self, seq: int, *, track: int | None = None, extra_counter_tracks: Iterable[int] = (),
+                       interned_entries: Iterable[tuple[str, int, str]] = ()) -> None:
+        """Clear a sequence's state and set its defaults (and interned names), then start its incremental
+        clock (traceformat.names.CLOCK_INCREMENTAL) at 0 = MONOTONIC 0: what `emit` writes deltas on."""
+        self.write(P.record(P.sequence_start(seq, N.CLOCK_INCREMENTAL, track=track,
+                                             extra_counter_tracks=extra_counter_tracks,
+                                             interned_entries=interned_entries)))
+        self.write(P.record(P.incremental_clock(seq, N.CLOCK_INCREMENTAL, N.CLOCK_MONOTONIC)))
+        self.clocks.last_for(seq)[seq] = 0
 
     def emit(self, table: Table, slices: bool = False) -> np.ndarray:
         """Encode and write a table; each row's packet offset in the body back.
@@ -151,7 +162,7 @@ class PacketStream:
             part = table.take(slice(lo, hi))
             if len(self._encoded) < part.bound_bytes():
                 self._encoded = np.empty(part.bound_bytes(), np.uint8)
-            data, chunk = part.encode(self._encoded)  # written out before the buffer's next use
+            data, chunk = part.encode(self.clocks, self._encoded)  # written out before the buffer's next use
             offsets[lo:hi] = chunk + self.write(memoryview(data))
         if order is not None:
             unsorted = np.empty_like(offsets)
@@ -162,7 +173,7 @@ class PacketStream:
 
 def slice_table(begin: np.ndarray, end: np.ndarray, track: np.ndarray, name_iid: np.ndarray, cat_iid: np.ndarray,
                 args: list[tuple[int, int, np.ndarray, np.ndarray]], *, begin_flow_out=None, begin_flow_in=None,
-                end_flow_out=None, end_flow_in=None, end_pad=None) -> Table:
+                end_flow_out=None, end_flow_in=None) -> Table:
     """A Table of slices: all BEGINs (name, category, args) then all ENDs (what PacketStream.emit orders).
 
     Arguments are (name iid, ARG_* type, values, present) for the BEGINs; flows as columns per end."""
@@ -181,20 +192,18 @@ def slice_table(begin: np.ndarray, end: np.ndarray, track: np.ndarray, name_iid:
         name_iid=np.concatenate([name_iid, np.zeros(n, np.uint32)]),
         cat_iid=np.concatenate([cat_iid, np.zeros(n, np.uint32)]),
         flow_out=both(begin_flow_out, end_flow_out, np.uint64), flow_in=both(begin_flow_in, end_flow_in, np.uint64),
-        pad=None if end_pad is None else np.concatenate([none, end_pad]).astype(np.uint8),
         args=[(nm, t, np.concatenate([np.asarray(v).astype(np.uint64), zero]), np.concatenate([p, none]))
               for nm, t, v, p in args])
 
 
 def instant_table(ts: np.ndarray, track: np.ndarray, name_iid: np.ndarray, cat_iid: np.ndarray,
-                  args: list[tuple[int, int, np.ndarray, np.ndarray]], *, flow_out=None, pad=None) -> Table:
-    """A Table of instants; arguments as slice_table's (`pad`: room for flows patched in later)."""
+                  args: list[tuple[int, int, np.ndarray, np.ndarray]], *, flow_out=None) -> Table:
+    """A Table of instants; arguments as slice_table's."""
     n = len(ts)
     return Table(ts=np.asarray(ts, np.int64), track=np.asarray(track, np.uint64),
                  type=np.full(n, P.TYPE_INSTANT, np.uint8), name_iid=np.asarray(name_iid, np.uint32),
                  cat_iid=np.asarray(cat_iid, np.uint32),
                  flow_out=None if flow_out is None else np.asarray(flow_out, np.uint64),
-                 pad=None if pad is None else np.asarray(pad, np.uint8),
                  args=[(nm, t, np.asarray(v).astype(np.uint64), p) for nm, t, v, p in args])
 
 

@@ -51,7 +51,7 @@ class WindowWriter:
         ts = batch["ts"][rows]
         offsets = self.out.emit(slice_table(
             ts, ts, thread_uuid[rows], name_iid, np.full(g, interner.category(N.CAT_LIVE), np.uint32), args,
-            end_flow_out=np.where(alloc_id > 0, alloc_id | N.FLOW_ALLOC, 0), end_pad=alloc_id > 0), slices=True)
+            end_flow_out=N.flow_ids(N.FLOW_ALLOC, alloc_id)), slices=True)
         return offsets[g:]  # the END packet carries the allocation (its flows start there), as for API calls
 
     def emit_windows(self, windows: list[Window], first_ts: int, last_ts: int) -> None:
