@@ -376,6 +376,29 @@ def test_job_recordings_on_dask_give_the_serial_output(two_nodes, tmp_path) -> N
             "no such trace file or directory"], got.stderr
 
 
+def test_job_report_on_dask_is_the_serial_page(two_nodes, tmp_path) -> None:
+    """`memq report JOB_DIR --scheduler ADDRESS | --workers N`: the recordings decoded on the cluster, the page
+    byte for byte the serial one; on one recording the options do not apply (one line, exit 2)."""
+    job, _marks = two_nodes
+    pages = {how: tmp_path / f"{how}.html" for how in ("serial", "scheduler", "workers")}
+    got = run(*MEMQ, "report", str(job), "-o", str(pages["serial"]))
+    assert got.returncode == 0, got.stderr
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", protocol="tcp",
+                      dashboard_address=":0") as lc:
+        got = run(*MEMQ, "report", str(job), "-o", str(pages["scheduler"]), "--scheduler", lc.scheduler_address)
+        assert got.returncode == 0, got.stderr
+        with Client(lc.scheduler_address) as client:  # the recordings were decoded there, by actors of its workers
+            assert client.run_on_scheduler(lambda dask_scheduler: "RecordingActor" in dask_scheduler.task_prefixes)
+    got = run(*MEMQ, "report", str(job), "-o", str(pages["workers"]), "--workers", "2")
+    assert got.returncode == 0, got.stderr
+    serial = pages["serial"].read_text()
+    assert 'data-figure="red_count"' in serial  # a page of figures (the job's copies carry addresses)
+    assert pages["scheduler"].read_text() == serial and pages["workers"].read_text() == serial
+    got = run(*MEMQ, "report", str(job / "nodea"), "-o", str(tmp_path / "one.html"), "--workers", "2")
+    assert got.returncode == 2 and "Traceback" not in got.stderr and len(got.stderr.strip().splitlines()) == 1
+    assert "not a directory of several recordings" in got.stderr and not (tmp_path / "one.html").exists()
+
+
 def test_a_batch_is_sent_as_it_was() -> None:
     import numpy as np
 

@@ -5,7 +5,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from ctf2perfetto.cli.output import add_engine_args
+from ctf2perfetto.cli.output import add_engine_args, on_cluster
+
+WORKERS_HELP = ("with TRACE a job directory (several recordings, one per node, memq record -o job/%%h): decode each "
+                "recording as a Dask task on a local cluster of N worker processes (the page is the same as "
+                "without; as memq duplicated JOB_DIR --workers N)")
+SCHEDULER_HELP = ("with TRACE a job directory: decode its recordings on the existing Dask cluster at ADDRESS "
+                  "(tcp://host:port, or a scheduler file; default $DASK_SCHEDULER_ADDRESS); its workers must read "
+                  "TRACE at the same path")
 
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
               "(converted on the fly); several: one section each")
@@ -28,6 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("traces", nargs="+", metavar="TRACE", help=TRACE_HELP)
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.html", help="HTML file to write")
     add_engine_args(parser)
+    parser.add_argument("--workers", type=int, metavar="N", default=None, help=WORKERS_HELP)
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help=SCHEDULER_HELP)
     parser.set_defaults(func=run)
 
 
@@ -41,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {args.output}: the report is an HTML page; name it *.html")
     for trace in args.traces:
         existing(trace)
-    reports = write_report(args.traces, args.output, trace_processor=args.trace_processor, stage=ticking)
+        on_cluster(trace, args.workers, args.scheduler)  # one they do not apply to: said now, not after the others
+    reports = write_report(args.traces, args.output, trace_processor=args.trace_processor, stage=ticking,
+                           workers=args.workers, scheduler=args.scheduler)
     for rep in reports:
         print(f"{rep.name}: {verdict_words(rep)}")
     print(f"memq report: wrote {args.output}", file=sys.stderr)

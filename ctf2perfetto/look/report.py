@@ -834,20 +834,23 @@ are not traced. Open a trace in Perfetto with <code>memq open TRACE</code> and g
 
 
 def write_report(traces: list[str], out: os.PathLike[str] | str, *, trace_processor: str | None = None,
-                 stage: Any = None) -> list[TraceReport]:
-    """Collect every trace's report and write the page to `out` (atomically)."""
+                 stage: Any = None, workers: int | None = None, scheduler: str | None = None) -> list[TraceReport]:
+    """Collect every trace's report and write the page to `out` (atomically). `workers` / `scheduler`: a job
+    directory's recordings are decoded as Dask tasks (cli.output.on_cluster; the page is the same)."""
     import contextlib
 
     from ctf2perfetto.analysis.base import load
-    from ctf2perfetto.outfiles import AtomicOutput
-
-    from ctf2perfetto.outfiles import check_output
+    from ctf2perfetto.cli.output import on_cluster
+    from ctf2perfetto.outfiles import AtomicOutput, check_output
 
     check_output(Path(out), inputs=traces)  # before the analyses, not after
     reports = []
     for trace in traces:
-        ctx = stage(f"analysing {trace}") if stage else contextlib.nullcontext()
-        with ctx, load(trace, trace_processor=trace_processor) as engine:
+        with contextlib.ExitStack() as stack:
+            if stage:
+                stack.enter_context(stage(f"analysing {trace}"))
+            with on_cluster(trace, workers, scheduler):  # the conversion only: the queries run here
+                engine = stack.enter_context(load(trace, trace_processor=trace_processor))
             reports.append(collect(engine, Path(trace).name))
     page = render(reports)
     with AtomicOutput(Path(out), inputs=traces) as target:
