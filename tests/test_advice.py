@@ -272,6 +272,13 @@ def test_generated_logs_match_oracle(tmp_path, seed):
             assert got[key] == pytest.approx(figures), key
         seen.add(bool(got))
 
+        # the per-copy tables (what the report's overlaps read): each finding's copies, as many and as long as its own
+        for rule in ("sync_loop", "pinning"):
+            per_site = {r["site"]: (r["n"], r["d"]) for r in engine.rows(
+                f"""INCLUDE PERFETTO MODULE memq.advice.{rule}; SELECT s.site, COUNT(*) AS n, SUM(c.dur) AS d
+                FROM memq_advice_{rule}_copy s JOIN memq_copy c USING (id) GROUP BY s.site""").records()}
+            assert per_site == {r["first_call_id"]: (r["count"], r["dur_sum"]) for r in records(engine, rule)}, rule
+
         got = {allocs[r["alloc_id"]]: {k: r[k] for k in ("size", "used_bytes", "unused_bytes", "copies")}
                for r in records(engine, "pinned_oversize")}
         assert got == oracle.advice_pinned_oversize(ref, ordered)

@@ -47,21 +47,23 @@ CREATE PERFETTO TABLE memq_advice_pinned_oversize(
   -- Slice of the allocating call.
   alloc_slice_id LONG
 ) AS
-WITH side AS (
+WITH pinned AS MATERIALIZED (
+  SELECT alloc_id, addr, size FROM memq_allocation WHERE kind = 'pinned'
+),
+side AS (
   SELECT dst_alloc_id AS alloc_id, dst AS addr,
     CASE WHEN height IS NULL THEN bytes
       ELSE (IFNULL(MAX(depth, 1), 1) - 1) * IFNULL(dslice, 0) + (height - 1) * dpitch + width END AS extent
-  FROM memq_copy WHERE memq_has_addresses!(source) AND dst_alloc_id IS NOT NULL
+  FROM memq_copy WHERE memq_has_addresses!(source) AND dst_alloc_id IN (SELECT alloc_id FROM pinned)
   UNION ALL
   SELECT src_alloc_id, src,
     CASE WHEN height IS NULL THEN bytes
       ELSE (IFNULL(MAX(depth, 1), 1) - 1) * IFNULL(sslice, 0) + (height - 1) * spitch + width END
-  FROM memq_copy WHERE memq_has_addresses!(source) AND src_alloc_id IS NOT NULL
+  FROM memq_copy WHERE memq_has_addresses!(source) AND src_alloc_id IN (SELECT alloc_id FROM pinned)
 ),
 used AS (
   SELECT s.alloc_id, MIN(a.size, MAX(s.addr - a.addr + s.extent)) AS used_bytes, COUNT(*) AS copies
-  FROM side s JOIN memq_allocation a USING (alloc_id)
-  WHERE a.kind = 'pinned'
+  FROM side s JOIN pinned a USING (alloc_id)
   GROUP BY s.alloc_id
 )
 SELECT a.alloc_id, a.upid, a.api, a.addr, a.size, IFNULL(u.used_bytes, 0) AS used_bytes,

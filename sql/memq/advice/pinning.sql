@@ -24,6 +24,19 @@ INCLUDE PERFETTO MODULE memq.copies;
 INCLUDE PERFETTO MODULE memq.allocations;
 INCLUDE PERFETTO MODULE memq.advice.calls;
 
+-- Every pageable upload with its buffer (upid, buffer): `grp` the slice id of the buffer's first upload (never NULL,
+-- unlike a call id), `site` its call id, `rn` its rank among them. One pass for both tables below.
+CREATE PERFETTO TABLE _memq_advice_pinning_upload AS
+WITH up AS (
+  SELECT c.id, c.ts, c.dur, c.upid, c.device, c.bytes, c.call_id, c.api, c.src, c.src_alloc_id, c.src_mem, c.src_key
+  FROM memq_copy c
+  WHERE memq_has_addresses!(c.source) AND c.direction = 'HtoD' AND c.pageable AND c.bytes > 0 AND c.upid IS NOT NULL
+    AND c.src IS NOT NULL
+)
+SELECT up.*, FIRST_VALUE(id) OVER w AS grp, FIRST_VALUE(call_id) OVER w AS site, ROW_NUMBER() OVER w AS rn
+FROM up
+WINDOW w AS (PARTITION BY upid, IFNULL(CAST(src_alloc_id AS STRING), 'key:' || src_key) ORDER BY ts, id);
+
 -- One row per pageable host buffer uploaded at least twice.
 CREATE PERFETTO TABLE memq_advice_pinning(
   -- Process.
@@ -63,40 +76,31 @@ CREATE PERFETTO TABLE memq_advice_pinning(
   -- `debug.call_id` of the first upload.
   first_call_id LONG
 ) AS
-WITH up AS (
-  SELECT c.*, IFNULL(CAST(c.src_alloc_id AS STRING), 'key:' || c.src_key) AS buffer
-  FROM memq_copy c
-  WHERE memq_has_addresses!(c.source) AND c.direction = 'HtoD' AND c.pageable AND c.bytes > 0 AND c.upid IS NOT NULL
-    AND c.src IS NOT NULL
-),
-rate AS (
+WITH rate AS (
   SELECT upid, device, SUM(bytes) * 1.0 / SUM(dur) AS gbps
   FROM memq_copy
   WHERE memq_has_addresses!(source) AND direction = 'HtoD' AND NOT pageable AND dur > 0 AND bytes > 0
   GROUP BY upid, device
 ),
 per AS (
-  SELECT upid, buffer, COUNT(*) AS count, SUM(bytes) AS bytes, SUM(dur) AS dur_sum, MIN(ts) AS first_ts,
+  SELECT grp, COUNT(*) AS count, SUM(bytes) AS bytes, SUM(dur) AS dur_sum, MIN(ts) AS first_ts,
     MAX(ts + dur) AS last_end_ts, MAX(bytes) AS largest
-  FROM up GROUP BY upid, buffer HAVING COUNT(*) >= 2
+  FROM _memq_advice_pinning_upload GROUP BY grp HAVING COUNT(*) >= 2
 ),
 dev AS (
-  SELECT upid, buffer, device FROM (
-    SELECT upid, buffer, device, ROW_NUMBER() OVER (PARTITION BY upid, buffer ORDER BY COUNT(*) DESC, device) AS rn
-    FROM up GROUP BY upid, buffer, device)
+  SELECT grp, device FROM (
+    SELECT grp, device, ROW_NUMBER() OVER (PARTITION BY grp ORDER BY COUNT(*) DESC, device) AS rn
+    FROM _memq_advice_pinning_upload WHERE grp IN (SELECT grp FROM per) GROUP BY grp, device)
   WHERE rn = 1
 ),
-first AS (
-  SELECT * FROM (SELECT up.*, ROW_NUMBER() OVER (PARTITION BY upid, buffer ORDER BY ts, id) AS rn FROM up)
-  WHERE rn = 1
-),
+first AS MATERIALIZED (SELECT * FROM _memq_advice_pinning_upload WHERE rn = 1 AND grp IN (SELECT grp FROM per)),
 est AS (
-  SELECT per.*, dev.device, f.src_alloc_id, f.src_mem, f.src, f.call_id, f.api, r.gbps,
+  SELECT per.*, f.upid, dev.device, f.src_alloc_id, f.src_mem, f.src, f.call_id, f.api, r.gbps,
     IIF(r.gbps IS NULL, NULL, CAST(per.bytes / r.gbps AS INT)) AS est
   FROM per
-  JOIN dev USING (upid, buffer)
-  JOIN first f USING (upid, buffer)
-  LEFT JOIN rate r ON r.upid = per.upid AND r.device IS dev.device
+  JOIN dev USING (grp)
+  JOIN first f USING (grp)
+  LEFT JOIN rate r ON r.upid = f.upid AND r.device IS dev.device
 )
 SELECT e.upid, e.device, e.src_alloc_id, e.src_mem, IFNULL(a.addr, e.src) AS addr, IFNULL(a.size, e.largest) AS size,
   k.ip, e.api, e.count, e.bytes, e.dur_sum, e.gbps AS pinned_gb_per_s,
@@ -115,15 +119,7 @@ CREATE PERFETTO TABLE memq_advice_pinning_copy(
   -- `debug.call_id` of the candidate's first upload (memq_advice_pinning.first_call_id).
   site LONG
 ) AS
-WITH up AS (
-  SELECT c.id, c.ts, c.upid, c.call_id, IFNULL(CAST(c.src_alloc_id AS STRING), 'key:' || c.src_key) AS buffer
-  FROM memq_copy c
-  WHERE memq_has_addresses!(c.source) AND c.direction = 'HtoD' AND c.pageable AND c.bytes > 0 AND c.upid IS NOT NULL
-    AND c.src IS NOT NULL
-),
-g AS (
-  SELECT up.*, FIRST_VALUE(call_id) OVER (PARTITION BY upid, buffer ORDER BY ts, id) AS site,
-    COUNT(*) OVER (PARTITION BY upid, buffer) AS n
-  FROM up
-)
-SELECT id, site FROM g WHERE n >= 2 ORDER BY id;
+SELECT u.id, u.site
+FROM _memq_advice_pinning_upload u
+JOIN (SELECT grp FROM _memq_advice_pinning_upload GROUP BY grp HAVING COUNT(*) >= 2) g USING (grp)
+ORDER BY u.id;

@@ -30,26 +30,21 @@ CREATE PERFETTO FUNCTION memq_advice_sync_loop_min()
 RETURNS LONG AS
 SELECT 3;
 
--- Every synchronous copy of a loop site, with the site it belongs to (the call id of the site's first copy).
-CREATE PERFETTO TABLE memq_advice_sync_loop_copy(
-  -- Slice id of the copy (memq_copy.id).
-  id LONG,
-  -- `debug.call_id` of the first copy of its loop site (memq_advice_sync_loop.first_call_id).
-  site LONG
-) AS
+-- Every synchronous copy with its site (upid, utid, ip, api, direction, bytes): `grp` the slice id of the site's
+-- first copy (never NULL, unlike a call id), `rn` its rank in the site. One pass for both tables below.
+CREATE PERFETTO TABLE _memq_advice_sync_copy AS
 WITH s AS (
-  SELECT c.id, c.ts, c.upid, c.utid, c.call_id, k.ip, c.api, c.direction, c.bytes
+  SELECT c.id, c.ts, c.dur, c.upid, c.utid, c.call_id, k.ip, c.api, c.direction, c.bytes
   FROM memq_copy c LEFT JOIN memq_advice_call k USING (call_id)
   WHERE memq_has_addresses!(c.source) AND c.bytes > 0
     AND (c.api NOT GLOB '*Async*' OR (c.direction IN ('HtoD', 'DtoH') AND c.pageable))
-),
-g AS (
-  SELECT s.*,
-    FIRST_VALUE(call_id) OVER (PARTITION BY upid, utid, ip, api, direction, bytes ORDER BY ts, id) AS site,
-    COUNT(*) OVER (PARTITION BY upid, utid, ip, api, direction, bytes) AS n
-  FROM s
 )
-SELECT id, site FROM g WHERE n >= memq_advice_sync_loop_min() ORDER BY id;
+SELECT s.*,
+  FIRST_VALUE(id) OVER w AS grp,
+  FIRST_VALUE(call_id) OVER w AS site,
+  ROW_NUMBER() OVER w AS rn
+FROM s
+WINDOW w AS (PARTITION BY upid, utid, ip, api, direction, bytes ORDER BY ts, id);
 
 -- One row per loop site of synchronous copies.
 CREATE PERFETTO TABLE memq_advice_sync_loop(
@@ -84,22 +79,24 @@ CREATE PERFETTO TABLE memq_advice_sync_loop(
   -- `debug.call_id` of the first.
   first_call_id LONG
 ) AS
-WITH s AS (
-  SELECT c.id, c.ts, c.dur, c.upid, c.utid, c.call_id, k.ip, c.api, c.direction, c.bytes,
-    IIF(c.api NOT GLOB '*Async*', 'blocking API', 'pageable host memory') AS why
-  FROM memq_copy c LEFT JOIN memq_advice_call k USING (call_id)
-  WHERE memq_has_addresses!(c.source) AND c.bytes > 0
-    AND (c.api NOT GLOB '*Async*' OR (c.direction IN ('HtoD', 'DtoH') AND c.pageable))
-),
-o AS (
-  SELECT s.*, ROW_NUMBER() OVER (PARTITION BY upid, utid, ip, api, direction, bytes ORDER BY ts, id) AS rn
-  FROM s
-)
-SELECT upid, utid, ip, api, direction, bytes AS bytes_each, MIN(why) AS why, COUNT(*) AS count,
-  SUM(bytes) AS bytes, SUM(dur) AS dur_sum, SUM(dur) AS gain_dur,
+SELECT MIN(upid) AS upid, MIN(utid) AS utid, MIN(ip) AS ip, MIN(api) AS api, MIN(direction) AS direction,
+  MIN(bytes) AS bytes_each, IIF(MIN(api) NOT GLOB '*Async*', 'blocking API', 'pageable host memory') AS why,
+  COUNT(*) AS count, SUM(bytes) AS bytes, SUM(dur) AS dur_sum, SUM(dur) AS gain_dur,
   (MAX(ts) - MIN(ts)) * 1.0 / (COUNT(*) - 1) AS period,
   MIN(ts) AS first_ts, MAX(ts + dur) AS last_end_ts, MAX(IIF(rn = 1, call_id, NULL)) AS first_call_id
-FROM o
-GROUP BY upid, utid, ip, api, direction, bytes
+FROM _memq_advice_sync_copy
+GROUP BY grp
 HAVING COUNT(*) >= memq_advice_sync_loop_min()
 ORDER BY gain_dur DESC, count DESC;
+
+-- Every synchronous copy of a loop site, with the site it belongs to (the call id of the site's first copy).
+CREATE PERFETTO TABLE memq_advice_sync_loop_copy(
+  -- Slice id of the copy (memq_copy.id).
+  id LONG,
+  -- `debug.call_id` of the first copy of its loop site (memq_advice_sync_loop.first_call_id).
+  site LONG
+) AS
+SELECT c.id, c.site FROM _memq_advice_sync_copy c
+JOIN (SELECT grp FROM _memq_advice_sync_copy GROUP BY grp HAVING COUNT(*) >= memq_advice_sync_loop_min()) g
+  USING (grp)
+ORDER BY c.id;
