@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,99 @@ def test_zero_copy_rule_in_the_report(tmp_path):
     [f] = rep.findings
     assert (f.kind, f.count, f.bytes, f.gain_ns) == ("zero_content", 1, 2 * MiB, 500)
     assert "hipMemset" in f.fix and f.evidence.startswith("content")
+
+
+# -- plots downsampled in SQL, with exact peaks -------------------------------------------------------------------
+def dense_burst() -> list[dict]:
+    """1,500 steps of 100 ns (a device buffer allocated, uploaded from pinned memory, read back into another, freed 3
+    steps later), a managed buffer live throughout, one 8 ns spike of a 32 MiB buffer and its upload at step 777, and
+    a last allocation 1 s later: the burst falls in a few of the plots' pixel columns."""
+    log = Rows(44)
+    pin, back, managed, big = PIN, PIN + 64 * MiB, 0x500000000, DEV + (1 << 32)
+    rows = [log.gpu_alloc(100, pin, 64 * MiB, M.PINNED), log.gpu_alloc(150, back, 8 * MiB, M.PINNED),
+            log.gpu_alloc(200, managed, 3 * MiB, M.MANAGED)]
+    sizes = [(i % 7 + 1) * 4096 for i in range(1500)]
+    for i in range(1500):
+        t, dev = 1000 + 100 * i, DEV + i * 65536
+        rows += [log.gpu_alloc(t, dev, sizes[i], dur=5), log.copy(t + 10, t + 30, dev, pin, sizes[i], H2D),
+                 log.copy(t + 40, t + 60, back, dev, sizes[i], 2)]
+        if i >= 3:
+            rows.append(log.gpu_free(t + 70, DEV + (i - 3) * 65536, sizes[i - 3], dur=5))
+        if i == 777:
+            rows += [log.gpu_alloc(t + 80, big, 32 * MiB, dur=2), log.copy(t + 83, t + 86, big, pin, 32 * MiB, H2D),
+                     log.gpu_free(t + 88, big, 32 * MiB, dur=2)]
+    rows.append(log.gpu_alloc(10**9, DEV + (1 << 33), MiB))
+    return rows
+
+
+def _summed(parts: dict) -> list[tuple[int, int]]:
+    """The sum of step series, the plain way: at each time any part changes, every part's last value by then."""
+    times = sorted({ts for samples in parts.values() for ts, _ in samples})
+    out = []
+    for t in times:
+        total = 0
+        for samples in parts.values():
+            before = [v for ts, v in samples if ts <= t]
+            total += before[-1] if before else 0
+        out.append((t, total))
+    return out
+
+
+def _peak(series: list[tuple[int, int]]) -> tuple[int, int | None]:
+    top = max((v for _, v in series), default=0)
+    return (top, next(ts for ts, v in series if v == top)) if top > 0 else (0, None)
+
+
+def _mean(series: list[tuple[int, int]], start: int, end: int) -> float:
+    ends = [ts for ts, _ in series[1:]] + [end]
+    return sum(v * max(0, min(e, end) - max(ts, start)) for (ts, v), e in zip(series, ends)) / (end - start)
+
+
+def test_plots_are_downsampled_with_exact_peaks(tmp_path):
+    path = tmp_path / "burst.pftrace"
+    write_trace([EventBatch.from_rows(in_time_order(dense_burst()))], TraceInfo(devices=[]), path)
+    with analyses.load(path) as engine:
+        rep = report.collect(engine, "burst")
+        live = engine.rows("INCLUDE PERFETTO MODULE memq.counters; SELECT track_id, kind, ts, value "
+                           "FROM memq_live_counter").records()
+        dup = engine.rows("INCLUDE PERFETTO MODULE memq.duplicated_trace; SELECT direction, ts, value "
+                          "FROM memq_duplicated_trace_counter").records()
+    per_track: dict = {}
+    for r in live:
+        per_track.setdefault((r["kind"], r["track_id"]), []).append((r["ts"], r["value"]))
+    per_dir: dict = {}
+    for r in dup:
+        per_dir.setdefault(r["direction"] or "total", []).append((r["ts"], r["value"]))
+    kinds = {kind: _summed({k: v for k, v in per_track.items() if k[0] == kind}) for kind, _ in per_track}
+    assert len(dup) > 6000 and len(live) > 3000  # far more samples than the burst's columns can show
+
+    # every plotted series has the exact peak of its samples, drawn from a handful of points per pixel column
+    assert rep.live.keys() == kinds.keys() and rep.duplicated.keys() == per_dir.keys()
+    assert _peak(per_dir["HtoD"])[0] >= 32 * MiB  # the 8 ns spike is there
+    page = report.render([rep])
+    lines = re.findall(r'data-series="([^"]+)" data-peak="(\d+)"[^>]* points="([^"]*)"', page)
+    assert {name: int(peak) for name, peak, _ in lines} == {**{k: _peak(v)[0] for k, v in kinds.items()},
+                                                           **{k: _peak(v)[0] for k, v in per_dir.items()}}
+    ph = report.H - report.T - report.B  # a plot's height; its y axis runs from 0 to its highest series' peak
+    for name, peak, points in lines:
+        ys = [float(xy.split(",")[1]) for xy in points.split()]
+        assert len(ys) <= 4 * 40, (name, len(ys))  # the burst spans fewer than 40 of the columns
+        top = max(_peak(v)[0] for v in (kinds if name in kinds else per_dir).values())
+        assert min(ys) == pytest.approx(report.T + ph * (1 - int(peak) / top), abs=0.051), name  # drawn up to it
+
+    # the headline's device and pool figures, from the same samples
+    h, start, end = rep.headline, rep.start, rep.end
+    device = _summed({k: v for k, v in per_track.items() if k[0] in ("device", "managed")})
+    on_device = _summed({d: per_dir[d] for d in ("HtoD", "DtoD") if d in per_dir})
+    pool = _summed({d: per_dir[d] for d in ("HtoD", "DtoH") if d in per_dir})
+    peak, when = _peak(on_device)
+    assert (h["dup_device_peak"], h["dup_device_peak_ts"]) == (peak, when)
+    assert h["device_live_at_peak"] == [v for ts, v in device if ts <= when][-1]
+    assert h["device_live_peak"] == _peak(device)[0]
+    assert h["dup_device_mean"] == pytest.approx(_mean(on_device, start, end), rel=1e-9)
+    assert h["device_live_mean"] == pytest.approx(_mean(device, start, end), rel=1e-9)
+    assert (h["pool_peak"], h["pool_peak_ts"]) == _peak(pool)
+    assert h["pool_mean"] == pytest.approx(_mean(pool, start, end), rel=1e-9)
 
 
 # -- the offload loop, recorded --------------------------------------------------------------------------------
