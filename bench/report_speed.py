@@ -6,10 +6,12 @@ the report shares between its figures). Prints every time and the ratio report /
 
     python3 bench/report_speed.py TRACE            # a .pftrace or an LTTng trace directory
     python3 bench/report_speed.py --offload 20     # records examples/hip_offload.py --seconds 20 on the fake HIP
+    python3 bench/report_speed.py TRACE --checkout OTHER   # also OTHER's memq (e.g. a worktree of main), in turn
 """
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str], cwd: Path) -> float:
     start = time.monotonic()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
     return time.monotonic() - start
 
 
@@ -44,21 +46,33 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", nargs="?", help="trace to analyse")
     parser.add_argument("--offload", type=float, metavar="SEC", help="record the offload loop for SEC seconds first")
+    parser.add_argument("--checkout", type=Path, action="append", default=[], metavar="DIR",
+                        help="another checkout whose memq runs the same commands, alternating with this one's "
+                             "(each command of each checkout in turn); repeatable")
     args = parser.parse_args()
+    checkouts = [REPO] + [c.resolve() for c in args.checkout]
     with tempfile.TemporaryDirectory(prefix="memq-report-bench-") as tmp:
-        trace = str(record_offload(args.offload, Path(tmp)) if args.offload else args.trace)
+        trace = str(Path(record_offload(args.offload, Path(tmp)) if args.offload else args.trace).resolve())
         memq = [sys.executable, "-m", "ctf2perfetto"]
         commands = {"duplicated": memq + ["duplicated", trace], "redundant": memq + ["redundant", trace],
                     "report": memq + ["report", trace, "-o", str(Path(tmp) / "report.html")]}
-        best: dict[str, float] = {}
+        best: dict[tuple[Path, str], float] = {}
         for _ in range(2):
-            for name, argv in commands.items():
-                best[name] = min(best.get(name, float("inf")), timed(argv))
-        for name, secs in best.items():
-            print(f"{name:>10}: {secs:7.2f} s")
-        reference = max(best["duplicated"], best["redundant"])
-        print(f"report / slower analysis = {best['report'] / reference:.2f} (goal <= 1.10); "
-              f"report / (duplicated + redundant) = {best['report'] / (best['duplicated'] + best['redundant']):.2f}")
+            for checkout in checkouts:
+                for name, argv in commands.items():
+                    key = (checkout, name)
+                    secs = timed(argv, checkout)
+                    best[key] = min(best.get(key, float("inf")), secs)
+                    print(f"  {checkout.name} {name}: {secs:.2f} s (load average {os.getloadavg()[0]:.1f})",
+                          flush=True)
+        for checkout in checkouts:
+            print(f"{checkout} (load average {os.getloadavg()[0]:.1f} at the end)")
+            for name in commands:
+                print(f"{name:>10}: {best[(checkout, name)]:7.2f} s")
+            reference = max(best[(checkout, "duplicated")], best[(checkout, "redundant")])
+            report = best[(checkout, "report")]
+            print(f"report / slower analysis = {report / reference:.2f} (goal <= 1.10); report / (duplicated + "
+                  f"redundant) = {report / (best[(checkout, 'duplicated')] + best[(checkout, 'redundant')]):.2f}")
     return 0
 
 
