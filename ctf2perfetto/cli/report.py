@@ -14,8 +14,8 @@ SCHEDULER_HELP = ("with TRACE a job directory: decode its recordings on the exis
                   "(tcp://host:port, or a scheduler file; default $DASK_SCHEDULER_ADDRESS); its workers must read "
                   "TRACE at the same path")
 
-TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
-              "(converted on the fly); several: one section each")
+TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), an LTTng trace directory or a job "
+              "directory of them, one per node (converted on the fly); several: one section each")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
