@@ -247,4 +247,17 @@ struct memq_set_device_rec {
 	uint64_t begin_ns;
 };
 
+/* memq:lib_load / memq:lib_unload: one loaded object (memq_libmap.h). baddr: its
+ * first PT_LOAD segment's address; memsz: the span of its PT_LOAD segments;
+ * path: realpath() of its file, the executable from /proc/self/exe, or
+ * "[name]" when its name is no file (the vDSO); build_id: its GNU build-id
+ * note (build_id_len 0: none). LTTng's bin_info statedump says the same. */
+#define MEMQ_BUILD_ID_MAX 64
+struct memq_lib_rec {
+	uint64_t baddr, memsz;
+	const char *path;
+	uint8_t build_id_len;
+	uint8_t build_id[MEMQ_BUILD_ID_MAX];
+};
+
 #endif /* MEMQ_API_H */

@@ -13,6 +13,7 @@
 
 #include "memq_content.h"
 #include "memq_core.h"
+#include "memq_libmap.h"
 #include "memq_reach.h"
 
 __thread int memq_nesting __attribute__((tls_model("initial-exec")));
@@ -75,6 +76,9 @@ static int clock_start_pending = 1;
  * heap event (memq_process_events_due) or the exit writes it again and clears
  * it: at most two per process, the reader keeps one. */
 static int identity_pending = 1;
+/* The whole library map, on the same terms as memq:identity: written by the
+ * constructor (maybe lost), and once more by the first event path or the exit. */
+static int libmap_pending = 1;
 static int in_constructor;
 /* The driver (MEMQ_RT_CUDRV) describes the CUDA devices: it shares CUDA's flag. */
 static int devices_pending[3] = { 0, 1, 1 };
@@ -117,14 +121,21 @@ static const char *const identity_vars[] = {
 	"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALRANKID",
 };
 
+/* Whether a once-per-process event whose flag is `pending` is to be written now
+ * (`enabled`: its tracepoint is): by the constructor, which leaves the flag
+ * set, or by the first caller after it. */
+static int process_event_due(int enabled, int *pending)
+{
+	return enabled && (in_constructor || __atomic_exchange_n(pending, 0, __ATOMIC_ACQ_REL));
+}
+
 /* Read once per process, outside any call (no allocation: fixed buffers). */
 static void emit_identity_once(void)
 {
 	char host[256] = "", env[2048];
 	size_t len = 0;
 
-	if (!lttng_ust_tracepoint_enabled(memq, identity)
-	    || (!in_constructor && !__atomic_exchange_n(&identity_pending, 0, __ATOMIC_ACQ_REL)))
+	if (!process_event_due(lttng_ust_tracepoint_enabled(memq, identity), &identity_pending))
 		return;
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		host[0] = '\0';
@@ -154,16 +165,27 @@ static void emit_clock_start_once(void)
 {
 	if (__atomic_load_n(&identity_pending, __ATOMIC_RELAXED))
 		emit_identity_once();
+	if (__atomic_load_n(&libmap_pending, __ATOMIC_RELAXED)
+	    && process_event_due(lttng_ust_tracepoint_enabled(memq, lib_load), &libmap_pending))
+		memq_libmap_update(1);
 	if (lttng_ust_tracepoint_enabled(memq, clock)
 	    && __atomic_exchange_n(&clock_start_pending, 0, __ATOMIC_ACQ_REL))
 		emit_clock("start");
 }
 
+/* One of the once-per-process events still to write. */
+static int process_events_pending(void)
+{
+	return __atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED)
+		|| __atomic_load_n(&identity_pending, __ATOMIC_RELAXED)
+		|| __atomic_load_n(&libmap_pending, __ATOMIC_RELAXED);
+}
+
 void memq_process_events_due(void)
 {
-	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED)
-	    || __atomic_load_n(&identity_pending, __ATOMIC_RELAXED))
+	if (process_events_pending())
 		emit_clock_start_once();
+	memq_libmap_due();
 }
 
 void memq_uuid_text(char out[MEMQ_UUID_TEXT], const unsigned char b[16])
@@ -290,9 +312,7 @@ void memq_begin_slow(struct memq_call *c, int runtime, int route, void *ip)
 	/* A session started after the library initialised, or a forked
 	 * child: the process events go first, once (inside or outside
 	 * capture windows: they describe the process). */
-	if (__atomic_load_n(&clock_start_pending, __ATOMIC_RELAXED)
-	    || __atomic_load_n(&identity_pending, __ATOMIC_RELAXED))
-		emit_clock_start_once();
+	memq_process_events_due();
 	memq_count_traced(runtime);
 	if (__atomic_load_n(&devices_pending[DEVICES_SLOT(runtime)], __ATOMIC_RELAXED))
 		describe_devices_once(runtime, c->route);
@@ -456,9 +476,22 @@ void memq_emit_set_device(struct memq_call *c, struct memq_set_device_rec *r)
 /* Process life: constructor, fork, exit                                   */
 /* ---------------------------------------------------------------------- */
 
+static void fork_prepare(void)
+{
+	memq_libmap_fork_prepare();
+	memq_table_fork_prepare();
+}
+
+static void fork_parent(void)
+{
+	memq_table_fork_parent();
+	memq_libmap_fork_parent();
+}
+
 static void fork_child(void)
 {
 	memq_table_fork_child();
+	memq_libmap_fork_child();
 	/* New process: it gets its own clock reading and device list. The
 	 * events cannot be emitted here (liblttng-ust-fork re-registers the
 	 * child after this handler), so they go out with its first traced
@@ -471,6 +504,7 @@ static void fork_child(void)
 	 * new allocation at the same address replaces it. */
 	__atomic_store_n(&clock_start_pending, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&identity_pending, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&libmap_pending, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&devices_pending[MEMQ_RT_HIP], 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&devices_pending[MEMQ_RT_CUDA], 1, __ATOMIC_RELAXED);
 }
@@ -483,7 +517,7 @@ static void fork_child(void)
  */
 static void __attribute__((constructor)) memq_init(void)
 {
-	pthread_atfork(memq_table_fork_prepare, memq_table_fork_parent, fork_child);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	in_constructor = 1;
 	emit_clock_start_once();
 	in_constructor = 0;
@@ -493,6 +527,7 @@ static void __attribute__((constructor)) memq_init(void)
 static void __attribute__((destructor)) memq_fini(void)
 {
 	emit_clock_start_once();  /* a process that made no traced call */
+	memq_libmap_update(0);    /* what a bare-name dlopen loaded since the last event */
 	memq_window_exit();
 	emit_clock("end");
 	memq_reach_report();

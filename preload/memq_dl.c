@@ -20,6 +20,13 @@
  *    call by name reaches.
  *  - dlclose: after one that unloaded something, routes to objects that are
  *    gone are forgotten (memq_routes_unloaded).
+ *  - dlopen/dlmopen, for the library map (memq_libmap.h): glibc takes the
+ *    caller's object from the return address too, and searches a bare name
+ *    in that object's RUNPATH/RPATH and expands $ORIGIN from it. A path
+ *    without '$' (or NULL) opens the same whoever asks: that call is made
+ *    from here and the new objects are written as it returns. Any other is
+ *    a tail call, which marks the map stale: the next event path, lookup,
+ *    dlopen, dlclose or the exit writes what it loaded.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -27,17 +34,19 @@
 #include <string.h>
 
 #include "memq_elf.h"
+#include "memq_libmap.h"
 #include "memq_wrap.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 typedef int (*dlclose_fn)(void *);
+typedef void *(*dlopen_fn)(const char *, int);
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
 
-static dlsym_fn real_dlsym;     /* atomic; libc's */
-static dlvsym_fn real_dlvsym;   /* atomic; libc's */
-static dlclose_fn real_dlclose; /* atomic; libc's */
+/* libc's functions (atomic), looked up on first use (libc_fn) */
+static void *real_dlsym, *real_dlvsym, *real_dlclose, *real_dlopen, *real_dlmopen;
 
-/* ---- libc's own dlsym, dlvsym and dlclose, from its dynamic symbol table ---- */
+/* ---- libc's own dlsym, dlvsym, dlclose, dlopen and dlmopen, from its dynamic symbol table ---- */
 
 static int libc_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -48,17 +57,26 @@ static int libc_cb(struct dl_phdr_info *info, size_t size, void *data)
 	if (strncmp(memq_object_basename(&obj), "libc.so", 7) != 0)
 		return 0;
 	if (memq_elf_open(&elf, &obj) == 0) {
-		__atomic_store_n(&real_dlvsym, (dlvsym_fn) memq_elf_lookup(&elf, "dlvsym"), __ATOMIC_RELEASE);
-		__atomic_store_n(&real_dlclose, (dlclose_fn) memq_elf_lookup(&elf, "dlclose"), __ATOMIC_RELEASE);
-		__atomic_store_n(&real_dlsym, (dlsym_fn) memq_elf_lookup(&elf, "dlsym"), __ATOMIC_RELEASE);
+		__atomic_store_n(&real_dlvsym, memq_elf_lookup(&elf, "dlvsym"), __ATOMIC_RELEASE);
+		__atomic_store_n(&real_dlclose, memq_elf_lookup(&elf, "dlclose"), __ATOMIC_RELEASE);
+		__atomic_store_n(&real_dlopen, memq_elf_lookup(&elf, "dlopen"), __ATOMIC_RELEASE);
+		__atomic_store_n(&real_dlmopen, memq_elf_lookup(&elf, "dlmopen"), __ATOMIC_RELEASE);
+		__atomic_store_n(&real_dlsym, memq_elf_lookup(&elf, "dlsym"), __ATOMIC_RELEASE);
 	}
 	(void) data;
 	return 1;
 }
 
-static void find_real_dl(void)
+/* libc's function in `slot`, found on first use; NULL when libc lacks it. */
+static void *libc_fn(void **slot)
 {
-	dl_iterate_phdr(libc_cb, NULL);
+	void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (__builtin_expect(!fn, 0)) {
+		dl_iterate_phdr(libc_cb, NULL);
+		fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	}
+	return fn;
 }
 
 /* ---- which wrapper stands for a function a lookup found ---- */
@@ -120,13 +138,10 @@ void *memq_wrapper_for(const char *name, void *fn)
  * the caller's object, and the caller here is this library. */
 void *memq_real_dlsym(void *handle, const char *name)
 {
-	dlsym_fn real = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE);
+	dlsym_fn real = (dlsym_fn) libc_fn(&real_dlsym);
 
-	if (!real) {
-		find_real_dl();
-		if (!(real = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE)))
-			return NULL;
-	}
+	if (!real)
+		return NULL;
 	return real(handle, name);
 }
 
@@ -134,13 +149,11 @@ void *memq_real_dlsym(void *handle, const char *name)
 
 MEMQ_EXPORT void *dlsym(void *handle, const char *name)
 {
-	dlsym_fn real = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE);
+	dlsym_fn real = (dlsym_fn) libc_fn(&real_dlsym);
 
-	if (__builtin_expect(!real, 0)) {
-		find_real_dl();
-		if (!(real = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE)))
-			return NULL;
-	}
+	if (!real)
+		return NULL;
+	memq_libmap_due();           /* what a bare-name dlopen loaded: its handle is looked up next */
 	if (handle == RTLD_NEXT || handle == RTLD_DEFAULT)
 		return real(handle, name);   /* tail call: RTLD_NEXT is relative to our caller */
 	return memq_wrapper_for(name, real(handle, name));
@@ -148,13 +161,10 @@ MEMQ_EXPORT void *dlsym(void *handle, const char *name)
 
 MEMQ_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
 {
-	dlvsym_fn real = __atomic_load_n(&real_dlvsym, __ATOMIC_ACQUIRE);
+	dlvsym_fn real = (dlvsym_fn) libc_fn(&real_dlvsym);
 
-	if (__builtin_expect(!real, 0)) {
-		find_real_dl();
-		if (!(real = __atomic_load_n(&real_dlvsym, __ATOMIC_ACQUIRE)))
-			return NULL;
-	}
+	if (!real)
+		return NULL;
 	if (handle == RTLD_NEXT || handle == RTLD_DEFAULT)
 		return real(handle, name, version);
 	return memq_wrapper_for(name, real(handle, name, version));
@@ -163,17 +173,55 @@ MEMQ_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
 /* Not a lookup: after the real one, forget routes to whatever it unloaded. */
 MEMQ_EXPORT int dlclose(void *handle)
 {
-	dlclose_fn real = __atomic_load_n(&real_dlclose, __ATOMIC_ACQUIRE);
+	dlclose_fn real = (dlclose_fn) libc_fn(&real_dlclose);
 	int r, saved_errno;
 
-	if (__builtin_expect(!real, 0)) {
-		find_real_dl();
-		if (!(real = __atomic_load_n(&real_dlclose, __ATOMIC_ACQUIRE)))
-			return -1;
-	}
+	if (!real)
+		return -1;
 	r = real(handle);
 	saved_errno = errno;
 	memq_routes_unloaded();
+	memq_libmap_update(0);
 	errno = saved_errno;
 	return r;
+}
+
+/* Whether glibc opens `file` the same whoever calls (see the top). */
+static int caller_free(const char *file)
+{
+	return !file || (strchr(file, '/') && !strchr(file, '$'));
+}
+
+/* After an open made from here: its objects into the map, errno as it left it. */
+static void *opened(void *handle)
+{
+	int saved_errno = errno;
+
+	memq_libmap_update(0);
+	errno = saved_errno;
+	return handle;
+}
+
+MEMQ_EXPORT void *dlopen(const char *file, int mode)
+{
+	dlopen_fn real = (dlopen_fn) libc_fn(&real_dlopen);
+
+	if (!real)
+		return NULL;
+	if (caller_free(file))
+		return opened(real(file, mode));
+	__atomic_store_n(&memq_libmap_stale, 1, __ATOMIC_RELAXED);
+	return real(file, mode);     /* tail call: the search is relative to our caller */
+}
+
+MEMQ_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+	dlmopen_fn real = (dlmopen_fn) libc_fn(&real_dlmopen);
+
+	if (!real)
+		return NULL;
+	if (caller_free(file))
+		return opened(real(lmid, file, mode));
+	__atomic_store_n(&memq_libmap_stale, 1, __ATOMIC_RELAXED);
+	return real(lmid, file, mode);
 }

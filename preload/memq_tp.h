@@ -266,6 +266,20 @@ LTTNG_UST_TRACEPOINT_EVENT(memq, identity,
 		lttng_ust_field_string(host, host)
 		lttng_ust_field_string(env, env)))
 
+/* The library map (memq_libmap.h): an object loaded, or unloaded (same fields). */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(memq, lib_class,
+	LTTNG_UST_TP_ARGS(const struct memq_lib_rec *, r, void *, ip),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_unused(ip)
+		lttng_ust_field_integer_hex(uint64_t, baddr, r->baddr)
+		lttng_ust_field_integer(uint64_t, memsz, r->memsz)
+		lttng_ust_field_string(path, r->path)
+		lttng_ust_field_sequence_hex(uint8_t, build_id, r->build_id, uint8_t, r->build_id_len)))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, lib_class, memq, lib_load,
+	LTTNG_UST_TP_ARGS(const struct memq_lib_rec *, r, void *, ip))
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(memq, lib_class, memq, lib_unload,
+	LTTNG_UST_TP_ARGS(const struct memq_lib_rec *, r, void *, ip))
+
 /*
  * Runtime gates, never emitted: while exactly one of them is enabled, only
  * that runtime's wrappers trace (memq record --api hip / --api cuda); with

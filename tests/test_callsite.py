@@ -3,9 +3,13 @@
 A C program with known functions (in the executable and in a library it
 dlopen()s after start) allocates known sizes under `memq record`; after
 conversion, attribute(..., "callsite") must name those functions and lines.
+The library map comes from memq's preload library (memq:lib_load) by default
+and from LTTng's statedump with `--host-source lttng`: both must give the same.
 """
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from ctf2perfetto.analysis.attribution import attribute
 from ctf2perfetto.analysis.callsite import ElfFile, Mapping, Symbolizer
 from ctf2perfetto.engine import open_trace
 from ctf2perfetto.errors import MemqError, UsageError
+from support.lttng import read_events
 
 PROGRAM = r"""
 #include <dlfcn.h>
@@ -34,7 +39,9 @@ int main(int argc, char **argv)
 	void *p[4] = { alloc_weights(), alloc_buffer(), alloc_scratch(), lib_alloc() };
 	for (int i = 0; i < 4; i++)
 		free(p[i]);
-	printf("%d\n", getpid());
+	/* what memq record set for this process (the baddr statedump switch), then the pid */
+	printf("%s\n%d\n", getenv("LTTNG_UST_WITHOUT_BADDR_STATEDUMP") ? getenv("LTTNG_UST_WITHOUT_BADDR_STATEDUMP") : "unset",
+	       getpid());
 	return 0;
 }
 """
@@ -52,28 +59,54 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> tuple[Path, int]:
+def built(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("callsite")
+    (work / "runpath").mkdir()
     (work / "prog.c").write_text(PROGRAM)
     (work / "lib.c").write_text(LIBRARY)
     subprocess.run(["gcc", "-g", "-O1", "-shared", "-fPIC", "-o", str(work / "libcallsite.so"), str(work / "lib.c")],
                    check=True)
     subprocess.run(["gcc", "-g", "-O1", "-o", str(work / "callsite_prog"), str(work / "prog.c"), "-ldl"], check=True)
-    trace = work / "trace"
-    rec = subprocess.run(["memq", "record", "-o", str(trace), "--", str(work / "callsite_prog"),
-                          str(work / "libcallsite.so")], check=True, capture_output=True, text=True, timeout=120)
-    out = work / "out.pftrace"
+    # the same program finding the library by its bare name in its own RUNPATH
+    subprocess.run(["gcc", "-g", "-O1", "-o", str(work / "runpath" / "callsite_prog"), str(work / "prog.c"), "-ldl",
+                    "-Wl,--enable-new-dtags,-rpath,$ORIGIN/.."], check=True)
+    return work
+
+
+def record_program(work: Path, name: str, *options: str, program: str = "callsite_prog",
+                   library: str | None = None) -> tuple[Path, Path, int, str]:
+    """The converted trace, the recording, the program's pid and the statedump switch it saw."""
+    trace = work / name
+    rec = subprocess.run(["memq", "record", "-o", str(trace), *options, "--", str(work / program),
+                          library or str(work / "libcallsite.so")], check=True, capture_output=True, text=True,
+                         timeout=120)
+    out = work / f"{name}.pftrace"
     subprocess.run(["ctf2perfetto", str(trace), "-o", str(out)], check=True, capture_output=True, timeout=120)
-    return out, int(rec.stdout.split()[-1])
+    switch, pid = rec.stdout.split()[-2:]
+    return out, trace, int(pid), switch
+
+
+@pytest.fixture(scope="module")
+def recorded_both(built: Path) -> dict[str, tuple[Path, Path, int, str]]:
+    """The program recorded with memq's library map (the default) and with LTTng's (`--host-source lttng`)."""
+    return {"memq": record_program(built, "trace"),
+            "lttng": record_program(built, "trace-lttng", "--api", "libc", "--host-source", "lttng")}
+
+
+@pytest.fixture(scope="module")
+def recorded(recorded_both) -> tuple[Path, int]:
+    out, _, pid, _ = recorded_both["memq"]
+    return out, pid
 
 
 def allocations(engine, pid: int) -> pd.DataFrame:
-    """The program's allocations of the known sizes, as asked for (other traced processes may run meanwhile)."""
+    """The program's allocations of the known sizes, as asked for (other traced processes may run meanwhile; LTTng's
+    libc wrapper records only the size asked for, memq's heap wrapper that as `requested`)."""
     sizes = ", ".join(map(str, EXPECTED))
     return engine.query(f"""
         SELECT alloc_id, size FROM (
           SELECT EXTRACT_ARG(s.arg_set_id, 'debug.alloc_id') AS alloc_id,
-            EXTRACT_ARG(s.arg_set_id, 'debug.requested') AS size
+            COALESCE(EXTRACT_ARG(s.arg_set_id, 'debug.requested'), EXTRACT_ARG(s.arg_set_id, 'debug.size')) AS size
           FROM slice s JOIN thread_track tt ON s.track_id = tt.id JOIN thread USING (utid) JOIN process p USING (upid)
           WHERE p.pid = {pid} AND s.category = 'memq.heap')
         WHERE size IN ({sizes})""")
@@ -90,6 +123,65 @@ def test_callsite_names_the_allocating_functions(recorded: tuple[Path, int]) -> 
         assert Path(row.binary).name == binary
         assert row.source is not None and row.source.endswith(f".c:{line}"), row.source
         assert function in row.callsite
+
+
+def test_both_library_maps_resolve_the_same(recorded_both) -> None:
+    """memq's own map and LTTng's name the same binary, function and line for every allocation; only memq record
+    with memq's library switches LTTng's baddr statedump off in the traced process."""
+    results = {}
+    for source, (out, _, pid, _) in recorded_both.items():
+        with open_trace(out) as engine:
+            result = attribute(engine, allocations(engine, pid), "callsite")
+        results[source] = sorted((r.size, r.function, Path(r.binary).name, r.source.rsplit("/", 1)[-1])
+                                 for r in result.itertuples())
+    expected = sorted((size, f, b, f"prog.c:{line}" if b == "callsite_prog" else f"lib.c:{line}")
+                      for size, (f, b, line) in EXPECTED.items())
+    assert results["memq"] == results["lttng"] == expected
+    assert recorded_both["memq"][3] == "1" and recorded_both["lttng"][3] == "unset"
+
+
+def library_map(trace: Path, pid: int, events: tuple[str, ...]) -> dict[str, tuple[int, str]]:
+    """path -> (memsz, build id in hex) of a process, from the given load events and LTTng's build_id events."""
+    rows = read_events(trace, pids={pid})
+    build_ids = {e["baddr"]: bytes(e["build_id"]).hex() for e in rows if e["event"].endswith(":build_id")}
+    return {e["path"]: (e["memsz"], bytes(e["build_id"]).hex() if "build_id" in e else build_ids.get(e["baddr"], ""))
+            for e in rows if e["event"] in events}
+
+
+def readelf_build_id(path: Path) -> str:
+    """The GNU build id `readelf -n` reads from the file."""
+    notes = subprocess.run(["readelf", "-n", str(path)], check=True, capture_output=True, text=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", notes).group(1)
+
+
+def test_memq_library_map_matches_the_files_and_lttng(recorded_both, built: Path) -> None:
+    """memq:lib_load (written from memory) gives LTTng's path and memsz, and the build id readelf reads from the file,
+    for the program and the library it dlopen()s after start; no LTTng library events are left."""
+    _, trace, pid, _ = recorded_both["memq"]
+    _, lttng_trace, lttng_pid, _ = recorded_both["lttng"]
+    ours = library_map(trace, pid, ("memq:lib_load",))
+    theirs = library_map(lttng_trace, lttng_pid, ("lttng_ust_statedump:bin_info", "lttng_ust_lib:load"))
+    for name in ("callsite_prog", "libcallsite.so"):
+        path = os.path.realpath(built / name)
+        assert ours[path] == theirs[path] == (ours[path][0], readelf_build_id(built / name))
+    # every object with a file (LTTng reads those from the file: memsz 0 and no build id for the vDSO)
+    shared = {p for p in set(ours) & set(theirs) if p.startswith("/")}
+    assert {p for p in shared if ours[p] != theirs[p]} == set() and len(shared) >= 4  # libc, ld.so, ... too
+    assert not [e for e in read_events(trace, pids={pid}) if e["event"].startswith("lttng_ust_lib:")
+                or e["event"] == "lttng_ust_statedump:bin_info"]
+
+
+def test_library_found_through_the_callers_runpath(built: Path) -> None:
+    """dlopen("libcallsite.so") is searched in its caller's RUNPATH (memq's dlopen hands it on as a tail call): it
+    loads, and the library's map event, written at the next memq event, resolves its call site."""
+    out, trace, pid, _ = record_program(built, "trace-runpath", program="runpath/callsite_prog",
+                                        library="libcallsite.so")
+    with open_trace(out) as engine:
+        result = attribute(engine, allocations(engine, pid), "callsite")
+    assert sorted((r.function, Path(r.binary).name) for r in result.itertuples()) == sorted(
+        (f, b) for f, b, _ in EXPECTED.values())
+    ours = library_map(trace, pid, ("memq:lib_load",))
+    assert ours[os.path.realpath(built / "libcallsite.so")][1] == readelf_build_id(built / "libcallsite.so")
 
 
 def test_by_op_without_kineto_is_a_usage_error(recorded: tuple[Path, int]) -> None:

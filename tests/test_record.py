@@ -37,8 +37,7 @@ def test_hip_workload_is_recorded_call_by_call(fake_hip_trace) -> None:
 def test_ip_context_is_the_applications_call_site(fake_hip_trace) -> None:
     """The `ip` of a memq event lies in the code that called the runtime (libhipwork.so), not in the wrapper."""
     events = read_events(fake_hip_trace.dir, pids={fake_hip_trace.pid})
-    binaries = [(e["baddr"], e["baddr"] + e["memsz"], e["path"]) for e in events
-                if e["event"] in ("lttng_ust_statedump:bin_info", "lttng_ust_lib:load")]
+    binaries = [(e["baddr"], e["baddr"] + e["memsz"], e["path"]) for e in events if e["event"] == "memq:lib_load"]
     calls = [e for e in events if e["event"].startswith("memq:") and e["event"] not in PROCESS_EVENTS + HOST_EVENTS]
 
     def binary_of(ip: int) -> str:

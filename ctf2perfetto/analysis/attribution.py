@@ -102,7 +102,7 @@ def _callsites(engine: Any, joined: pd.DataFrame) -> tuple[list, list[str]]:
     binaries = engine.query(f"{_MODULE}SELECT * FROM memq_binary")
     if binaries.empty:
         raise MemqError("--by callsite: the trace has no memq.binary events (record with `memq record`, "
-                        "which enables the statedump and lttng_ust_lib events)")
+                        "which writes the library map: memq:lib_load, or LTTng's statedump and lttng_ust_lib events)")
     if joined["ip"].isna().all():
         raise MemqError("--by callsite: the trace's events carry no ip (record with `memq record`, "
                         "which adds the ip context)")

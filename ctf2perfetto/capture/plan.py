@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctf2perfetto.capture.api_ranges import RUNTIMES, lttng_filter
+from ctf2perfetto.capture.preload import memq_preloaded
 
 if TYPE_CHECKING:
     from ctf2perfetto.capture.lttng import Lttng
@@ -38,6 +39,8 @@ MEMQ_CALL_EVENTS = ("alloc", "register", "free", "unregister", "copy", "set", "p
                     "set_device", "copy_done")
 # memq's host heap events (docs/EVENTS.md, "Capture layout"); they carry no runtime.
 MEMQ_HOST_EVENTS = ("host_alloc", "host_free", "host_small")
+# The library map memq's library writes (LTTng's lttng_ust_lib:* and statedump bin_info without it).
+MEMQ_LIBRARY_EVENTS = "memq:lib_load,memq:lib_unload"
 # memq:live lists a window's live allocations: the GPU runtime's (its `api`) and the heap's (malloc ... free).
 HOST_API_FILTER = lttng_filter("libc")
 API_FILTER = {"hip": lttng_filter("hip"), "cuda": lttng_filter("cuda")}
@@ -67,8 +70,10 @@ def event_rules(apis: tuple[str, ...], host_source: str = "memq") -> list[tuple[
 
     memq's host events are emitted only when the preload library is given a threshold
     (preload.HOST_MIN_SIZE_ENV), so `memq:*` enables them harmlessly without the libc API.
+    The statedump stays on for the process names (its bin_info is off with memq's library).
     """
-    rules: list[tuple[str, str | None]] = [("lttng_ust_statedump:*", None), ("lttng_ust_lib:*", None)]
+    rules: list[tuple[str, str | None]] = [("lttng_ust_statedump:*", None)]
+    rules.append((MEMQ_LIBRARY_EVENTS, None) if memq_preloaded(apis, host_source) else ("lttng_ust_lib:*", None))
     memq_heap = "libc" in apis and host_source == "memq"
     if "libc" in apis and not memq_heap:
         rules.append(("lttng_ust_libc:*", None))

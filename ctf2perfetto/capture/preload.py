@@ -12,10 +12,15 @@ from ctf2perfetto.capture.lttng import INSTALL_HINT
 from ctf2perfetto.capture.reach import REACH_ENV
 
 # LTTng's own preload helpers (liblttng-ust1): fork re-registers children
-# that fork without exec, dl reports libraries dlopen'ed after start-up.
-LTTNG_HELPERS = ("liblttng-ust-fork.so", "liblttng-ust-dl.so")
+# that fork without exec; dl reports libraries dlopen'ed after start-up, only
+# needed without memq's library, which writes its own library map.
+LTTNG_FORK = "liblttng-ust-fork.so"
+LTTNG_DL = "liblttng-ust-dl.so"
 LIBC_WRAPPER = "liblttng-ust-libc-wrapper.so"
 PRELOAD_LIBRARY = "libmemq_preload.so"
+# Switches LTTng-UST's base-address statedump off (the library map memq's library writes
+# instead, from memory): it reads every object's ELF file on each dlopen, session or not.
+NO_BADDR_STATEDUMP_ENV = "LTTNG_UST_WITHOUT_BADDR_STATEDUMP"
 # Content fingerprints of copies (docs/EVENTS.md "Content fingerprints"), passed to the preload library.
 CONTENT_ENV = "MEMQ_CONTENT"
 # The host heap threshold in bytes (preload/memq_heap.h MEMQ_ENV_HOST_MIN_SIZE); unset = heap wrappers forward only.
@@ -43,17 +48,25 @@ def _on_library_path(name: str) -> str | None:
     return None
 
 
+def memq_preloaded(apis: tuple[str, ...], host_source: str = "memq") -> bool:
+    """Whether memq's library is preloaded: for the GPU APIs, or the heap when memq records it.
+
+    Then it writes the library map (memq:lib_load, docs/EVENTS.md), else LTTng does.
+    """
+    return "hip" in apis or "cuda" in apis or ("libc" in apis and host_source != "lttng")
+
+
 def preload_list(apis: tuple[str, ...], host_source: str = "memq") -> list[str]:
     """LD_PRELOAD entries, in load order.
 
     One heap wrapper only: with `--host-source lttng` memq's library (when the GPU APIs
     need it) gets no threshold and its heap wrappers just forward to LTTng's.
     """
-    libs = [_system_library(name) for name in LTTNG_HELPERS]
-    lttng_heap = "libc" in apis and host_source == "lttng"
-    if lttng_heap:
+    ours = memq_preloaded(apis, host_source)
+    libs = [_system_library(name) for name in (LTTNG_FORK,) + (() if ours else (LTTNG_DL,))]
+    if "libc" in apis and host_source == "lttng":
         libs.append(_system_library(LIBC_WRAPPER))
-    if "hip" in apis or "cuda" in apis or ("libc" in apis and not lttng_heap):
+    if ours:
         libs.append(str(native_library(PRELOAD_LIBRARY)))
     return libs
 
@@ -68,9 +81,12 @@ def child_environment(env: dict[str, str], preload: list[str], mode: str, reach_
                       host: dict | None = None, content: str = "sampled") -> dict[str, str]:
     """The command's environment: our preloads first, then the user's own; the preload
     library's settings (a threshold only when memq records the heap: unset, it forwards;
-    the content fingerprint mode)."""
+    the content fingerprint mode); LTTng's base-address statedump off when memq's library
+    writes the library map."""
     child = dict(env)
     child["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
+    if str(native_library(PRELOAD_LIBRARY)) in preload:
+        child[NO_BADDR_STATEDUMP_ENV] = "1"
     child[REACH_ENV] = str(reach_dir)
     child.pop(HOST_MIN_SIZE_ENV, None)
     if host and host["source"] == "memq":

@@ -67,7 +67,10 @@ def _value(field):
     return int(field)  # integers and enumerations (by value)
 
 
-_FIELD = re.compile(r'(\w+) = (\( "[^"]*" : container = \d+ \)|"(?:[^"\\]|\\.)*"|[^,}]+)')
+# name = value: an enumeration, a string, an array of integers, or a plain value
+_FIELD = re.compile(r'(\w+) = (\( "[^"]*" : container = \d+ \)|"(?:[^"\\]|\\.)*"'
+                    r'|\[(?: \[\d+\] = [^,\]]+,?)* \]|[^,}]+)')
+_ELEMENT = re.compile(r'\[\d+\] = ([^,\]]+)')
 _ENUM = re.compile(r'\( "([^"]*)" : container = (\d+) \)')
 
 
@@ -75,6 +78,8 @@ def _text_value(text: str):
     text = text.strip()
     if text.startswith('"'):
         return json.loads(text)
+    if text.startswith("["):  # an array or sequence of integers (memq:lib_load's build_id)
+        return [int(v, 0) for v in _ELEMENT.findall(text)]
     return int(text, 0)
 
 
@@ -82,8 +87,8 @@ def scan_events(trace_dir: Path, names: tuple[str, ...], *, pids: set[int] | Non
     """Like read_events, for traces of millions of events, restricted to the event `names`.
 
     Reads babeltrace2's text output (C, ~10x faster than bt2 Python objects)
-    and parses only the lines of those events. Integer, enumeration and string
-    fields only (the libc wrappers', statedump and lib events).
+    and parses only the lines of those events. Integer, enumeration, string and
+    integer array fields only (the libc wrappers', statedump and library map events).
     """
     proc = subprocess.Popen(["babeltrace2", "--clock-cycles", "--no-delta", str(trace_dir)], stdout=subprocess.PIPE,
                             text=True)
@@ -168,7 +173,8 @@ def record_workload(fake, out_dir: Path, runtime: str, *, api: str = "hip,cuda,l
 
 # --- comparing a recording with what a workload logged (tests/fakes/worklog.h) ---
 
-PROCESS_EVENTS = ("memq:clock", "memq:device", "memq:identity")
+LIBRARY_EVENTS = ("memq:lib_load", "memq:lib_unload")  # the library map (test_callsite.py checks it)
+PROCESS_EVENTS = ("memq:clock", "memq:device", "memq:identity", *LIBRARY_EVENTS)
 HOST_EVENTS = ("memq:host_alloc", "memq:host_free", "memq:host_small")  # the host heap (test_heap.py's business)
 # Events that are not calls: these two, the host heap's and copies' after-fingerprints (tests/test_content.py).
 NOT_CALLS = PROCESS_EVENTS + HOST_EVENTS + ("memq:copy_done",)

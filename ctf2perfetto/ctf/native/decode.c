@@ -55,6 +55,7 @@ enum action {
 	A_HOST, A_HOST_SMALL,  /* memq's heap wrappers */
 	A_WINDOW,              /* capture windows */
 	A_IDENTITY,            /* memq:identity: who the process is in its job */
+	A_LIB,                 /* memq:lib_load: A_BIN_INFO and A_BUILD_ID in one event */
 };
 
 /* Payload roles: which member feeds what (index into handler.idx). */
@@ -429,6 +430,11 @@ static const struct class_spec specs[] = {
 	  {R_UNIFIED, "unified_memory"}, {R_UUID | OPTIONAL, "uuid"}, {R_BUS_ID | OPTIONAL, "pci_bus_id"}, {-1, 0}}},
 	{"memq:identity", A_IDENTITY, 0, 0,
 	 {{R_PPID, "ppid"}, {R_HOST, "host"}, {R_ENV, "env"}, {-1, 0}}},
+	/* The library map: memq's own (memq:lib_*), LTTng's in recordings made before it (and with
+	 * --host-source lttng alone). Either gives "binary" + "build_id" side records. */
+	{"memq:lib_load", A_LIB, 0, 0,
+	 {{R_BADDR, "baddr"}, {R_MEMSZ, "memsz"}, {R_PATH, "path"}, {R_BUILD_ID, "build_id"}, {-1, 0}}},
+	{"memq:lib_unload", A_IGNORE, 0, 0, {{-1, 0}}},
 	{"lttng_ust_statedump:procname", A_PROCNAME, 0, 0, {{R_NAME, "procname"}, {-1, 0}}},
 	{"lttng_ust_statedump:bin_info", A_BIN_INFO, 0, 0,
 	 {{R_BADDR, "baddr"}, {R_MEMSZ, "memsz"}, {R_PATH, "path"}, {-1, 0}}},
@@ -782,6 +788,25 @@ static int runtime_of(const struct handler *h, const bt_field *pl)
 	return code < 0 ? 0 : code;
 }
 
+/* A loaded binary (statedump bin_info, lttng_ust_lib:load, memq:lib_load) as a "binary" side record. */
+static void side_binary(memq_decoder *d, const struct handler *h, const bt_field *pl, int64_t pid, int64_t ts)
+{
+	side_printf(d, "{\"t\":\"binary\",\"pid\":%" PRId64 ",\"ts\":%" PRId64 ",\"baddr\":%" PRIu64
+		    ",\"memsz\":%" PRIu64 ",\"path\":", pid, ts, get_u(pl, h->idx[R_BADDR]), get_u(pl, h->idx[R_MEMSZ]));
+	side_json_str(d, get_str(h, pl, R_PATH));
+	side_printf(d, "}\n");
+}
+
+/* Its build id (statedump/lttng_ust_lib build_id, memq:lib_load) as a "build_id" side record. */
+static void side_build_id(memq_decoder *d, const struct handler *h, const bt_field *pl, int64_t pid)
+{
+	char hex[129];
+
+	hexify(hex, member(pl, h->idx[R_BUILD_ID]));
+	side_printf(d, "{\"t\":\"build_id\",\"pid\":%" PRId64 ",\"baddr\":%" PRIu64 ",\"build_id\":\"%s\"}\n",
+		    pid, get_u(pl, h->idx[R_BADDR]), hex);
+}
+
 /* An event message -> 0 or 1 row. */
 static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, size_t i)
 {
@@ -822,19 +847,15 @@ static int event_row(memq_decoder *d, const bt_message *msg, memq_columns *c, si
 		side_printf(d, "}\n");
 		return 0;
 	case A_BIN_INFO:
-		side_printf(d, "{\"t\":\"binary\",\"pid\":%" PRId64 ",\"ts\":%" PRId64 ",\"baddr\":%" PRIu64
-			    ",\"memsz\":%" PRIu64 ",\"path\":", pid, ts, get_u(pl, h->idx[R_BADDR]),
-			    get_u(pl, h->idx[R_MEMSZ]));
-		side_json_str(d, get_str(h, pl, R_PATH));
-		side_printf(d, "}\n");
+		side_binary(d, h, pl, pid, ts);
 		return 0;
-	case A_BUILD_ID: {
-		char hex[129];
-		hexify(hex, member(pl, h->idx[R_BUILD_ID]));
-		side_printf(d, "{\"t\":\"build_id\",\"pid\":%" PRId64 ",\"baddr\":%" PRIu64 ",\"build_id\":\"%s\"}\n",
-			    pid, get_u(pl, h->idx[R_BADDR]), hex);
+	case A_BUILD_ID:
+		side_build_id(d, h, pl, pid);
 		return 0;
-	}
+	case A_LIB:
+		side_binary(d, h, pl, pid, ts);
+		side_build_id(d, h, pl, pid);
+		return 0;
 	case A_CLOCK:
 		side_printf(d, "{\"t\":\"clock\",\"pid\":%" PRId64 ",\"where\":", pid);
 		side_json_str(d, get_str(h, pl, R_WHERE));
