@@ -25,8 +25,9 @@
  *    in that object's RUNPATH/RPATH and expands $ORIGIN from it. A path
  *    without '$' (or NULL) opens the same whoever asks: that call is made
  *    from here and the new objects are written as it returns. Any other is
- *    a tail call, which marks the map stale: the next event path, lookup,
- *    dlopen, dlclose or the exit writes what it loaded.
+ *    a tail call. Both mark the map stale first: the next event path
+ *    (the new objects' constructors' included), lookup, dlopen, dlclose or
+ *    the exit writes what was loaded.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -208,9 +209,10 @@ MEMQ_EXPORT void *dlopen(const char *file, int mode)
 
 	if (!real)
 		return NULL;
+	/* stale from here: the new objects' constructors may already write events */
+	__atomic_store_n(&memq_libmap_stale, 1, __ATOMIC_RELAXED);
 	if (caller_free(file))
 		return opened(real(file, mode));
-	__atomic_store_n(&memq_libmap_stale, 1, __ATOMIC_RELAXED);
 	return real(file, mode);     /* tail call: the search is relative to our caller */
 }
 
@@ -220,8 +222,9 @@ MEMQ_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode)
 
 	if (!real)
 		return NULL;
+	/* stale from here: the new objects' constructors may already write events */
+	__atomic_store_n(&memq_libmap_stale, 1, __ATOMIC_RELAXED);
 	if (caller_free(file))
 		return opened(real(lmid, file, mode));
-	__atomic_store_n(&memq_libmap_stale, 1, __ATOMIC_RELAXED);
 	return real(lmid, file, mode);
 }

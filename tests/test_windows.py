@@ -19,7 +19,7 @@ import pytest
 
 from ctf2perfetto import analyses
 from ctf2perfetto.engine import open_trace
-from support.lttng import MEMQ, NOT_CALLS, assert_events_match, read_events, read_worklog, record
+from support.lttng import LIBRARY_EVENTS, MEMQ, NOT_CALLS, assert_events_match, read_events, read_worklog, record
 
 PROCESS_EVENTS = (*NOT_CALLS, "memq:window", "memq:live")  # not calls: the heap and copy_done included
 PROFILER_APIS = {"hip": [("hipProfilerStart", "hipProfilerStop")] * 2,
@@ -214,7 +214,7 @@ def test_forked_child_writes_its_own_window(fake_gpu, tmp_path):
     a = log[0]["ptr"]
     mine = {pid: read_events(rec.dir, pids={pid}, prefix="memq:") for pid in (parent, child)}
     summary = {pid: [(e["event"], e.get("open"), e.get("cause_label"), e.get("ptr", e.get("src")))
-                     for e in events if e["event"] not in ("memq:clock", "memq:device", "memq:identity", "memq:copy_done")]
+                     for e in events if e["event"] not in NOT_CALLS]
                for pid, events in mine.items()}
     assert summary[child] == [("memq:window", 1, "profiler_api", None), ("memq:live", None, None, a),
                               ("memq:copy", None, None, a), ("memq:free", None, None, a),
@@ -322,9 +322,10 @@ def test_heap_blocks_in_a_window(fake_gpu, tmp_path):
     mine = [(e["event"], e["ptr"], e["size"]) for e in events
             if e["vtid"] == worker and e["event"] in ("memq:host_alloc", "memq:host_free")]
     assert mine == [("memq:host_free", h["ptr"], h["usable"]), ("memq:host_alloc", k["ptr"], k["usable"])]
-    # (memq:identity is the process's, written whenever a call first finds it unwritten: windows do not gate it)
+    # (memq:identity and the library map are the process's, written whenever a call first finds them unwritten:
+    # windows do not gate them)
     assert all(opened["ts"] < e["ts"] < closed["ts"] for e in events
-               if e["vtid"] == worker and e["event"] not in ("memq:host_small", "memq:identity"))
+               if e["vtid"] == worker and e["event"] not in ("memq:host_small", "memq:identity", *LIBRARY_EVENTS))
 
     # The opening sweep (written by the thread that opened the window, before the worker went on): the
     # worker's totals of everything before the window, exactly, in one event.
