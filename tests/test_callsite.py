@@ -169,6 +169,12 @@ def test_memq_library_map_matches_the_files_and_lttng(recorded_both, built: Path
     assert {p for p in shared if ours[p] != theirs[p]} == set() and len(shared) >= 4  # libc, ld.so, ... too
     assert not [e for e in read_events(trace, pids={pid}) if e["event"].startswith("lttng_ust_lib:")
                 or e["event"] == "lttng_ust_statedump:bin_info"]
+    # one memq.binary per object, though the whole map is written twice (at start-up and by the first event)
+    raw = [e["path"] for e in read_events(trace, pids={pid}, prefix="memq:lib_load")]
+    with open_trace(recorded_both["memq"][0]) as engine:
+        converted = engine.query(f"INCLUDE PERFETTO MODULE memq.attribution; SELECT path FROM memq_binary "
+                                 f"WHERE pid = {pid}")["path"].tolist()
+    assert sorted(converted) == sorted(set(raw))
 
 
 def test_library_found_through_the_callers_runpath(built: Path) -> None:

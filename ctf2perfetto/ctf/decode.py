@@ -368,6 +368,9 @@ class Decoding:
             elif t == "thread":
                 info.threads[(r["pid"], r["tid"])] = r["name"]
             elif t == "binary":
+                known = self._binaries.get((r["pid"], r["baddr"]))
+                if known is not None and (known["path"], known["memsz"]) == (r["path"], r["memsz"]):
+                    continue  # the same object again: memq:lib_load writes a process's whole map twice
                 binary = {"pid": r["pid"], "baddr": r["baddr"], "memsz": r["memsz"], "path": r["path"],
                           "build_id": ""}
                 self._binaries[(r["pid"], r["baddr"])] = binary
