@@ -1,0 +1,129 @@
+"""Where an analysis' time goes: each statement of the memq SQL modules, timed in include order in one
+trace_processor (the embedded one memq runs).
+
+Loads TRACE (a .pftrace; convert a recording once with `ctf2perfetto DIR -o X.pftrace`), then walks the modules
+an analysis includes, depth first as `INCLUDE PERFETTO MODULE` does (each module once), and runs their statements
+one at a time: a `memq.*` include is followed here rather than sent, so every statement is timed on its own.
+Prints each statement's wall time and, for a table, its rows; `--plan NAME` also prints `EXPLAIN QUERY PLAN` of
+the statements that create NAME.
+
+    python3 bench/sql_statements.py TRACE [--modules duplicated,redundant,summary,leaks] [--top 25] [--plan NAME]
+
+Wall-clock figures on a shared machine: quote the load printed with them.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from ctf2perfetto.engine import open_trace  # noqa: E402
+from ctf2perfetto.engine.sql_package import PACKAGE  # noqa: E402
+from ctf2perfetto.paths import sql_package_dir  # noqa: E402
+
+INCLUDE = re.compile(r"^\s*INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*$", re.I | re.S)
+CREATED = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?PERFETTO\s+(TABLE|VIEW|FUNCTION|MACRO|INDEX)\s+(\w+)",
+                     re.I)
+
+
+def statements(sql: str) -> list[str]:
+    """`sql` split at its top-level semicolons, comments dropped (a comment or a string may hold a ';')."""
+    out, cur, depth, i = [], [], 0, 0
+    while i < len(sql):
+        c = sql[i]
+        if sql.startswith("--", i):
+            i = sql.find("\n", i) if "\n" in sql[i:] else len(sql)
+            continue
+        if sql.startswith("/*", i):
+            i = sql.index("*/", i) + 2
+            continue
+        if c in "'\"":
+            end = sql.index(c, i + 1)
+            cur.append(sql[i:end + 1])
+            i = end + 1
+            continue
+        depth += (c == "(") - (c == ")")
+        if c == ";" and depth == 0:
+            if "".join(cur).strip():
+                out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def module_statements(module: str, seen: set[str]) -> list[tuple[str, str]]:
+    """(module, statement) of `module` and, before each of its includes' first use, the included memq modules'."""
+    if module in seen:
+        return []
+    seen.add(module)
+    path = sql_package_dir().joinpath(*module.split(".")[1:]).with_suffix(".sql")
+    out: list[tuple[str, str]] = []
+    for stmt in statements(path.read_text(encoding="utf-8")):
+        inc = INCLUDE.match(stmt)
+        if inc and inc.group(1).startswith(PACKAGE + "."):
+            out += module_statements(inc.group(1), seen)
+        else:
+            out.append((module, stmt))
+    return out
+
+
+def label(stmt: str) -> str:
+    """What a statement makes (`TABLE _memq_piece`), or its first words."""
+    m = CREATED.match(stmt)
+    return f"{m.group(1).upper()} {m.group(2)}" if m else " ".join(stmt.split())[:60]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--modules", default="duplicated,redundant,summary,leaks",
+                    help="the analyses' modules, comma-separated, in this order")
+    ap.add_argument("--top", type=int, default=25, help="the N slowest statements again at the end")
+    ap.add_argument("--plan", action="append", default=[], help="print EXPLAIN QUERY PLAN of what creates NAME")
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    engine = open_trace(args.trace)
+    print(f"loading {args.trace}: {time.perf_counter() - t:.2f} s ({'load %.1f %.1f %.1f' % os.getloadavg()})")
+    seen: set[str] = set()
+    timed: list[tuple[float, str, str, int | None]] = []
+    total = 0.0
+    for name in args.modules.split(","):
+        for module, stmt in module_statements(f"{PACKAGE}.{name}", seen):
+            what = label(stmt)
+            m = CREATED.match(stmt)
+            if m and m.group(2) in args.plan:
+                body = re.split(r"\bAS\b", stmt, maxsplit=1, flags=re.I)[1] if m.group(1).upper() == "TABLE" else ""
+                if body:
+                    for row in engine.rows("EXPLAIN QUERY PLAN " + body).rows:
+                        print("   plan:", row)
+            t = time.perf_counter()
+            engine.rows(stmt)
+            dt = time.perf_counter() - t
+            total += dt
+            rows = None
+            if m and m.group(1).upper() == "TABLE":
+                rows = engine.rows(f"SELECT COUNT(*) AS n FROM {m.group(2)}").first("n")
+            timed.append((dt, module, what, rows))
+            print(f"{dt:8.3f} s  {module:24} {what}" + (f"  ({rows:,} rows)" if rows is not None else ""),
+                  flush=True)
+    print(f"statements: {total:.2f} s ({'load %.1f %.1f %.1f' % os.getloadavg()})")
+    print(f"\nslowest {args.top}:")
+    for dt, module, what, rows in sorted(timed, reverse=True)[:args.top]:
+        print(f"{dt:8.3f} s  {module:24} {what}" + (f"  ({rows:,} rows)" if rows is not None else ""))
+    engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
