@@ -14,18 +14,28 @@
 INCLUDE PERFETTO MODULE memq.duplicated_trace;
 
 -- Each mirror once per group outside memq.duplicated_trace's: direction per process, allocation per process,
--- untracked source for the trace and per process.
+-- untracked source for the trace and per process; without the per-process rows that _memq_dup_sole's
+-- process would copy from the trace's.
 CREATE PERFETTO TABLE _memq_dup_member AS
-SELECT 'direction' AS grouping, upid, direction AS key, ts, end_ts, bytes FROM _memq_dup_mirror
-WHERE upid IS NOT NULL
-UNION ALL SELECT 'allocation', upid, alloc_key, ts, end_ts, bytes FROM _memq_dup_mirror WHERE upid IS NOT NULL
-UNION ALL SELECT 'untracked_source', upid, untracked_key, ts, end_ts, bytes FROM _memq_dup_mirror
-WHERE upid IS NOT NULL
-UNION ALL SELECT 'untracked_source', NULL, untracked_key, ts, end_ts, bytes FROM _memq_dup_mirror;
+WITH m AS (SELECT *, (SELECT upid FROM _memq_dup_sole) IS NULL AS several FROM _memq_dup_mirror)
+SELECT 'direction' AS grouping, upid, direction AS key, ts, end_ts, bytes FROM m
+WHERE upid IS NOT NULL AND several
+UNION ALL SELECT 'allocation', upid, alloc_key, ts, end_ts, bytes FROM m WHERE upid IS NOT NULL
+UNION ALL SELECT 'untracked_source', upid, untracked_key, ts, end_ts, bytes FROM m
+WHERE upid IS NOT NULL AND several
+UNION ALL SELECT 'untracked_source', NULL, untracked_key, ts, end_ts, bytes FROM m;
 
 -- The counters of _memq_dup_member's groups.
-CREATE PERFETTO TABLE _memq_dup_grouping_counter AS
+CREATE PERFETTO TABLE _memq_dup_member_counter AS
 SELECT * FROM _memq_dup_counter!(_memq_dup_member);
+
+-- The counters of the groupings outside memq.duplicated_trace's, the sole process's copied in.
+CREATE PERFETTO TABLE _memq_dup_grouping_counter AS
+SELECT * FROM _memq_dup_member_counter
+UNION ALL
+SELECT * FROM _memq_dup_sole_rows!(_memq_dup_trace_counter, 'direction')
+UNION ALL
+SELECT * FROM _memq_dup_sole_rows!(_memq_dup_member_counter, 'untracked_source');
 
 -- Duplicated bytes over time, per grouping: one row per change.
 CREATE PERFETTO VIEW memq_duplicated_counter(

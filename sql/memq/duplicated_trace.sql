@@ -96,14 +96,40 @@ RETURNS TableOrSubquery AS (
   FROM fig f, (SELECT memq_recorded_dur() AS dur) r
 );
 
--- Duplicated bytes over time of `total` (the whole trace and each process) and `direction` (the whole trace):
--- one row per change, with memq_duplicated_counter's columns.
-CREATE PERFETTO TABLE _memq_dup_trace_counter AS
+-- The process holding every mirror, when one does (no mirror of an unknown process); else NULL. Its
+-- per-process rows of a grouping then equal the whole trace's: they are copied, not computed again (the
+-- counters sort every mirror once per grouping and process).
+CREATE PERFETTO TABLE _memq_dup_sole(
+  -- That process; NULL when the mirrors have several, an unknown one, or there are none.
+  upid LONG
+) AS
+SELECT IIF(COUNT(DISTINCT upid) = 1 AND COUNT(upid) = COUNT(*), MIN(upid), NULL) AS upid FROM _memq_dup_mirror;
+
+-- Rows of `counter` (rows of _memq_dup_counter) of the whole trace (`upid` NULL) in `grouping`, as the
+-- rows of _memq_dup_sole's process; none when no one process holds every mirror.
+CREATE PERFETTO MACRO _memq_dup_sole_rows(counter TableOrSubquery, grouping Expr)
+RETURNS TableOrSubquery AS (
+  SELECT c.grouping, s.upid, c.key, c.ts, c.dur, c.value
+  FROM $counter c, _memq_dup_sole s
+  WHERE s.upid IS NOT NULL AND c.upid IS NULL AND c.grouping = $grouping
+);
+
+-- Duplicated bytes over time of `total` (the whole trace and each process) and `direction` (the whole trace),
+-- before each process's `total` is copied from the trace's (_memq_dup_sole).
+CREATE PERFETTO TABLE _memq_dup_trace_computed AS
 SELECT * FROM _memq_dup_counter!((
-  SELECT 'total' AS grouping, upid, NULL AS key, ts, end_ts, bytes FROM _memq_dup_mirror WHERE upid IS NOT NULL
+  SELECT 'total' AS grouping, upid, NULL AS key, ts, end_ts, bytes FROM _memq_dup_mirror
+  WHERE upid IS NOT NULL AND (SELECT upid FROM _memq_dup_sole) IS NULL
   UNION ALL SELECT 'total', NULL, NULL, ts, end_ts, bytes FROM _memq_dup_mirror
   UNION ALL SELECT 'direction', NULL, direction, ts, end_ts, bytes FROM _memq_dup_mirror
 ));
+
+-- Duplicated bytes over time of `total` (the whole trace and each process) and `direction` (the whole trace):
+-- one row per change, with memq_duplicated_counter's columns.
+CREATE PERFETTO TABLE _memq_dup_trace_counter AS
+SELECT * FROM _memq_dup_trace_computed
+UNION ALL
+SELECT * FROM _memq_dup_sole_rows!(_memq_dup_trace_computed, 'total');
 
 -- Peak, time of the peak and time-weighted mean of duplicated bytes: `total` (the whole trace and each process)
 -- and `direction` (the whole trace), with memq_duplicated_group's columns, in its order.

@@ -353,11 +353,54 @@ SELECT id, upid, 'before', dst_key, ts, dst_hash_before FROM c WHERE dst_hash_be
 UNION ALL
 SELECT id, upid, 'after', dst_key, after_ts, dst_hash_after FROM c WHERE dst_hash_after IS NOT NULL;
 
+-- The observations of every sequence in one order (by process, sequence, time; at equal times those taken at a
+-- copy's start before after-fingerprints), numbered, with the runs of equal fingerprints numbered across all
+-- sequences: one sort of the observations, so each copy below finds what it needs by id.
+CREATE PERFETTO TABLE _memq_obs_order(
+  -- Position in the order (from 1).
+  id LONG,
+  -- Process.
+  upid LONG,
+  -- Byte sequence observed.
+  key STRING,
+  -- When.
+  ts TIMESTAMP,
+  -- Fingerprint.
+  hash LONG,
+  -- 1 when it starts a run: the first of its sequence, or another fingerprint than the one before.
+  new_run BOOL,
+  -- Its run's number (from 1, ascending with id).
+  run LONG
+) AS
+WITH n AS (
+  SELECT upid, key, ts, hash,
+    ROW_NUMBER() OVER w AS id,
+    upid IS NOT LAG(upid) OVER w OR key IS NOT LAG(key) OVER w OR hash IS NOT LAG(hash) OVER w AS new_run
+  FROM _memq_observation
+  WINDOW w AS (ORDER BY upid, key, ts, IIF(kind = 'after', 2, 0), hash)
+)
+SELECT id, upid, key, ts, hash, new_run, SUM(new_run) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS run
+FROM n
+ORDER BY id;
+
+-- Where each run of _memq_obs_order starts.
+CREATE PERFETTO TABLE _memq_obs_run(
+  -- The run's number.
+  id LONG,
+  -- Process.
+  upid LONG,
+  -- Byte sequence.
+  key STRING,
+  -- Time of its first observation.
+  ts TIMESTAMP
+) AS
+SELECT run AS id, upid, key, ts FROM _memq_obs_order WHERE new_run ORDER BY run;
+
 -- Per copy with a content: that content and the first observation that contradicts it.
--- Observations of one sequence are put in time order with the copies' ends as query
--- points (at equal times: observations taken at a copy's start, then the query, then
--- after-fingerprints); the answer is the first observation after the query if it
--- differs, else the start of the next run of a different fingerprint: O(n log n).
+-- The copies' ends are put among the observations of their sequences as query points, in
+-- _memq_obs_order's order (at equal times: observations taken at a copy's start, then the
+-- query, then after-fingerprints); the answer is the first observation after the query if it
+-- differs, else the start of the next run: one more sort, then look-ups by id, O(n log n).
 CREATE PERFETTO TABLE _memq_traced_content(
   -- Slice id of the copy.
   copy_id LONG,
@@ -383,34 +426,22 @@ merged AS (
   UNION ALL
   SELECT upid, key, end_ts, 1, NULL, id, content, 0 FROM side
 ),
-ordered AS (
-  SELECT *,
-    -- observations up to here: an observation's own index, or how many precede a query
-    SUM(is_obs) OVER (PARTITION BY upid, key ORDER BY ts, rank, hash, id ROWS UNBOUNDED PRECEDING) AS n_obs
+query AS (
+  -- observations up to here: the next one's id in _memq_obs_order is this plus one
+  SELECT id, content, upid, key, is_obs,
+    SUM(is_obs) OVER (ORDER BY upid, key, ts, rank, hash, id ROWS UNBOUNDED PRECEDING) AS n_obs
   FROM merged
 ),
-obs AS (
-  SELECT upid, key, ts, hash, n_obs,
-    IIF(hash IS NOT LAG(hash) OVER win, 1, 0) AS new_run
-  FROM ordered WHERE is_obs
-  WINDOW win AS (PARTITION BY upid, key ORDER BY n_obs)
-),
-runs AS (
-  SELECT *, SUM(new_run) OVER (PARTITION BY upid, key ORDER BY n_obs ROWS UNBOUNDED PRECEDING) AS run
-  FROM obs
-),
-run_start AS (
-  SELECT upid, key, run, MIN(ts) AS ts FROM runs GROUP BY upid, key, run
-),
 first_after AS (
-  SELECT q.id, q.content, r.ts, r.hash, nr.ts AS next_run_ts
-  FROM ordered q
-  JOIN runs r ON r.upid = q.upid AND r.key = q.key AND r.n_obs = q.n_obs + 1
-  LEFT JOIN run_start nr ON nr.upid = r.upid AND nr.key = r.key AND nr.run = r.run + 1
-  WHERE NOT q.is_obs
+  -- the queries outermost (CROSS JOIN keeps them there): each then looks its observation up by id
+  SELECT q.id, IIF(f.hash != q.content, f.ts, nr.ts) AS end_ts
+  FROM query q
+  CROSS JOIN _memq_obs_order f
+  LEFT JOIN _memq_obs_run nr ON nr.id = f.run + 1 AND nr.upid = f.upid AND nr.key = f.key
+  WHERE f.id = q.n_obs + 1 AND NOT q.is_obs AND f.upid = q.upid AND f.key = q.key
 ),
 ended AS (
-  SELECT id, MIN(IIF(hash != content, ts, next_run_ts)) AS content_end FROM first_after GROUP BY id
+  SELECT id, MIN(end_ts) AS content_end FROM first_after GROUP BY id
 )
 SELECT c.id AS copy_id, c.content, e.content_end
 FROM c LEFT JOIN ended e USING (id)
@@ -452,10 +483,10 @@ WITH p AS (
     w.seq,
     w.direction,
     w.carried,
-    (SELECT seq FROM _memq_write x WHERE x.ord = r.dst_next_ord) AS dst_next_seq,
-    (SELECT seq FROM _memq_write x WHERE x.ord = r.src_next_ord) AS src_next_seq,
-    IFNULL((SELECT t FROM _memq_write x WHERE x.ord = r.dst_next_ord), 9223372036854775807) AS dst_write_end,
-    IFNULL((SELECT t FROM _memq_write x WHERE x.ord = r.src_next_ord), 9223372036854775807) AS src_write_end,
+    dn.seq AS dst_next_seq,
+    sn.seq AS src_next_seq,
+    IFNULL(dn.t, 9223372036854775807) AS dst_write_end,
+    IFNULL(sn.t, 9223372036854775807) AS src_write_end,
     IFNULL(ds.alloc_end, 9223372036854775807) AS dst_alloc_end,
     IFNULL(ss.alloc_end, 9223372036854775807) AS src_alloc_end,
     ds.alloc_id AS dst_alloc_id,
@@ -466,6 +497,9 @@ WITH p AS (
     IFNULL(cc.content_end, 9223372036854775807) AS content_end
   FROM _memq_piece_raw r
   JOIN _memq_write w USING (ord)
+  -- the next writes of each side, joined once each (four correlated look-ups per piece cost twice as much)
+  LEFT JOIN _memq_write dn ON dn.ord = r.dst_next_ord
+  LEFT JOIN _memq_write sn ON sn.ord = r.src_next_ord
   LEFT JOIN _memq_piece_side ds ON ds.piece_id = r.piece_id AND ds.side = 'dst'
   LEFT JOIN _memq_piece_side ss ON ss.piece_id = r.piece_id AND ss.side = 'src'
   LEFT JOIN _memq_write_window ww USING (ord)
