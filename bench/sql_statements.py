@@ -4,12 +4,13 @@ trace_processor (the embedded one memq runs).
 Loads TRACE (a .pftrace; convert a recording once with `ctf2perfetto DIR -o X.pftrace`), then walks the modules
 an analysis includes, depth first as `INCLUDE PERFETTO MODULE` does (each module once), and runs their statements
 one at a time: a `memq.*` include is followed here rather than sent, so every statement is timed on its own.
-Prints each statement's wall time and, for a table, its rows; `--plan NAME` also prints `EXPLAIN QUERY PLAN` of
+Prints each statement's CPU time (this process': the embedded trace_processor runs in it, so other work on the
+machine barely changes it) and wall time and, for a table, its rows; `--plan NAME` also prints `EXPLAIN QUERY PLAN` of
 the statements that create NAME.
 
     python3 bench/sql_statements.py TRACE [--modules duplicated,redundant,summary,leaks] [--top 25] [--plan NAME]
 
-Wall-clock figures on a shared machine: quote the load printed with them.
+Wall-clock figures on a shared machine: compare the CPU times, and quote the load printed with them.
 """
 from __future__ import annotations
 
@@ -83,6 +84,11 @@ def label(stmt: str) -> str:
     return f"{m.group(1).upper()} {m.group(2)}" if m else " ".join(stmt.split())[:60]
 
 
+def line(cpu: float, wall: float, module: str, what: str, rows: int | None) -> str:
+    """One statement's figures."""
+    return f"{cpu:7.3f} s CPU {wall:7.3f} s wall  {module:24} {what}" + (f"  ({rows:,} rows)" if rows is not None else "")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
@@ -96,8 +102,8 @@ def main() -> int:
     engine = open_trace(args.trace)
     print(f"loading {args.trace}: {time.perf_counter() - t:.2f} s ({'load %.1f %.1f %.1f' % os.getloadavg()})")
     seen: set[str] = set()
-    timed: list[tuple[float, str, str, int | None]] = []
-    total = 0.0
+    timed: list[tuple[float, float, str, str, int | None]] = []
+    total = total_cpu = 0.0
     for name in args.modules.split(","):
         for module, stmt in module_statements(f"{PACKAGE}.{name}", seen):
             what = label(stmt)
@@ -107,20 +113,20 @@ def main() -> int:
                 if body:
                     for row in engine.rows("EXPLAIN QUERY PLAN " + body).rows:
                         print("   plan:", row)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             engine.rows(stmt)
-            dt = time.perf_counter() - t
+            dt, cpu = time.perf_counter() - t, time.process_time() - c
             total += dt
+            total_cpu += cpu
             rows = None
             if m and m.group(1).upper() == "TABLE":
                 rows = engine.rows(f"SELECT COUNT(*) AS n FROM {m.group(2)}").first("n")
-            timed.append((dt, module, what, rows))
-            print(f"{dt:8.3f} s  {module:24} {what}" + (f"  ({rows:,} rows)" if rows is not None else ""),
-                  flush=True)
-    print(f"statements: {total:.2f} s ({'load %.1f %.1f %.1f' % os.getloadavg()})")
-    print(f"\nslowest {args.top}:")
-    for dt, module, what, rows in sorted(timed, reverse=True)[:args.top]:
-        print(f"{dt:8.3f} s  {module:24} {what}" + (f"  ({rows:,} rows)" if rows is not None else ""))
+            timed.append((cpu, dt, module, what, rows))
+            print(line(cpu, dt, module, what, rows), flush=True)
+    print(f"statements: {total_cpu:.2f} s CPU, {total:.2f} s wall ({'load %.1f %.1f %.1f' % os.getloadavg()})")
+    print(f"\nslowest {args.top} (CPU):")
+    for cpu, dt, module, what, rows in sorted(timed, reverse=True)[:args.top]:
+        print(line(cpu, dt, module, what, rows))
     engine.close()
     return 0
 
