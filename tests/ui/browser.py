@@ -42,7 +42,8 @@ class OpenServer:
     def stop(self) -> tuple[int, str]:
         """Ctrl-C it; its exit status and what it wrote on stderr."""
         self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=30)
+        # It answers the request in flight first (a query of a loaded trace: more than 30 s once, beside a full test run).
+        self.process.wait(timeout=180)
         self._reader.join(timeout=10)
         return self.process.returncode, "".join(self.err_lines)
 
