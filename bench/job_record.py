@@ -43,12 +43,13 @@ def timed(argv: list[str], fresh: Path | None = None) -> float:
             shutil.rmtree(fresh, ignore_errors=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         wall = time.perf_counter() - start
         if done.returncode == 0:
             break
         if attempt == 2:
-            raise SystemExit(f"{' '.join(argv)}: exit {done.returncode} twice")
+            tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+            raise SystemExit(f"{' '.join(argv)}: exit {done.returncode} twice; its last stderr lines:\n{tail}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return wall
