@@ -43,11 +43,12 @@ ISSUE_BOUND_S = 10  # the issue's goal for every case
 @pytest.fixture(scope="session")
 def recorded(fake_gpu, tmp_path_factory) -> Path:
     """The HIP workload recorded with 4 KiB sub-buffers and every heap block an event (many packets per
-    stream file), run twice, on the first and on the last CPU: two stream files with events, so one can
-    go and events remain."""
+    stream file: tests cut after the 10th), run four times on the first and four on the last CPU: two stream
+    files with events, so one can go and events remain."""
     out = tmp_path_factory.mktemp("hostile") / "trace"
     last = os.cpu_count() - 1
-    script = "; ".join(f"taskset -c {cpu} {fake_gpu.workload} hip {out.parent}/calls{cpu}.jsonl" for cpu in (0, last))
+    script = "; ".join(f"taskset -c {cpu} {fake_gpu.workload} hip {out.parent}/calls{cpu}-{i}.jsonl"
+                       for cpu in (0, last) for i in range(4))
     record(out, ["sh", "-c", script], extra=("--subbuf-size", "4k", "--num-subbuf", "4", "--host-min-size", "0"))
     return out
 
@@ -387,10 +388,23 @@ def test_what_babeltrace2_aborts_on_is_one_line(case, t, tmp_path):
         assert info["dropped_packets"] == len(t.packets(name)) and f"{path}: salvage dropped" in proc.stderr
 
 
-def test_a_corrupt_sequence_length_is_one_line(t, tmp_path, bt2):
+@pytest.fixture(scope="session")
+def recorded_lttng_map(fake_gpu, tmp_path_factory) -> Path:
+    """The workload with LTTng's own library map (its statedump's build_id events: a 64-bit sequence length;
+    memq's own map, the default with memq's preload, has an 8-bit one): LTTng's libc wrapper alone."""
+    out = tmp_path_factory.mktemp("hostile_lttng_map") / "trace"
+    last = os.cpu_count() - 1  # two stream files with events, in small packets: salvage keeps the other packets
+    script = "; ".join(f"taskset -c {cpu} {fake_gpu.workload} hip {out.parent}/calls{cpu}.jsonl" for cpu in (0, last))
+    record(out, ["sh", "-c", script], api="libc",
+           extra=("--host-source", "lttng", "--subbuf-size", "4k", "--num-subbuf", "4"))
+    return out
+
+
+def test_a_corrupt_sequence_length_is_one_line(recorded_lttng_map, tmp_path, bt2):
     """A build_id length of 2^32 + n in a statedump event: libbabeltrace2 allocates that many fields and
     dies (or, unbounded, takes the machine's memory). Events are not checked beforehand: the decode's
     memory is bounded, the crash is one line, and --salvage finds the packet by reading each file alone."""
+    t = TraceCopy.of(recorded_lttng_map, tmp_path / "t")
     build_id = next(bytes(int(b) for b in msg.event.payload_field["build_id"])
                     for msg in bt2.TraceCollectionMessageIterator(str(t.root))
                     if type(msg) is bt2._EventMessageConst and msg.event.name.endswith(":build_id"))

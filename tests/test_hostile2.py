@@ -414,7 +414,7 @@ def test_record_into_a_full_disk_ends_normally_saying_what_was_lost(fake_gpu, tm
     assert mounted.returncode == 0, mounted.stderr
     try:
         out = mount / "trace"
-        loops = "; ".join([f"{fake_gpu.workload} hip {tmp_path}/calls{i}.jsonl" for i in range(10)])
+        loops = "; ".join([f"{fake_gpu.workload} hip {tmp_path}/calls{i}.jsonl" for i in range(100)])
         started = time.monotonic()
         rec = record(out, ["sh", "-c", loops], check=False, timeout=600,
                      extra=("--subbuf-size", "64k", "--num-subbuf", "4", "--host-min-size", "0"))
