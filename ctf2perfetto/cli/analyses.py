@@ -20,8 +20,8 @@ from typing import Any
 from ctf2perfetto.engine.rows import Rows, is_null
 from ctf2perfetto.cli import ticking
 from ctf2perfetto.errors import UsageError
-from ctf2perfetto.cli.output import (add_engine_args, add_format_arg, add_range_args, add_unified_arg, on_cluster,
-                                     print_frame, range_of, seconds)
+from ctf2perfetto.cli.output import (SCHEDULER_ADDRESS, add_cluster_args, add_engine_args, add_format_arg,
+                                     add_range_args, add_unified_arg, on_cluster, print_frame, range_of, seconds)
 
 EPILOG = ("Output: tables with bytes in MiB, times in ms and timestamps in seconds from the trace start; "
           "--format json prints one object {analysis, source, upper_bound, notes, tables: {name: {applies, rows}}} "
@@ -44,8 +44,8 @@ WORKERS_HELP = ("with --parts: run the parts as Dask tasks on a local cluster of
                 "(several recordings, one per node): decode each recording as a Dask task there (output identical "
                 "too)")
 SCHEDULER_HELP = ("with --parts, or TRACE a job directory: run the parts, or decode the recordings, on the existing "
-                  "Dask cluster at ADDRESS (tcp://host:port, or a scheduler file; default $DASK_SCHEDULER_ADDRESS), "
-                  "e.g. one dask-jobqueue started; its workers must read TRACE at the same path")
+                  f"Dask cluster at ADDRESS {SCHEDULER_ADDRESS}, e.g. one dask-jobqueue started; its workers must "
+                  "read TRACE at the same path")
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), or an LTTng trace directory "
               "(converted on the fly)")
 
@@ -70,8 +70,7 @@ def add_parser(subparsers: Any) -> None:
         add_range_args(parser, "when TRACE is an LTTng trace directory, analyse only")
         if analysis.whole_run is not None:
             parser.add_argument("--parts", type=seconds, metavar="SEC", default=None, help=PARTS_HELP)
-            parser.add_argument("--workers", type=int, metavar="N", default=None, help=WORKERS_HELP)
-            parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help=SCHEDULER_HELP)
+            add_cluster_args(parser, WORKERS_HELP, SCHEDULER_HELP)
         if "unified" in analysis.options:
             add_unified_arg(parser)
         job_help = ("rank, node or gpu: the job's figures per rank (its process and its workers), per node or per "

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ctf2perfetto.cli import run_command, stderr_is_terminal
-from ctf2perfetto.cli.output import add_range_args, on_cluster, range_of
+from ctf2perfetto.cli.output import SCHEDULER_ADDRESS, add_cluster_args, add_range_args, on_cluster, range_of
 
 DESCRIPTION = (
     "Convert the LTTng trace(s) under TRACE_DIR (a `memq record` output, or any LTTng output directory with "
@@ -45,14 +45,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="merge a PyTorch-profiler (Kineto) JSON trace of the same run (plain or .gz): its "
                              "events join the same process/thread tracks (docs/TIMELINE.md)")
     add_range_args(parser)
-    parser.add_argument("--workers", type=int, metavar="N", default=None,
-                        help="TRACE_DIR holding several recordings (a job, one per node): decode each recording as a "
-                             "Dask task on a local cluster of N worker processes (output identical to the default, "
-                             "which decodes them in this process)")
-    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                        help="like --workers, on the existing Dask cluster at ADDRESS (tcp://host:port, or a "
-                             "scheduler file; default $DASK_SCHEDULER_ADDRESS for a job); its workers must read "
-                             "TRACE_DIR at the same path")
+    add_cluster_args(parser, "TRACE_DIR holding several recordings (a job, one per node): decode each recording as a "
+                     "Dask task on a local cluster of N worker processes (output identical to the default, which "
+                     "decodes them in this process)",
+                     f"like --workers, on the existing Dask cluster at ADDRESS {SCHEDULER_ADDRESS}; its workers "
+                     "must read TRACE_DIR at the same path")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (warnings only)")
 
 

@@ -92,6 +92,17 @@ def range_of(args: argparse.Namespace) -> Any:
     return Range.from_seconds(args.range_from, args.range_to)
 
 
+# Where --scheduler finds a cluster, said the same by every command that takes it.
+SCHEDULER_ADDRESS = "(tcp://host:port, or a scheduler file; default $DASK_SCHEDULER_ADDRESS)"
+
+
+def add_cluster_args(parser: argparse.ArgumentParser, workers_help: str, scheduler_help: str) -> None:
+    """Add `--workers N` and `--scheduler ADDRESS` (what each does for this command: the helps; on_cluster and
+    analysis/cluster.py read them)."""
+    parser.add_argument("--workers", type=int, metavar="N", default=None, help=workers_help)
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help=scheduler_help)
+
+
 def on_cluster(trace: Any, workers: int | None, scheduler: str | None,
                elsewhere: str = "") -> contextlib.AbstractContextManager[Any]:
     """Where `--workers N` / `--scheduler ADDRESS` put a job directory's recordings: a block whose conversion

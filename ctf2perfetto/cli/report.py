@@ -5,14 +5,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ctf2perfetto.cli.output import add_engine_args, on_cluster
+from ctf2perfetto.cli.output import SCHEDULER_ADDRESS, add_cluster_args, add_engine_args, on_cluster
 
 WORKERS_HELP = ("with TRACE a job directory (several recordings, one per node, memq record -o job/%%h): decode each "
                 "recording as a Dask task on a local cluster of N worker processes (the page is the same as "
                 "without; as memq duplicated JOB_DIR --workers N)")
 SCHEDULER_HELP = ("with TRACE a job directory: decode its recordings on the existing Dask cluster at ADDRESS "
-                  "(tcp://host:port, or a scheduler file; default $DASK_SCHEDULER_ADDRESS); its workers must read "
-                  "TRACE at the same path")
+                  f"{SCHEDULER_ADDRESS}; its workers must read TRACE at the same path")
 
 TRACE_HELP = ("a memq .pftrace, a PyTorch-profiler trace (.json or .json.gz), an LTTng trace directory or a job "
               "directory of them, one per node (converted on the fly); several: one section each")
@@ -35,8 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("traces", nargs="+", metavar="TRACE", help=TRACE_HELP)
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.html", help="HTML file to write")
     add_engine_args(parser)
-    parser.add_argument("--workers", type=int, metavar="N", default=None, help=WORKERS_HELP)
-    parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help=SCHEDULER_HELP)
+    add_cluster_args(parser, WORKERS_HELP, SCHEDULER_HELP)
     parser.set_defaults(func=run)
 
 
