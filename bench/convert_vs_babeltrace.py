@@ -1,25 +1,29 @@
 """Conversion speed: ctf2perfetto (and its decoder alone) against babeltrace2's own C decoder.
 
-Records (once, cached in bench/out/) a libc-heavy LTTng trace of >= 3M events: a Python
+By default records (once, cached in bench/out/) a libc-heavy LTTng trace of >= 3M events: a Python
 allocation loop under the lttng-ust libc wrapper (LD_PRELOAD), on a blocking channel so
-that nothing is lost. Then, in one run and on that trace, times:
+that nothing is lost. `--trace DIR` measures any recording instead (memq's own events, e.g. a
+`memq record` of a PyTorch job). Then, in one run and on that trace, times:
 
-  1. babeltrace2 -c source.ctf.fs --params 'inputs=["<trace>"]' -c sink.utils.counter
+  1. babeltrace2 -c source.ctf.fs --params 'inputs=[<every CTF trace under DIR>]' -c sink.utils.counter
   2. ctf2perfetto.ctf.decode alone (iterate every EventBatch)
-  3. ctf2perfetto <dir> -o out.pftrace (the whole converter: ctf2perfetto.pipeline), when its CLI is installed
+  3. ctf2perfetto <dir> -o out.pftrace --quiet (the whole converter: ctf2perfetto.pipeline), when its CLI is installed
   4. with --baseline CHECKOUT: the same command with another source checkout on PYTHONPATH (e.g. the
      main branch's worktree, native libraries built), so a change is measured against it in the same run
 
-and prints events/s, the ratios to babeltrace2 (and to the baseline) and the peak RSS of each. The
-converter runs with this file's checkout on PYTHONPATH. Usage:
+Every side runs once per round, rounds repeated --repeat times (so all sides see the same machine
+load), and the median of each side's wall and CPU seconds is kept. Prints events/s, the ratios to
+babeltrace2 (and to the baseline) and the peak RSS of each. The converter runs with this file's
+checkout on PYTHONPATH. Usage:
 
-    python3 bench/convert_vs_babeltrace.py [--events 3000000] [--repeat 3] [--rerecord] [--baseline DIR]
+    python3 bench/convert_vs_babeltrace.py [--trace DIR] [--events 3000000] [--repeat 3] [--rerecord] [--baseline DIR]
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -115,57 +119,65 @@ print(rows)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=3_000_000, help="events to record (default 3M)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per tool; the best is kept")
+    parser.add_argument("--trace", type=Path, metavar="DIR",
+                        help="measure this recording (a directory holding CTF traces) instead of the libc loop")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (each runs every side once); the median is kept")
     parser.add_argument("--rerecord", action="store_true", help="record the trace again")
     parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
                         help="also time the converter of this source checkout (its native libraries built)")
     args = parser.parse_args()
 
-    trace = OUT / f"libc-{args.events}"
-    if args.rerecord or not trace.is_dir():
-        print(f"recording {args.events:,} libc events into {trace} ...", file=sys.stderr)
-        record(trace, args.events)
+    if args.trace is not None:
+        trace = args.trace
+        if not trace.is_dir():
+            print(f"{trace}: not a directory", file=sys.stderr)
+            return 1
+    else:
+        trace = OUT / f"libc-{args.events}"
+        if args.rerecord or not trace.is_dir():
+            print(f"recording {args.events:,} libc events into {trace} ...", file=sys.stderr)
+            record(trace, args.events)
     dirs = trace_dirs(trace)
-    if len(dirs) != 1:
-        print(f"{trace}: expected one CTF trace, found {len(dirs)}", file=sys.stderr)
+    if not dirs:
+        print(f"{trace}: holds no CTF trace (no metadata file)", file=sys.stderr)
         return 1
-    inputs = '["' + str(dirs[0]) + '"]'
+    inputs = "[" + ",".join(f'"{d}"' for d in dirs) + "]"
     load = os.getloadavg()
 
-    results: dict[str, tuple[float, float, int]] = {}
-    events = 0
-
-    def keep_best(name: str, runs: list[tuple[float, float, int, str]]) -> str:
-        results[name] = (min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs))
-        return runs[0][3]
-
-    def best(name: str, cmd: list[str]) -> str:
-        return keep_best(name, [run_child(cmd) for _ in range(args.repeat)])
-
-    out = best("babeltrace2 counter", ["babeltrace2", "-c", "source.ctf.fs", "--params", f"inputs={inputs}",
-                                       "-c", "sink.utils.counter"])
-    # The counter prints running totals; the last one is the trace's.
-    events = int([line.split()[0] for line in out.splitlines() if line.strip().endswith("Event messages")][-1])
-    rows = int(best("memq decode", [sys.executable, "-c", DECODE_ONLY, str(trace)]).strip())
+    sides: list[tuple[str, list[str], Path | None, Path]] = [
+        ("babeltrace2 counter", ["babeltrace2", "-c", "source.ctf.fs", "--params", f"inputs={inputs}",
+                                 "-c", "sink.utils.counter"], None, REPO),
+        ("memq decode", [sys.executable, "-c", DECODE_ONLY, str(trace)], None, REPO)]
     converter = entry_point("ctf2perfetto")
+    pftrace = OUT / "bench.pftrace"
     if converter:
-        pftrace = OUT / "bench.pftrace"
+        OUT.mkdir(parents=True, exist_ok=True)
         command = [converter, str(trace), "-o", str(pftrace), "--quiet"]
-        sides = [("ctf2perfetto", REPO)] + ([("baseline ctf2perfetto", args.baseline)] if args.baseline else [])
-        runs: dict[str, list] = {name: [] for name, _ in sides}
-        try:
-            for _ in range(args.repeat):  # interleaved run by run, so both sides see the same machine load
-                for name, where in sides:
-                    runs[name].append(run_child(command, pftrace, where))
-            for name, measured in runs.items():
-                keep_best(name, measured)
-        except RuntimeError as exc:
-            print(f"ctf2perfetto: not measured ({exc})", file=sys.stderr)
+        sides.append(("ctf2perfetto", command, pftrace, REPO))
+        if args.baseline:
+            sides.append(("baseline ctf2perfetto", command, pftrace, args.baseline))
+    runs: dict[str, list[tuple[float, float, int, str]]] = {name: [] for name, *_ in sides}
+    for _ in range(args.repeat):  # interleaved round by round, so every side sees the same machine load
+        for name, cmd, output, where in sides:
+            try:
+                runs[name].append(run_child(cmd, output, where))
+            except RuntimeError as exc:
+                if name == "babeltrace2 counter":
+                    raise
+                print(f"{name}: not measured ({exc})", file=sys.stderr)
+    results: dict[str, tuple[float, float, int]] = {
+        name: (statistics.median(r[0] for r in measured), statistics.median(r[1] for r in measured),
+               max(r[2] for r in measured)) for name, measured in runs.items() if measured}
+    # The counter prints running totals; the last one is the trace's.
+    out = runs["babeltrace2 counter"][0][3]
+    events = int([line.split()[0] for line in out.splitlines() if line.strip().endswith("Event messages")][-1])
+    rows = int(runs["memq decode"][0][3].strip()) if runs["memq decode"] else 0
 
     base, base_cpu, _rss = results["babeltrace2 counter"]
-    print(f"trace: {trace} ({events:,} events, {rows:,} rows, "
-          f"{sum(f.stat().st_size for f in dirs[0].iterdir() if f.is_file()) / 2**20:.0f} MiB)")
-    print(f"load average before: {load[0]:.2f} (the machine is shared: best of {args.repeat} runs)")
+    size = sum(f.stat().st_size for d in dirs for f in d.iterdir() if f.is_file())
+    print(f"trace: {trace} ({events:,} events, {rows:,} rows, {size / 2**20:.0f} MiB)")
+    print(f"load average before: {load[0]:.2f}, after: {os.getloadavg()[0]:.2f} "
+          f"(the machine is shared: median of {args.repeat} rounds)")
     print(f"{'tool':22} {'wall s':>7} {'events/s':>12} {'ratio':>6} {'CPU s':>7} {'CPU ratio':>9} {'peak RSS':>10}")
     for name, (wall, cpu, rss) in results.items():
         print(f"{name:22} {wall:7.2f} {events / wall:12,.0f} {wall / base:6.2f} {cpu:7.2f} {cpu / base_cpu:9.2f} "
