@@ -230,6 +230,28 @@ def test_live_set_compaction_gives_the_same_result(monkeypatch):
         assert part == whole and part_model.totals == whole_model.totals
 
 
+def test_space_address_order_and_lookup_match_plain_python():
+    """The live set's order (pid, class, address, then input order) and its key lookup, against sorted() and
+    a set, with processes close together (ranked by subtraction) and far apart (ranked by a sort)."""
+    from ctf2perfetto.convert.liveset import lookup, sort_by_space_addr
+
+    rng = np.random.default_rng(5)
+    for pids in ((100, 101, 107), (100, 100 + (1 << 20)), (42,)):
+        n = 400
+        pid = rng.choice(np.array(pids, np.int64), n)
+        cls = rng.integers(0, 3, n).astype(np.int64)
+        addr = (rng.integers(1, 40, n) * 16).astype(np.uint64)  # repeated keys: input order must hold among them
+        order = sort_by_space_addr(pid, cls, addr).tolist()
+        assert order == sorted(range(n), key=lambda i: (int(pid[i]), int(cls[i]), int(addr[i]), i))
+        space, s_addr = (pid * 8 + cls)[order], addr[order]
+        q_pid = rng.choice(np.array(pids, np.int64), 60)
+        q_space, q_addr = q_pid * 8 + rng.integers(0, 3, 60), (rng.integers(1, 50, 60) * 16).astype(np.uint64)
+        wanted = set(zip(q_space.tolist(), q_addr.tolist()))
+        found = lookup(space, s_addr, q_space, q_addr, sorted(set(q_space.tolist()))).tolist()
+        keys = list(zip(space.tolist(), s_addr.tolist()))  # a live set holds a key once: the first of a run
+        assert found == [i for i in range(n) if keys[i] in wanted and (i == 0 or keys[i - 1] != keys[i])]
+
+
 def test_allocation_ids_are_unique_and_positive_over_many_batches():
     rng = np.random.default_rng(7)
     rows = []

@@ -67,11 +67,13 @@ class LiveSet:
         limit = max(_COMPACT_MIN, len(self.base) // 4)
         if len(self.delta) > limit or self.n_dead > limit:
             self._compact()
-        hit = lookup(self.base_space, self.base.addr, pid * 8 + cls, addr)
+        q_space = pid * 8 + cls
+        q_spaces = distinct(q_space)  # the same for both lookups
+        hit = lookup(self.base_space, self.base.addr, q_space, addr, q_spaces)
         hit = hit[~self.dead[hit]]
         self.dead[hit] = True
         self.n_dead += len(hit)
-        in_delta = lookup(self.delta.pid * 8 + self.delta.cls, self.delta.addr, pid * 8 + cls, addr)
+        in_delta = lookup(self.delta.pid * 8 + self.delta.cls, self.delta.addr, q_space, addr, q_spaces)
         rest = np.ones(len(self.delta), bool)
         rest[in_delta] = False
         touched = Allocs.concat([take(self.base, hit), take(self.delta, in_delta)])
@@ -113,32 +115,52 @@ def take(allocs: Allocs, index: np.ndarray) -> Allocs:
     return Allocs(*(getattr(allocs, f)[index] for f in Allocs.FIELDS))
 
 
-def lookup(space: np.ndarray, addr: np.ndarray, q_space: np.ndarray, q_addr: np.ndarray) -> np.ndarray:
-    """Indices of the (space, addr)-sorted entries whose key is one of the queries (each once)."""
+def lookup(space: np.ndarray, addr: np.ndarray, q_space: np.ndarray, q_addr: np.ndarray,
+           q_spaces: list[int]) -> np.ndarray:
+    """Indices of the (space, addr)-sorted entries whose key is one of the queries (each once, in order);
+    `q_spaces` are the distinct values of `q_space`."""
     if len(space) == 0 or len(q_space) == 0:
         return np.zeros(0, np.int64)
-    found = []
-    for sp in np.unique(q_space).tolist():
+    hit = np.zeros(len(space), bool)  # marks, not np.unique: the same address may be queried twice
+    for sp in q_spaces:
         lo, hi = np.searchsorted(space, sp, "left"), np.searchsorted(space, sp, "right")
         if lo == hi:
             continue
-        want = q_addr[q_space == sp]
+        want = q_addr if len(q_spaces) == 1 else q_addr[q_space == sp]
         pos = lo + np.searchsorted(addr[lo:hi], want)
         ok = pos < hi
-        pos = pos[ok]
-        found.append(pos[addr[pos] == want[ok]])
-    return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+        pos, want = pos[ok], want[ok]
+        hit[pos[addr[pos] == want]] = True
+    return np.flatnonzero(hit)
+
+
+def distinct(key: np.ndarray) -> list[int]:
+    """The distinct values of a pid * 8 + class column, in increasing order (usually one or a few)."""
+    if len(key) == 0:
+        return []
+    lo, hi = int(key.min()), int(key.max())
+    if lo == hi:
+        return [lo]
+    return np.unique(key).tolist()
+
+
+def space_ranks(key: np.ndarray) -> tuple[int, np.ndarray]:
+    """(number of spaces, each entry's space as a small order-preserving int) of a pid * 8 + class column.
+
+    The processes of one recording have nearby ids, so the key minus its minimum is such a rank
+    already, with no sort; np.unique's inverse (a sort) only where they are far apart."""
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo < (1 << 15):
+        return hi - lo + 1, key - lo
+    spaces, space = np.unique(key, return_inverse=True)
+    return len(spaces), space.ravel()
 
 
 def sort_by_space_addr(pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> np.ndarray:
     """Stable order by (pid, cls, addr); the input is already in event order within a key."""
     if len(pid) == 0:
         return np.zeros(0, np.int64)
-    key = pid * 8 + cls
-    if (key == key[0]).all():  # one process, one class: the libc heap case, no sort for this
-        spaces, space = key[:1], np.zeros(len(key), np.int64)
-    else:
-        spaces, space = np.unique(key, return_inverse=True)
-    if len(spaces) < (1 << 15) and int(addr.max()) < (1 << 48):
+    n_spaces, space = space_ranks(pid * 8 + cls)
+    if n_spaces < (1 << 15) and int(addr.max()) < (1 << 48):
         return np.argsort((space.astype(np.uint64) << np.uint64(48)) | addr, kind="stable")
     return np.lexsort((addr, space))

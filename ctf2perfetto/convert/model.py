@@ -390,19 +390,27 @@ class _Entries:
         self.closes_prev = closes_prev
         self.row_columns = row_columns
 
-    def column(self, name: str, index: np.ndarray) -> np.ndarray:
-        """Column `name` (size, mem, device, alloc_id, start) of the allocations started by entries `index`."""
-        from_live = self.perm[index] < len(self.live)
+    def column(self, name: str, index: np.ndarray, where: _Where | None = None) -> np.ndarray:
+        """Column `name` (size, mem, device, alloc_id, start) of the allocations started by entries `index`
+        (`where`: their _Where, when several columns of the same entries are gathered)."""
+        if where is None:
+            where = self.where(index)
         if name in self.row_columns:
             rows = self.row_columns[name]
         elif name == "device":
             rows = self.batch["device"]
         else:  # start
             rows = self.batch["ts"]
-        out = rows[np.maximum(self.row[index], 0)].astype(getattr(self.live, name).dtype)
-        if from_live.any():
-            out[from_live] = getattr(self.live, name)[self.perm[index[from_live]]]
+        out = rows[where.row].astype(getattr(self.live, name).dtype, copy=False)  # a gather: a new array already
+        if where.live is not None:
+            out[where.from_live] = getattr(self.live, name)[where.live]
         return out
+
+    def where(self, index: np.ndarray) -> _Where:
+        """Where the columns of the allocations started by entries `index` come from."""
+        from_live = self.perm[index] < len(self.live)
+        live = self.perm[index[from_live]] if from_live.any() else None
+        return _Where(np.maximum(self.row[index], 0), from_live, live)
 
     def close_time(self, index: np.ndarray) -> np.ndarray:
         """When entries `index` end the allocation before them: a free at its call's start, a start at its end."""
@@ -426,13 +434,25 @@ class _Entries:
         closed = nxt < len(self.perm)
         closed[closed] = self.closes_prev[nxt[closed]]
         end[closed] = self.close_time(nxt[closed])
-        from_live = self.perm[index] < len(self.live)
+        where = self.where(index)
         tag = np.zeros(len(index), np.int64)
-        tag[from_live] = self.live.tag[self.perm[index[from_live]]]
-        row = np.where(from_live, -1, self.row[index])
-        return Allocs(self.pid[index], self.cls[index], self.addr[index], self.column("size", index),
-                       self.column("mem", index), self.column("device", index), self.column("alloc_id", index),
-                       self.column("start", index), end, tag, row)
+        if where.live is not None:
+            tag[where.from_live] = self.live.tag[where.live]
+        row = np.where(where.from_live, -1, self.row[index])
+        size, mem, device, alloc_id, start = (self.column(name, index, where)
+                                              for name in ("size", "mem", "device", "alloc_id", "start"))
+        return Allocs(self.pid[index], self.cls[index], self.addr[index], size, mem, device, alloc_id, start, end,
+                      tag, row)
+
+
+@dataclass
+class _Where:
+    """Where the columns of some entries' allocations come from: a row of the batch (`row`) or, where
+    `from_live`, the carried live allocation `live` (None when none is)."""
+
+    row: np.ndarray
+    from_live: np.ndarray
+    live: np.ndarray | None
 
 
 def _find_containing(pool: Allocs, pid: np.ndarray, addr: np.ndarray, when: np.ndarray) -> dict[str, np.ndarray]:
