@@ -252,6 +252,20 @@ def test_space_address_order_and_lookup_match_plain_python():
         assert found == [i for i in range(n) if keys[i] in wanted and (i == 0 or keys[i - 1] != keys[i])]
 
 
+def test_counter_samples_are_the_same_counted_densely_or_by_a_sort(monkeypatch):
+    """Many counters in one batch (a job's processes) number their (counter, row) pairs by a sort instead of
+    a dense array: the same samples either way, on a log with a host counter per process and GPU counters."""
+    rng = np.random.default_rng(3)
+    rows = [heap(i, K.FREE if rng.random() < 0.3 else K.MALLOC, int(rng.integers(1, 30)) * 64,
+                 int(rng.integers(1, 99)), pid=PID + i % 5) for i in range(300)]
+    rows += COPY_LOG_SHIFTED
+    dense, dense_model = run(rows, (120,))
+    assert len({k for _, _, k, _ in dense["samples"]}) > 5
+    monkeypatch.setattr("ctf2perfetto.convert.model._DENSE_PAIRS", 0)
+    by_sort, sort_model = run(rows, (120,))
+    assert by_sort == dense and sort_model.totals == dense_model.totals
+
+
 def test_allocation_ids_are_unique_and_positive_over_many_batches():
     rng = np.random.default_rng(7)
     rows = []

@@ -323,40 +323,45 @@ class MemoryModel:
     def _counter_samples(self, n, row, time, key, delta):
         """Absolute counter values after each (row, counter) that changed one, in time order.
 
-        Per counter: net change per row (bincount), running sum from the carried value.
-        Rows are in time order except where a call's start (a GPU free) precedes rows
-        before it; only such counters pay for a sort.
+        Per counter: net change per row (bincount over (counter, row) pairs), running sum from the
+        carried value. Rows are in time order except where a call's start (a GPU free) precedes
+        rows before it; only then is there a sort.
         """
-        out_row, out_time, out_key, out_value = [], [], [], []
-        keys = key[:1] if len(key) and (key == key[0]).all() else np.unique(key)
-        for k in keys.tolist():
-            sel = slice(None) if len(keys) == 1 else key == k
-            r, t, d = row[sel], time[sel], delta[sel]
-            count = np.bincount(r, minlength=n)
-            changed = np.flatnonzero(count)
-            at = np.zeros(n, np.int64)
-            at[r] = t  # one time per (row, counter): a call's end for starts, its start for frees
-            when = at[changed]
-            # float64 sums are exact here: a row changes a counter by at most three sizes < 2**50
-            step = np.rint(np.bincount(r, weights=d, minlength=n)[changed]).astype(np.int64)
-            if len(when) > 1 and (when[1:] < when[:-1]).any():
-                order = np.lexsort((changed, when))
-                changed, when, step = changed[order], when[order], step[order]
-            value = self.totals.counters.get(k, 0) + np.cumsum(step)
-            if len(value):
-                self.totals.counters[k] = int(value[-1])
-            out_row.append(changed)
-            out_time.append(when)
-            out_key.append(np.full(len(changed), k, np.int64))
-            out_value.append(value)
-        if not out_row:
+        if len(key) == 0:
             z = np.zeros(0, np.int64)
             return z, z, z, z
-        row, time, key, value = (np.concatenate(x) for x in (out_row, out_time, out_key, out_value))
+        keys, rank = (key[:1], np.zeros(len(key), np.int64)) if (key == key[0]).all() \
+            else np.unique(key, return_inverse=True)
+        pair = rank.ravel() * n + row  # (counter, row), counter-major: each counter's rows in row order
+        if len(keys) * n <= _DENSE_PAIRS:  # pairs index a dense array; the used ones are picked out
+            size, slot = len(keys) * n, pair
+            changed = pick = np.flatnonzero(np.bincount(pair, minlength=size))
+        else:  # many counters in one batch (a job's processes): the pairs numbered by a sort instead
+            changed, slot = np.unique(pair, return_inverse=True)
+            size, slot, pick = len(changed), slot.ravel(), slice(None)
+        at = np.zeros(size, np.int64)
+        at[slot] = time  # one time per (row, counter): a call's end for starts, its start for frees
+        when = at[pick]
+        # float64 sums are exact here: a row changes a counter by at most three sizes < 2**50
+        step = np.rint(np.bincount(slot, weights=delta, minlength=size)[pick]).astype(np.int64)
+        counter, out_row = changed // n, changed % n
+        first = np.flatnonzero(np.r_[True, counter[1:] != counter[:-1]])  # each counter's first sample
+        back = (when[1:] < when[:-1]) & (counter[1:] == counter[:-1])
+        if back.any():  # a counter's samples by time, then row
+            order = np.lexsort((out_row, when, counter))
+            out_row, when, step = out_row[order], when[order], step[order]
+        total = np.cumsum(step)
+        carried = np.array([self.totals.counters.get(k, 0) for k in keys[counter[first]].tolist()], np.int64)
+        before = np.r_[0, total[first[1:] - 1]]  # the running sum where each counter's samples start
+        value = total + np.repeat(carried - before, np.diff(np.r_[first, len(total)]))
+        last = np.r_[first[1:], len(total)] - 1
+        for k, v in zip(keys[counter[first]].tolist(), value[last].tolist()):
+            self.totals.counters[k] = v
+        out_key = keys[counter].astype(np.int64)
         if len(keys) > 1:
-            order = np.lexsort((row, time))
-            row, time, key, value = row[order], time[order], key[order], value[order]
-        return row, time, key, value
+            order = np.lexsort((out_row, when))
+            out_row, when, out_key, value = out_row[order], when[order], out_key[order], value[order]
+        return out_row, when, out_key, value
 
     def _copy_endpoints(self, batch: EventBatch, rows: np.ndarray, allocs: Allocs) -> dict[str, np.ndarray]:
         """For each successful copy/set row (`rows`): the allocation live at its start holding src / dst."""
@@ -376,6 +381,9 @@ class MemoryModel:
                 out[f"{side}_{k}"] = v
         return out
 
+
+
+_DENSE_PAIRS = 1 << 22  # (counter, row) pairs of a batch counted in a dense array up to this many
 
 
 class _Entries:
