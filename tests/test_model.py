@@ -232,8 +232,8 @@ def test_live_set_compaction_gives_the_same_result(monkeypatch):
 
 def test_space_address_order_and_lookup_match_plain_python():
     """The live set's order (pid, class, address, then input order) and its key lookup, against sorted() and
-    a set, with processes close together (ranked by subtraction) and far apart (ranked by a sort)."""
-    from ctf2perfetto.convert.liveset import lookup, sort_by_space_addr
+    a set, with processes close together (ranked by a count) and far apart (ranked by a sort)."""
+    from ctf2perfetto.convert.liveset import dense_ranks, lookup, sort_by_space_addr
 
     rng = np.random.default_rng(5)
     for pids in ((100, 101, 107), (100, 100 + (1 << 20)), (42,)):
@@ -241,6 +241,9 @@ def test_space_address_order_and_lookup_match_plain_python():
         pid = rng.choice(np.array(pids, np.int64), n)
         cls = rng.integers(0, 3, n).astype(np.int64)
         addr = (rng.integers(1, 40, n) * 16).astype(np.uint64)  # repeated keys: input order must hold among them
+        values, rank = dense_ranks(pid * 8 + cls)
+        distinct = sorted(set((pid * 8 + cls).tolist()))
+        assert values.tolist() == distinct and rank.tolist() == [distinct.index(k) for k in (pid * 8 + cls).tolist()]
         order = sort_by_space_addr(pid, cls, addr).tolist()
         assert order == sorted(range(n), key=lambda i: (int(pid[i]), int(cls[i]), int(addr[i]), i))
         space, s_addr = (pid * 8 + cls)[order], addr[order]

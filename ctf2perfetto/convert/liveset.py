@@ -8,6 +8,7 @@ import numpy as np
 NEVER = np.iinfo(np.int64).max  # `end` of an allocation still live
 _COMPACT_MIN = 1 << 16  # live-set delta / deletions tolerated before a compaction, at least
 _MERGE_ALL_FACTOR = 4  # a live set up to this many times a batch's entries is merged whole
+_DENSE_RANGE = 1 << 16  # dense_ranks counts over a range of values up to this wide
 
 
 @dataclass
@@ -144,23 +145,25 @@ def distinct(key: np.ndarray) -> list[int]:
     return np.unique(key).tolist()
 
 
-def space_ranks(key: np.ndarray) -> tuple[int, np.ndarray]:
-    """(number of spaces, each entry's space as a small order-preserving int) of a pid * 8 + class column.
-
-    The processes of one recording have nearby ids, so the key minus its minimum is such a rank
-    already, with no sort; np.unique's inverse (a sort) only where they are far apart."""
+def dense_ranks(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values in increasing order, each entry's index in them) of an integer column: np.unique's
+    answer with return_inverse. Process ids of one recording are close together, so a count over the
+    range of the values gives it without np.unique's sort."""
     lo, hi = int(key.min()), int(key.max())
-    if hi - lo < (1 << 15):
-        return hi - lo + 1, key - lo
-    spaces, space = np.unique(key, return_inverse=True)
-    return len(spaces), space.ravel()
+    if lo == hi:
+        return key[:1], np.zeros(len(key), np.int64)
+    if hi - lo < _DENSE_RANGE:
+        used = np.bincount(key - lo, minlength=hi - lo + 1) > 0
+        return np.flatnonzero(used) + lo, (np.cumsum(used) - 1)[key - lo]
+    values, rank = np.unique(key, return_inverse=True)
+    return values, rank.ravel()
 
 
 def sort_by_space_addr(pid: np.ndarray, cls: np.ndarray, addr: np.ndarray) -> np.ndarray:
     """Stable order by (pid, cls, addr); the input is already in event order within a key."""
     if len(pid) == 0:
         return np.zeros(0, np.int64)
-    n_spaces, space = space_ranks(pid * 8 + cls)
-    if n_spaces < (1 << 15) and int(addr.max()) < (1 << 48):
+    spaces, space = dense_ranks(pid * 8 + cls)
+    if len(spaces) < (1 << 15) and int(addr.max()) < (1 << 48):
         return np.argsort((space.astype(np.uint64) << np.uint64(48)) | addr, kind="stable")
     return np.lexsort((addr, space))

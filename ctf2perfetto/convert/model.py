@@ -36,7 +36,7 @@ from functools import lru_cache
 import numpy as np
 
 from ctf2perfetto.events import HEAP_FREE_KINDS, HEAP_KINDS, EventBatch, EventKind, MemKind
-from ctf2perfetto.convert.liveset import NEVER, Allocs, LiveSet, sort_by_space_addr
+from ctf2perfetto.convert.liveset import NEVER, Allocs, LiveSet, dense_ranks, sort_by_space_addr
 
 # Address-space classes: which free can end an allocation.
 CLS_HOST, CLS_DEVICE, CLS_PINNED, CLS_REGISTERED = 1, 2, 3, 4
@@ -330,9 +330,8 @@ class MemoryModel:
         if len(key) == 0:
             z = np.zeros(0, np.int64)
             return z, z, z, z
-        keys, rank = (key[:1], np.zeros(len(key), np.int64)) if (key == key[0]).all() \
-            else np.unique(key, return_inverse=True)
-        pair = rank.ravel() * n + row  # (counter, row), counter-major: each counter's rows in row order
+        keys, rank = dense_ranks(key)
+        pair = rank * n + row  # (counter, row), counter-major: each counter's rows in row order
         if len(keys) * n <= _DENSE_PAIRS:  # pairs index a dense array; the used ones are picked out
             size, slot = len(keys) * n, pair
             changed = pick = np.flatnonzero(np.bincount(pair, minlength=size))
