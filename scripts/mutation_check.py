@@ -68,7 +68,7 @@ MUTATIONS = [
              (("WHERE a.ts <= r.begin_ts AND", "WHERE a.ts < r.begin_ts AND"),),
              "an allocation made exactly at a copy's start holds its bytes"),
     Mutation("grouped_by_source_allocation", "duplicated_trace.sql",
-             (("CAST(dst_alloc_id AS TEXT) AS alloc_key", "CAST(src_alloc_id AS TEXT) AS alloc_key"),),
+             (("IFNULL(m.dst_alloc_id, -1) AS alloc", "IFNULL(m.src_alloc_id, -1) AS alloc"),),
              "duplicated bytes by allocation are grouped by the destination allocation"),
     Mutation("repeat_ignores_source_offset", "mirrors.sql",
              (("JOIN _memq_piece q ON q.ord = p.dst_prev_ord AND q.lo = p.lo AND q.k = p.k",
@@ -167,7 +167,7 @@ MUTATIONS = [
                "IFNULL(mc.dst_hash_before IS NOT NULL AND mc.dst_hash_after IS NOT NULL, 0)"),),
              "a no-op copy is one whose destination fingerprint is the same before and after"),
     Mutation("peak_at_last_time", "duplicated_trace.sql",
-             (("SELECT g.grouping, g.u, g.k, MIN(c.ts) AS peak_ts", "SELECT g.grouping, g.u, g.k, MAX(c.ts) AS peak_ts"),),
+             (("(SELECT MIN(c.ts) FROM $counter c", "(SELECT MAX(c.ts) FROM $counter c"),),
              "the peak's time is the first time it is reached"),
     Mutation("carried_pieces_ignored", "mirrors.sql",
              (("SELECT id, upid, call_id, ts, end_ts, direction, r, dst, src, bytes, 1 FROM _memq_carried_copy\n"

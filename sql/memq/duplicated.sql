@@ -13,29 +13,45 @@
 
 INCLUDE PERFETTO MODULE memq.duplicated_trace;
 
--- Each mirror once per group outside memq.duplicated_trace's: direction per process, allocation per process,
--- untracked source for the trace and per process; without the per-process rows that _memq_dup_sole's
--- process would copy from the trace's.
-CREATE PERFETTO TABLE _memq_dup_member AS
-WITH m AS (SELECT *, (SELECT upid FROM _memq_dup_sole) IS NULL AS several FROM _memq_dup_mirror)
-SELECT 'direction' AS grouping, upid, direction AS key, ts, end_ts, bytes FROM m
-WHERE upid IS NOT NULL AND several
-UNION ALL SELECT 'allocation', upid, alloc_key, ts, end_ts, bytes FROM m WHERE upid IS NOT NULL
-UNION ALL SELECT 'untracked_source', upid, untracked_key, ts, end_ts, bytes FROM m
-WHERE upid IS NOT NULL AND several
-UNION ALL SELECT 'untracked_source', NULL, untracked_key, ts, end_ts, bytes FROM m;
+-- Every group outside memq.duplicated_trace's by name: direction per process, allocation per process, untracked
+-- source for the trace and per process; with the group whose counter it has.
+CREATE PERFETTO TABLE _memq_dup_member_named AS
+SELECT * FROM _memq_dup_named!((
+  SELECT 1 AS g, u, dir AS k FROM _memq_dup_keys WHERE u != -1
+  UNION SELECT 0, u, alloc FROM _memq_dup_keys WHERE u != -1
+  UNION SELECT 3, -1, untracked FROM _memq_dup_keys
+  UNION SELECT 3, u, untracked FROM _memq_dup_keys WHERE u != -1
+));
 
--- The counters of _memq_dup_member's groups.
+-- Changes of duplicated bytes of the computed groups outside memq.duplicated_trace's.
+CREATE PERFETTO TABLE _memq_dup_member_change AS
+SELECT * FROM _memq_dup_changes!((
+  SELECT 1 AS g, u, dir AS k, ts, end_ts, bytes FROM _memq_dup_mirror
+  WHERE u != -1 AND _memq_dup_computed!(1, 'process')
+  UNION ALL
+  SELECT 0, u, alloc, ts, end_ts, bytes FROM _memq_dup_mirror WHERE u != -1 AND _memq_dup_computed!(0, 'process')
+  UNION ALL
+  SELECT 3, -1, untracked, ts, end_ts, bytes FROM _memq_dup_mirror WHERE _memq_dup_computed!(3, 'trace')
+  UNION ALL
+  SELECT 3, u, untracked, ts, end_ts, bytes FROM _memq_dup_mirror
+  WHERE u != -1 AND _memq_dup_computed!(3, 'process')
+));
+
+-- Duplicated bytes over time of the computed groups outside memq.duplicated_trace's.
 CREATE PERFETTO TABLE _memq_dup_member_counter AS
-SELECT * FROM _memq_dup_counter!(_memq_dup_member);
+SELECT * FROM _memq_dup_counter!(_memq_dup_member_change);
 
--- The counters of the groupings outside memq.duplicated_trace's, the sole process's copied in.
-CREATE PERFETTO TABLE _memq_dup_grouping_counter AS
-SELECT * FROM _memq_dup_member_counter
+-- Figures of every computed group: memq.duplicated_trace's and this module's (rows of _memq_dup_figures).
+CREATE PERFETTO TABLE _memq_dup_computed_figures AS
+SELECT * FROM _memq_dup_trace_figures
 UNION ALL
-SELECT * FROM _memq_dup_sole_rows!(_memq_dup_trace_counter, 'direction')
+SELECT * FROM _memq_dup_figures!(_memq_dup_member_counter);
+
+-- The counters of the groupings outside memq.duplicated_trace's, with memq_duplicated_counter's columns.
+CREATE PERFETTO VIEW _memq_dup_grouping_counter AS
+SELECT * FROM _memq_dup_named_counter!(_memq_dup_member_named, _memq_dup_trace_computed)
 UNION ALL
-SELECT * FROM _memq_dup_sole_rows!(_memq_dup_member_counter, 'untracked_source');
+SELECT * FROM _memq_dup_named_counter!(_memq_dup_member_named, _memq_dup_member_counter);
 
 -- Duplicated bytes over time, per grouping: one row per change.
 CREATE PERFETTO VIEW memq_duplicated_counter(
@@ -82,7 +98,7 @@ CREATE PERFETTO TABLE memq_duplicated_group(
 SELECT * FROM (
   SELECT * FROM _memq_dup_trace_group
   UNION ALL
-  SELECT * FROM _memq_dup_figures!(_memq_dup_grouping_counter)
+  SELECT * FROM _memq_dup_named_figures!(_memq_dup_member_named, _memq_dup_computed_figures)
 )
 ORDER BY grouping, upid, key;
 
