@@ -9,6 +9,12 @@ machine barely changes it) and wall time and, for a table, its rows; `--plan NAM
 the statements that create NAME.
 
     python3 bench/sql_statements.py TRACE [--modules duplicated,redundant,summary,leaks] [--top 25] [--plan NAME]
+    python3 bench/sql_statements.py TRACE --report    # memq report's modules, then its Python steps
+
+`--report` walks the modules memq report includes (REPORT_MODULES), then times what is left of the report on a
+second engine whose modules are included first (the statements above were sent one by one: including their
+modules again would make their tables again): `report.collect` (its own queries, the rows it fetches and the Python
+that turns them into figures; the slowest functions by cProfile) and `report.render` (the page).
 
 Wall-clock figures on a shared machine: compare the CPU times, and quote the load printed with them.
 """
@@ -78,6 +84,37 @@ def module_statements(module: str, seen: set[str]) -> list[tuple[str, str]]:
     return out
 
 
+# The modules memq report includes, in the order its first queries reach them (ctf2perfetto.look.report.collect).
+REPORT_MODULES = ("trace,duplicated_trace,counters,report,copies,attribution,allocations,advice.calls,"
+                  "advice.zero_content,advice.pinning,advice.sync_loop,advice.pinned_oversize,advice.pinned_churn,"
+                  "advice.zero_bytes")
+
+
+def report_steps(trace: str, top: int) -> None:
+    """Time report.collect and report.render on a fresh engine with the report's modules included, with collect's
+    slowest functions (cProfile, cumulative: the engine's queries count under the function that sends them)."""
+    import cProfile
+    import pstats
+
+    from ctf2perfetto.look import report
+
+    engine = open_trace(trace)
+    t, c = time.perf_counter(), time.process_time()
+    engine.rows("".join(f"INCLUDE PERFETTO MODULE {PACKAGE}.{m};\n" for m in REPORT_MODULES.split(","))
+                + "SELECT 1 AS x")
+    print(line(time.process_time() - c, time.perf_counter() - t, "(all of the above)", "INCLUDE", None))
+    prof = cProfile.Profile()
+    t, c = time.perf_counter(), time.process_time()
+    rep = prof.runcall(report.collect, engine, Path(trace).name)
+    print(line(time.process_time() - c, time.perf_counter() - t, "report (Python)", "report.collect", None))
+    t, c = time.perf_counter(), time.process_time()
+    page = report.render([rep])
+    print(line(time.process_time() - c, time.perf_counter() - t, "report (Python)", "report.render", None)
+          + f"  ({len(page):,} characters)")
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(r"ctf2perfetto|engine", top)
+    engine.close()
+
+
 def label(stmt: str) -> str:
     """What a statement makes (`TABLE _memq_piece`), or its first words."""
     m = CREATED.match(stmt)
@@ -96,6 +133,8 @@ def main() -> int:
                     help="the analyses' modules, comma-separated, in this order")
     ap.add_argument("--top", type=int, default=25, help="the N slowest statements again at the end")
     ap.add_argument("--plan", action="append", default=[], help="print EXPLAIN QUERY PLAN of what creates NAME")
+    ap.add_argument("--report", action="store_true",
+                    help="memq report's modules (instead of --modules), then its Python steps")
     args = ap.parse_args()
 
     t = time.perf_counter()
@@ -104,7 +143,7 @@ def main() -> int:
     seen: set[str] = set()
     timed: list[tuple[float, float, str, str, int | None]] = []
     total = total_cpu = 0.0
-    for name in args.modules.split(","):
+    for name in (REPORT_MODULES if args.report else args.modules).split(","):
         for module, stmt in module_statements(f"{PACKAGE}.{name}", seen):
             what = label(stmt)
             m = CREATED.match(stmt)
@@ -128,6 +167,8 @@ def main() -> int:
     for cpu, dt, module, what, rows in sorted(timed, reverse=True)[:args.top]:
         print(line(cpu, dt, module, what, rows))
     engine.close()
+    if args.report:
+        report_steps(args.trace, args.top)
     return 0
 
 
