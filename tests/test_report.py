@@ -24,6 +24,7 @@ from ctf2perfetto.analysis.redundant import redundant_rows
 from ctf2perfetto.convert.write import write_trace
 from ctf2perfetto.events import EventBatch, MemKind as M, TraceInfo
 from ctf2perfetto.look import report
+from ctf2perfetto.look.series import columns
 from support.rows import Rows, in_time_order
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,6 +212,63 @@ def test_plots_are_downsampled_with_exact_peaks(tmp_path):
     assert h["device_live_mean"] == pytest.approx(_mean(device, start, end), rel=1e-9)
     assert (h["pool_peak"], h["pool_peak_ts"]) == _peak(pool)
     assert h["pool_mean"] == pytest.approx(_mean(pool, start, end), rel=1e-9)
+
+
+def _column_figures(series: list[tuple[int, int]], start: int, end: int, count: int) -> dict[int, tuple]:
+    """Per column of [start, end) cut into `count` equal parts that holds a sample, the plain way: the value held
+    when it starts, the lowest and the highest value in it, the last, and the time-weighted mean over it. A sample
+    at `end` falls in the last column."""
+    out = {}
+    for col in sorted({min(count - 1, (ts - start) * count // (end - start)) for ts, _ in series}):
+        t0, t1 = start + col * (end - start) / count, start + (col + 1) * (end - start) / count
+        before = [v for ts, v in series if ts < t0]
+        inside = [v for ts, v in series if t0 <= ts < t1 or (col == count - 1 and ts == end)]
+        held = before[-1] if before else 0
+        steps = [(t0, held)] + [(ts, v) for ts, v in series if t0 <= ts <= t1]
+        area = sum(v * (min(t1, nxt) - ts) for (ts, v), (nxt, _) in zip(steps, steps[1:] + [(t1, 0)]))
+        out[col] = (held, min([held] + inside), max([held] + inside), inside[-1], area / (t1 - t0))
+    return out
+
+
+def test_duplicated_plot_is_a_band_with_its_mean(tmp_path):
+    """The duplicated-bytes plot: per pixel column the band from the lowest to the highest value and a line through
+    the time-weighted mean; the per-column figures against the samples read the plain way."""
+    path = tmp_path / "burst.pftrace"
+    write_trace([EventBatch.from_rows(in_time_order(dense_burst()))], TraceInfo(devices=[]), path)
+    with analyses.load(path) as engine:
+        rep = report.collect(engine, "burst")
+        result = engine.rows("INCLUDE PERFETTO MODULE memq.duplicated_trace; SELECT direction, ts, value "
+                             "FROM memq_duplicated_trace_counter")
+        with_null = engine.rows("SELECT NULL AS x, 1 AS y")
+    # the samples decoded in bulk are those decoded cell by cell; a NULL leaves it to the cell-by-cell decoding
+    direction, ts, value = result.arrays()
+    assert list(zip(direction, ts.tolist(), value.tolist())) == result.rows and with_null.arrays() is None
+    per_dir: dict = {}
+    for d, t, v in result.rows:
+        per_dir.setdefault(d or "total", []).append((t, v))
+
+    count = 500  # columns enough for the burst to fill several, and to leave others without a sample
+    for name, samples in per_dir.items():
+        got = columns(rep.duplicated[name], rep.start, rep.end, count)
+        want = _column_figures(samples, rep.start, rep.end, count)
+        assert got.col.tolist() == list(want), name
+        for i, (held, lo, hi, last, mean) in enumerate(want.values()):
+            assert (got.held[i], got.lo[i], got.hi[i], got.last[i]) == (held, lo, hi, last), (name, i)
+            assert got.mean[i] == pytest.approx(mean, rel=1e-9, abs=1e-6), (name, i)
+
+    page = report.render([rep])
+    plot = re.search(r'<figure data-plot="duplicated".*?</figure>', page, re.S).group(0)
+    bands = re.findall(r'<polygon data-series="([^"]+)" data-peak="(\d+)"[^>]* points="([^"]*)"', plot)
+    means = dict(re.findall(r'<polyline data-mean="([^"]+)"[^>]* points="([^"]*)"', plot))
+    assert {name for name, _, _ in bands} == set(per_dir) == set(means)
+    ph, top = report.H - report.T - report.B, max(_peak(v)[0] for v in per_dir.values())
+    for name, peak, points in bands:
+        ys = [float(xy.split(",")[1]) for xy in points.split()]
+        assert int(peak) == _peak(per_dir[name])[0]
+        assert min(ys) == pytest.approx(report.T + ph * (1 - int(peak) / top), abs=0.051), name  # up to the peak
+        # the mean line stays inside the band: never above the peak, never below 0
+        assert all(min(ys) - 0.051 <= float(xy.split(",")[1]) <= report.T + ph + 0.051
+                   for xy in means[name].split()), name
 
 
 # -- the offload loop, recorded --------------------------------------------------------------------------------

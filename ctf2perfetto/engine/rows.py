@@ -36,6 +36,41 @@ def decode_batches(column_count: int, batches: list[Any]) -> list[tuple]:
     return [tuple(cells[i:i + column_count]) for i in range(0, len(cells), column_count)]
 
 
+def column_arrays(column_count: int, batches: list[Any]) -> list[Any] | None:
+    """A query result's columns decoded in bulk: a column of integers as a numpy int64 array, a column of strings
+    as a list of str; None when a column holds NULL, floats or blobs, or mixes kinds (decode_batches reads any).
+    A plot's hundreds of thousands of samples decode here in milliseconds, cell by cell in about a second."""
+    import numpy as np
+
+    kinds_of: Any = None
+    ints: list[Any] = []
+    strings: list[list[str]] = []
+    for batch in batches:
+        if not len(batch.cells):
+            continue
+        kinds = np.array(batch.cells, dtype=np.int8).reshape(-1, column_count)
+        first = kinds[0]
+        if (kinds != first).any() or (kinds_of is not None and (first != kinds_of).any()) \
+                or not np.isin(first, (CELL_VARINT, CELL_STRING)).all():
+            return None
+        kinds_of = first
+        ints.append(np.array(batch.varint_cells, dtype=np.int64).reshape(len(kinds), -1))
+        strings.append(_strings(batch.string_cells))
+    if kinds_of is None:
+        return [np.zeros(0, dtype=np.int64) for _ in range(column_count)]
+    out: list[Any] = []
+    int_at = str_at = 0
+    n_str = int((kinds_of == CELL_STRING).sum())
+    for kind in kinds_of:
+        if kind == CELL_VARINT:
+            out.append(np.concatenate([m[:, int_at] for m in ints]))
+            int_at += 1
+        else:
+            out.append([v for part in strings for v in part[str_at::n_str]])
+            str_at += 1
+    return out
+
+
 class Rows:
     """A table: column names, rows (tuples of plain values) and `attrs` (as DataFrame.attrs).
 
@@ -111,6 +146,10 @@ class Rows:
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row)) for row in self.rows]
+
+    def arrays(self) -> list[Any] | None:
+        """column_arrays of a query result (None for other Rows, or where it returns None)."""
+        return None if self.batches is None else column_arrays(len(self.columns), self.batches)
 
     def typed_columns(self) -> list[list[Any]]:
         """Each column's values as the DataFrame's `tolist()` gives them: a column of numbers with at

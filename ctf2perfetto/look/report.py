@@ -12,7 +12,6 @@ test can read them back from the page.
 """
 from __future__ import annotations
 
-import bisect
 import html
 import os
 from dataclasses import dataclass, field
@@ -21,6 +20,8 @@ from typing import Any
 
 from ctf2perfetto.analysis.base import size_words, time_words
 from ctf2perfetto.engine.rows import is_null
+from ctf2perfetto.look.series import Columns, Series, columns, group_by, series_mean, series_peak, series_sum, \
+    split_runs, value_at
 
 CLASS_WORDS = {"repeat": "repeat upload of the same data", "round_trip": "round trip (data copied back where it came "
                "from)", "no_op": "no-op read-back (the destination already held the data)",
@@ -49,54 +50,6 @@ def share(part: float | None, whole: float | None) -> str:
 
 def _int(v: Any) -> int:
     return 0 if v is None or is_null(v) else int(v)
-
-
-# -- step series -------------------------------------------------------------------------------
-Series = list[tuple[int, int]]  # (ts, value from ts on), in time order
-
-
-def series_sum(parts: list[Series]) -> Series:
-    """The sum of step series (each holds its value until its next sample; 0 before its first)."""
-    deltas: dict[int, int] = {}
-    for s in parts:
-        last = 0
-        for ts, v in s:
-            deltas[ts] = deltas.get(ts, 0) + v - last
-            last = v
-    return running_sum(deltas)
-
-
-def running_sum(deltas: dict[int, int]) -> Series:
-    """The step series of changes (ts -> change from then on), from 0."""
-    out, value = [], 0
-    for ts in sorted(deltas):
-        value += deltas[ts]
-        out.append((ts, value))
-    return out
-
-
-def value_at(s: Series, ts: int) -> int:
-    i = bisect.bisect_right([t for t, _ in s], ts) - 1
-    return s[i][1] if i >= 0 else 0
-
-
-def series_peak(s: Series) -> tuple[int, int | None]:
-    best, when = 0, None
-    for ts, v in s:
-        if v > best:
-            best, when = v, ts
-    return best, when
-
-
-def series_mean(s: Series, start: int, end: int) -> float:
-    if end <= start or not s:
-        return 0.0
-    total = 0.0
-    for i, (ts, v) in enumerate(s):
-        lo, hi = max(ts, start), min(s[i + 1][0] if i + 1 < len(s) else end, end)
-        if hi > lo:
-            total += v * (hi - lo)
-    return total / (end - start)
 
 
 # -- what the page shows -------------------------------------------------------------------------
@@ -140,6 +93,27 @@ def _rows(engine: Any, modules: tuple[str, ...], sql: str) -> list[dict[str, Any
     from ctf2perfetto.analysis.base import module_rows
 
     return module_rows(engine, modules, sql).records()
+
+
+# The samples the plots and the headline's device and pool figures read: the whole trace's duplicated bytes, in
+# runs of one direction ('' for all mirrors) in time order; every live-bytes counter's samples in time order.
+DUPLICATED_SQL = "SELECT direction, ts, value FROM memq_duplicated_trace_counter"
+LIVE_SQL = "SELECT track_id, kind, ts, value FROM memq_live_counter"
+
+
+def _arrays(engine: Any, modules: tuple[str, ...], sql: str) -> list[Any]:
+    """The columns of a query of integers and strings (no NULL), decoded in bulk (Rows.arrays)."""
+    from ctf2perfetto.analysis.base import module_rows
+
+    rows = module_rows(engine, modules, sql)
+    found = rows.arrays()
+    if found is None:  # a NULL or a float among the values: cell by cell
+        import numpy as np
+
+        cols = list(zip(*rows.rows)) or [()] * len(rows.columns)
+        found = [list(c) if any(isinstance(v, str) for v in c) else np.asarray([_int(v) for v in c], dtype=np.int64)
+                 for c in cols]
+    return found
 
 
 def _totals(engine: Any) -> dict[str, dict[str, int]]:
@@ -235,20 +209,19 @@ def collect(engine: Any, name: str) -> TraceReport:
     total = dup.get(("total", None)) or {}
     h["dup_peak"], h["dup_peak_ts"] = _int(total.get("peak_bytes")), total.get("peak_ts")
     h["dup_mean"] = float(total.get("mean_bytes") or 0.0)
-    counters = _rows(engine, ("duplicated_trace",), "SELECT direction, ts, value FROM memq_duplicated_trace_counter")
-    for r in counters:
-        rep.duplicated.setdefault(r["direction"] or "total", []).append((_int(r["ts"]), _int(r["value"])))
-    live_rows = _rows(engine, ("counters",), "SELECT track_id, kind, ts, value FROM memq_live_counter")
-    per_track: dict[tuple[str, int], Series] = {}
-    for r in live_rows:
-        per_track.setdefault((r["kind"], _int(r["track_id"])), []).append((_int(r["ts"]), _int(r["value"])))
+    direction, ts, value = _arrays(engine, ("duplicated_trace",), DUPLICATED_SQL)
+    rep.duplicated = {d or "total": s for d, s in split_runs(direction, ts, value).items()}
+    track, kind_of, ts, value = _arrays(engine, ("counters",), LIVE_SQL)
+    per_track = group_by(track, ts, value)
+    kinds = dict(zip(track.tolist(), kind_of))  # each track's kind
     for kind in ("host", "pinned", "registered", "managed", "device"):
-        tracks = [s for (k, _), s in per_track.items() if k == kind]
+        tracks = [s for t, s in per_track.items() if kinds[t] == kind]
         if tracks:
             rep.live[kind] = series_sum(tracks)
     # device memory in use: device allocations and managed memory (which the device holds while it uses it)
-    device = series_sum([rep.live.get(k, []) for k in ("device", "managed")])
-    on_device = series_sum([rep.duplicated.get(d, []) for d in ("HtoD", "DtoD")])  # destinations on a device
+    device = series_sum([rep.live[k] for k in ("device", "managed") if k in rep.live])
+    # destinations on a device
+    on_device = series_sum([rep.duplicated[d] for d in ("HtoD", "DtoD") if d in rep.duplicated])
     h["dup_device_peak"], h["dup_device_peak_ts"] = series_peak(on_device)
     h["device_live_at_peak"] = value_at(device, h["dup_device_peak_ts"]) if h["dup_device_peak_ts"] else 0
     h["dup_device_mean"] = series_mean(on_device, start, end)
@@ -257,7 +230,7 @@ def collect(engine: Any, name: str) -> TraceReport:
     h["device_share_peak"] = h["dup_device_peak"] / h["device_live_at_peak"] if h["device_live_at_peak"] else None
     h["device_share_mean"] = h["dup_device_mean"] / h["device_live_mean"] if h["device_live_mean"] else None
     # the shared pool of an APU: host<->device mirrors would be one copy
-    pool = series_sum([rep.duplicated.get(d, []) for d in ("HtoD", "DtoH")])
+    pool = series_sum([rep.duplicated[d] for d in ("HtoD", "DtoH") if d in rep.duplicated])
     h["pool_peak"], h["pool_peak_ts"] = series_peak(pool)
     h["pool_mean"] = series_mean(pool, start, end)
 
@@ -689,19 +662,25 @@ def _size_scale(top: float) -> tuple[float, str]:
 W, H, L, R, T, B = 940, 220, 64, 200, 12, 34
 
 
+# What a band plot shows (step_svg), said in its caption.
+BAND_WORDS = ("the band spans the lowest to the highest value within each pixel column, the line is the "
+              "time-weighted mean")
+STEP_COLUMNS = 10  # a step line's columns per unit of x (the points' resolution)
+
+
 def step_svg(rep: TraceReport, key: str, series: dict[str, Series], colors: dict[str, str], caption: str,
-             empty: str, rank: int | None = None) -> str:
-    """A step plot of `series` over the trace's time; `rank`: the rank it shows (a job's per-rank plots)."""
+             empty: str, rank: int | None = None, band: bool = False) -> str:
+    """A plot of `series` over the trace's time: each a step line, or with `band` (a series that swings within a
+    pixel column on a long run: a solid block as steps) the band from its lowest to its highest value in each
+    column of one unit of x and a line through its time-weighted mean there. `rank`: the rank it shows (a job's
+    per-rank plots)."""
     head = _figure_head(key, caption, rank)
-    span = max(rep.end - rep.start, 1)
-    top = max((v for s in series.values() for _, v in s), default=0)
+    peaks = {name: int(s.value.max()) if len(s) else 0 for name, s in series.items()}
+    top = max(peaks.values(), default=0)
     if not series or top <= 0:
         return f'{head}<p class="small">{_e(empty)}</p></figure>'
     scale, unit = _size_scale(top)
     pw, ph = W - L - R, H - T - B
-
-    def x(ts: int) -> float:
-        return L + pw * (ts - rep.start) / span
 
     def y(v: float) -> float:
         return T + ph * (1 - v / top)
@@ -710,46 +689,75 @@ def step_svg(rep: TraceReport, key: str, series: dict[str, Series], colors: dict
     parts += _y_axis(top, scale, unit, pw, ph) + _time_axis(rep, pw, ph)
     ordered = sorted(series.items(), key=lambda kv: kv[0] == "total")  # the total on top of its parts
     for i, (name, s) in enumerate(ordered):
-        pts = _step_points(s, x, y, rep.start, rep.end)
-        color = colors.get(name, "#555")
-        peak = max((v for _, v in s), default=0)
-        dash = ' stroke-dasharray="5 3"' if name == "total" else ""
-        parts.append(f'<polyline data-series="{_e(name)}" data-peak="{peak}" fill="none" stroke="{color}" '
-                     f'stroke-width="{2.2 if name == "total" else 1.6}"{dash} points="{" ".join(pts)}"/>')
+        color, peak = colors.get(name, "#555"), peaks[name]
+        width = 2.2 if name == "total" else 1.6
+        if band:
+            cols = columns(s, rep.start, rep.end, pw)
+            outline, mean = _band_points(cols, y, rep.start, rep.end, pw)
+            parts.append(f'<polygon data-series="{_e(name)}" data-peak="{peak}" fill="{color}" fill-opacity="0.3" '
+                         f'stroke="none" points="{" ".join(outline)}"/>'
+                         f'<polyline data-mean="{_e(name)}" fill="none" stroke="{color}" stroke-width="{width}" '
+                         f'points="{" ".join(mean)}"/>')
+        else:
+            pts = _step_points(columns(s, rep.start, rep.end, pw * STEP_COLUMNS), y, pw * STEP_COLUMNS)
+            dash = ' stroke-dasharray="5 3"' if name == "total" else ""
+            parts.append(f'<polyline data-series="{_e(name)}" data-peak="{peak}" fill="none" stroke="{color}" '
+                         f'stroke-width="{width}"{dash} points="{" ".join(pts)}"/>')
         ly = T + 14 + 18 * i
-        parts.append(f'<rect x="{L + pw + 12}" y="{ly - 9}" width="12" height="3" fill="{color}"/>'
+        parts.append(f'<rect x="{L + pw + 12}" y="{ly - 9}" width="12" height="{8 if band else 3}" fill="{color}"/>'
                      f'<text x="{L + pw + 30}" y="{ly - 4}" font-size="12" fill="#333">{_e(name)} '
                      f'(peak {_e(size(peak))})</text>')
     parts.append("</svg>")
     return f'{head}{"".join(parts)}</figure>'
 
 
-def _step_points(s: Series, x: Any, y: Any, start: int, end: int) -> list[str]:
-    """The polyline of step series `s` from `start` to `end`, one vertical run per tenth of a unit of x (the
-    points' resolution): the value reaching that x, the lowest and the highest there, and the last. What the eye
-    sees of every sample, in at most a few points per column: a long run's 10^5-10^6 samples made pages of tens
-    of MiB."""
-    pts = [f"{x(start):.1f},{y(0):.1f}"]
-    col, held, lo, hi, last = None, 0, 0, 0, 0
-
-    def run() -> None:
-        shown = None
+def _step_points(c: Columns, y: Any, count: int) -> list[str]:
+    """The polyline of a step series cut into `count` columns across the plot (`c`), from the trace's start to its
+    end: in each column holding samples a vertical run through the value reaching it, the lowest and the highest
+    there, and the last. What the eye sees of every sample, in at most a few points per column: a long run's
+    10^5-10^6 samples made pages of tens of MiB."""
+    pw = W - L - R
+    pts = [f"{L:.1f},{y(0):.1f}"]
+    for col, held, lo, hi, last in zip(*(a.tolist() for a in (c.col, c.held, c.lo, c.hi, c.last))):
+        at, shown = f"{L + pw * col / count:.1f}", None
         for v in (held, lo, hi, last):
             if v != shown:
-                pts.append(f"{col},{y(v):.1f}")
+                pts.append(f"{at},{y(v):.1f}")
                 shown = v
-
-    for ts, v in s:
-        at = f"{x(ts):.1f}"
-        if at != col:
-            if col is not None:
-                run()
-            col, held, lo, hi = at, last, v, v
-        lo, hi, last = min(lo, v), max(hi, v), v
-    if col is not None:
-        run()
-    pts.append(f"{x(end):.1f},{y(last):.1f}")
+    pts.append(f"{L + pw:.1f},{y(c.last[-1] if len(c.last) else 0):.1f}")
     return pts
+
+
+def _band_points(c: Columns, y: Any, start: int, end: int, count: int) -> tuple[list[str], list[str]]:
+    """The outline of a series' band (its highest values left to right, then its lowest back; between columns
+    holding samples both are the value held) and its mean line (the mean in the middle of each such column, the
+    value held across the columns between), for `count` columns of one unit of x."""
+    step = (W - L - R) / count
+    upper, lower, mean = [(L, 0.0)], [(L, 0.0)], [(L, 0.0)]
+    prev_x1, prev_last = float(L), 0
+    for col, lo, hi, last, avg in zip(*(a.tolist() for a in (c.col, c.lo, c.hi, c.last, c.mean))):
+        x0 = L + step * col
+        if x0 > prev_x1:  # columns without samples before this one: the value held
+            mean.append((prev_x1, prev_last))
+            for edge in (upper, lower, mean):
+                edge.append((x0, prev_last))
+        upper += [(x0, hi), (x0 + step, hi), (x0 + step, last)]
+        lower += [(x0, lo), (x0 + step, lo), (x0 + step, last)]
+        mean.append((x0 + step / 2, avg))
+        prev_x1, prev_last = x0 + step, last
+    mean.append((prev_x1, prev_last))
+    for edge in (upper, lower, mean):
+        edge.append((float(L + W - L - R), prev_last))
+
+    def pts(edge: list[tuple[float, float]]) -> list[str]:
+        out: list[str] = []
+        for xx, v in edge:
+            p = f"{xx:.1f},{y(v):.1f}"
+            if not out or out[-1] != p:
+                out.append(p)
+        return out
+
+    return pts(upper) + pts(lower)[::-1], pts(mean)
 
 
 def _figure_head(key: str, caption: str, rank: int | None) -> str:
@@ -808,8 +816,9 @@ recorded{per_rank} · <span id="verdict-{index}" data-figure="verdict">{_e(verdi
 {findings_html(rep)}
 <h2>Over time{_e(job)}</h2>
 {step_svg(rep, "live", rep.live, KIND_COLORS, "Live bytes per memory kind", "No live-bytes counters in the trace.")}
-{step_svg(rep, "duplicated", dup, DIR_COLORS, "Duplicated bytes (upper bound), all mirrors and per copy direction",
-          "Nothing duplicated." if rep.addressed else "Not applicable: the copies carry no addresses.")}
+{step_svg(rep, "duplicated", dup, DIR_COLORS, "Duplicated bytes (upper bound), all mirrors and per copy direction: "
+          f"{BAND_WORDS}", "Nothing duplicated." if rep.addressed else "Not applicable: the copies carry no addresses.",
+          band=True)}
 {bars_svg(rep)}
 {ranks_html(rep, index)}
 <h2>What the trace lacks</h2>

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctf2perfetto.engine.rows import Rows, is_null
-
-Series = list[tuple[int, int]]
+from ctf2perfetto.look.series import Series, changes_sum, group_by, series_sum, split_runs
 
 # The per-rank table: (analysis, figure, heading, unit), in column order; unit "bytes", "dur", "share" or "count".
 FIGURES = (("duplicated", "peak_bytes", "duplicated peak", "bytes"),
@@ -67,10 +66,12 @@ class JobRanks:
 
 def collect_ranks(engine: Any, dup_rows: Rows, start: int, end: int, bins: int) -> JobRanks | None:
     """The per-rank figures and plots of a job's trace; None when the trace names no rank."""
+    import numpy as np
+
     from ctf2perfetto.analysis import job
     from ctf2perfetto.analysis.base import module_rows
     from ctf2perfetto.analysis.redundant import redundant_rows
-    from ctf2perfetto.look.report import running_sum, series_sum
+    from ctf2perfetto.look.report import _arrays
     from ctf2perfetto.traceformat import names as N
 
     idents = job.identities(engine)
@@ -97,20 +98,24 @@ def collect_ranks(engine: Any, dup_rows: Rows, start: int, end: int, bins: int) 
     for i in idents:
         if i["role"] in (N.ROLE_RANK, N.ROLE_WORKER) and not is_null(i["owner_rank"]):
             members.setdefault(int(i["owner_rank"]), []).append(int(i["pid"]))
-    per_pid_live: dict[tuple[str, int], Series] = {}
-    for r in module_rows(engine, ("counters",), LIVE_SQL).records():
-        per_pid_live.setdefault((r["kind"], int(r["pid"])), []).append((int(r["ts"]), int(r["value"])))
-    device: dict[int, dict[int, int]] = {}  # pid -> ts -> change of live device bytes
+    kind, pid, ts, value = _arrays(engine, ("counters",), LIVE_SQL)
+    kinds = sorted(set(kind))  # a (kind, pid) is one key: pid * len(kinds) + the kind's place among them
+    code = np.searchsorted(np.asarray(kinds), np.asarray(kind)) if len(kind) else np.zeros(0, dtype=np.int64)
+    per_pid_live: dict[tuple[str, int], Series] = {
+        (kinds[key % len(kinds)], key // len(kinds)): s
+        for key, s in group_by(pid * max(len(kinds), 1) + code, ts, value).items()}
+    device: dict[int, tuple[list[int], list[int]]] = {}  # pid -> (ts, change of live device bytes)
     for r in module_rows(engine, ("allocations",), DEVICE_SQL).records():
-        changes = device.setdefault(int(r["pid"]), {})
-        changes[int(r["ts"])] = changes.get(int(r["ts"]), 0) + int(r["size"])
+        at, change = device.setdefault(int(r["pid"]), ([], []))
+        at.append(int(r["ts"]))
+        change.append(int(r["size"]))
         if not is_null(r["end_ts"]):
-            changes[int(r["end_ts"])] = changes.get(int(r["end_ts"]), 0) - int(r["size"])
-    for pid, changes in device.items():
-        per_pid_live[("device", pid)] = running_sum(changes)
-    dup: dict[int, Series] = {}
-    for r in module_rows(engine, ("duplicated_trace",), DUPLICATED_SQL).records():
-        dup.setdefault(int(r["pid"]), []).append((int(r["ts"]), int(r["value"])))
+            at.append(int(r["end_ts"]))
+            change.append(-int(r["size"]))
+    for p, (at, change) in device.items():
+        per_pid_live[("device", p)] = changes_sum(np.asarray(at, dtype=np.int64), np.asarray(change, dtype=np.int64))
+    pid, ts, value = _arrays(engine, ("duplicated_trace",), DUPLICATED_SQL)
+    dup: dict[int, Series] = split_runs(pid, ts, value)
     red: dict[int, dict[str, list[int]]] = {}
     sql = REDUNDANT_SQL.format(last=bins - 1, start=start, bins=bins, span=max(end - start, 1))
     for r in module_rows(engine, ("report",), sql).records():
@@ -154,7 +159,7 @@ def _words(unit: str, v: Any) -> str:
 def ranks_html(rep: Any, index: int) -> str:
     """The "Per rank" section of a job's trace (the page's `index`-th): the table, the spread, a comparison of the
     ranks' duplicated bytes, and each rank's plots."""
-    from ctf2perfetto.look.report import KIND_COLORS, _e, _fig, bars_svg, step_svg
+    from ctf2perfetto.look.report import BAND_WORDS, KIND_COLORS, _e, _fig, bars_svg, step_svg
 
     job: JobRanks | None = rep.ranks
     if job is None:
@@ -197,8 +202,9 @@ them is an upper bound); the job's duplicated figures are the whole trace's, ove
 {step_svg(rep, "live", part.live, KIND_COLORS, f"Rank {part.rank}: live bytes per memory kind",
           "No live-bytes counters for this rank.", rank=part.rank)}
 {step_svg(rep, "duplicated", part.duplicated, {ALL_MIRRORS: colors.get(f"rank {part.rank}", "#222")},
-          f"Rank {part.rank}: duplicated bytes (upper bound), all its mirrors",
-          "Nothing duplicated." if rep.addressed else "Not applicable: the copies carry no addresses.", rank=part.rank)}
+          f"Rank {part.rank}: duplicated bytes (upper bound), all its mirrors: {BAND_WORDS}",
+          "Nothing duplicated." if rep.addressed else "Not applicable: the copies carry no addresses.", rank=part.rank,
+          band=True)}
 {bars_svg(rep, part.redundant_bins, f"Rank {part.rank}: redundant copy time over time, per class", rank=part.rank)}
 </details>""")
     return "".join(out)
