@@ -2,7 +2,8 @@
 
 Each command runs in a fresh process (load, convert if a directory, analyse, print), twice in turn; the faster of
 each pair counts. The reference is the slower of `memq duplicated` and `memq redundant` (each computes the mirrors
-the report shares between its figures). Prints every time and the ratio report / reference.
+the report shares between its figures). Prints every time (wall, and the CPU seconds of the command and what it
+waited for: steadier than wall on a loaded machine) and the ratio report / reference of each.
 
     python3 bench/report_speed.py TRACE            # a .pftrace or an LTTng trace directory
     python3 bench/report_speed.py --offload 20     # records examples/hip_offload.py --seconds 20 on the fake HIP
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -21,10 +23,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def timed(argv: list[str], cwd: Path) -> float:
-    start = time.monotonic()
+def timed(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of `argv`."""
+    def cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
+    start, start_cpu = time.monotonic(), cpu()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
-    return time.monotonic() - start
+    return time.monotonic() - start, cpu() - start_cpu
 
 
 def record_offload(seconds: float, tmp: Path) -> Path:
@@ -57,22 +64,26 @@ def main() -> int:
         commands = {"duplicated": memq + ["duplicated", trace], "redundant": memq + ["redundant", trace],
                     "report": memq + ["report", trace, "-o", str(Path(tmp) / "report.html")]}
         best: dict[tuple[Path, str], float] = {}
+        best_cpu: dict[tuple[Path, str], float] = {}
         for _ in range(2):
             for checkout in checkouts:
                 for name, argv in commands.items():
                     key = (checkout, name)
-                    secs = timed(argv, checkout)
+                    secs, cpu = timed(argv, checkout)
                     best[key] = min(best.get(key, float("inf")), secs)
-                    print(f"  {checkout.name} {name}: {secs:.2f} s (load average {os.getloadavg()[0]:.1f})",
-                          flush=True)
+                    best_cpu[key] = min(best_cpu.get(key, float("inf")), cpu)
+                    print(f"  {checkout.name} {name}: {secs:.2f} s, {cpu:.2f} s CPU (load average "
+                          f"{os.getloadavg()[0]:.1f})", flush=True)
         for checkout in checkouts:
             print(f"{checkout} (load average {os.getloadavg()[0]:.1f} at the end)")
             for name in commands:
-                print(f"{name:>10}: {best[(checkout, name)]:7.2f} s")
-            reference = max(best[(checkout, "duplicated")], best[(checkout, "redundant")])
-            report = best[(checkout, "report")]
-            print(f"report / slower analysis = {report / reference:.2f} (goal <= 1.10); report / (duplicated + "
-                  f"redundant) = {report / (best[(checkout, 'duplicated')] + best[(checkout, 'redundant')]):.2f}")
+                print(f"{name:>10}: {best[(checkout, name)]:7.2f} s, {best_cpu[(checkout, name)]:7.2f} s CPU")
+            for what, of in (("", best), ("CPU: ", best_cpu)):
+                reference = max(of[(checkout, "duplicated")], of[(checkout, "redundant")])
+                report = of[(checkout, "report")]
+                print(f"{what}report / slower analysis = {report / reference:.2f} (goal <= 1.10); report / "
+                      f"(duplicated + redundant) = "
+                      f"{report / (of[(checkout, 'duplicated')] + of[(checkout, 'redundant')]):.2f}")
     return 0
 
 

@@ -103,10 +103,26 @@ def report_steps(trace: str, top: int) -> None:
     engine.rows("".join(f"INCLUDE PERFETTO MODULE {PACKAGE}.{m};\n" for m in REPORT_MODULES.split(","))
                 + "SELECT 1 AS x")
     print(line(time.process_time() - c, time.perf_counter() - t, "(all of the above)", "INCLUDE", None))
+    queries: list[tuple[float, float, str]] = []
+    send = engine.rows
+
+    def timed_rows(sql: str) -> object:  # each query collect sends: its CPU and wall time, rows not yet decoded
+        t, c = time.perf_counter(), time.process_time()
+        try:
+            return send(sql)
+        finally:
+            queries.append((time.process_time() - c, time.perf_counter() - t, sql))
+
+    engine.rows = timed_rows  # type: ignore[method-assign]
     prof = cProfile.Profile()
     t, c = time.perf_counter(), time.process_time()
     rep = prof.runcall(report.collect, engine, Path(trace).name)
     print(line(time.process_time() - c, time.perf_counter() - t, "report (Python)", "report.collect", None))
+    print(line(sum(q[0] for q in queries), sum(q[1] for q in queries), "report (Python)",
+               f"of which its {len(queries)} queries in the engine", None))
+    for cpu, wall, sql in sorted(queries, reverse=True)[:top // 3]:
+        words = " ".join(w for w in sql.split() if not w.startswith("memq.")).replace("INCLUDE PERFETTO MODULE ;", "")
+        print(line(cpu, wall, "  query", words.replace("INCLUDE PERFETTO MODULE", "").strip()[:70], None))
     t, c = time.perf_counter(), time.process_time()
     page = report.render([rep])
     print(line(time.process_time() - c, time.perf_counter() - t, "report (Python)", "report.render", None)
