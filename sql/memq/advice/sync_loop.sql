@@ -31,7 +31,7 @@ RETURNS LONG AS
 SELECT 3;
 
 -- Every synchronous copy with its site (upid, utid, ip, api, direction, bytes): `grp` the slice id of the site's
--- first copy (never NULL, unlike a call id), `rn` its rank in the site. One pass for both tables below.
+-- first copy (never NULL, unlike a call id), `site` that copy's call id. One pass for both tables below.
 CREATE PERFETTO TABLE _memq_advice_sync_copy AS
 WITH s AS (
   SELECT c.id, c.ts, c.dur, c.upid, c.utid, c.call_id, k.ip, c.api, c.direction, c.bytes
@@ -41,8 +41,7 @@ WITH s AS (
 )
 SELECT s.*,
   FIRST_VALUE(id) OVER w AS grp,
-  FIRST_VALUE(call_id) OVER w AS site,
-  ROW_NUMBER() OVER w AS rn
+  FIRST_VALUE(call_id) OVER w AS site
 FROM s
 WINDOW w AS (PARTITION BY upid, utid, ip, api, direction, bytes ORDER BY ts, id);
 
@@ -83,7 +82,7 @@ SELECT MIN(upid) AS upid, MIN(utid) AS utid, MIN(ip) AS ip, MIN(api) AS api, MIN
   MIN(bytes) AS bytes_each, IIF(MIN(api) NOT GLOB '*Async*', 'blocking API', 'pageable host memory') AS why,
   COUNT(*) AS count, SUM(bytes) AS bytes, SUM(dur) AS dur_sum, SUM(dur) AS gain_dur,
   (MAX(ts) - MIN(ts)) * 1.0 / (COUNT(*) - 1) AS period,
-  MIN(ts) AS first_ts, MAX(ts + dur) AS last_end_ts, MAX(IIF(rn = 1, call_id, NULL)) AS first_call_id
+  MIN(ts) AS first_ts, MAX(ts + dur) AS last_end_ts, MIN(site) AS first_call_id
 FROM _memq_advice_sync_copy
 GROUP BY grp
 HAVING COUNT(*) >= memq_advice_sync_loop_min()
