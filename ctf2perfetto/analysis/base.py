@@ -87,12 +87,6 @@ def with_attrs(rows: Rows, *, applies: bool, note: str, sources: list[str], engi
     return rows
 
 
-def _seconds(ns: Any) -> str:
-    """A duration for people: s, ms or us, whichever reads best."""
-    ns = int(ns)
-    return f"{ns / 1e9:.1f} s" if ns >= 1e9 else f"{ns / 1e6:.1f} ms" if ns >= 1e6 else f"{ns / 1e3:.0f} us"
-
-
 def windows(trace: Any) -> pd.DataFrame:
     """The capture windows the trace recorded: pid, window (index in its process), ts, dur, end_ts,
     open_cause, close_cause, open_api, close_api, live_allocations, live_bytes. Empty for a trace
@@ -118,7 +112,7 @@ def with_windows_note(rows: Rows, recorded: int, span: int) -> Rows:
     if len(rows):
         pids = sorted({int(pid) for pid in rows.column("pid")})
         note = (f"Figures cover the {len(rows)} capture window(s) of {len(pids)} process(es) listed (table "
-                f"`windows`): {_seconds(recorded)} recorded of a {_seconds(span)} "
+                f"`windows`): {time_words(recorded)} recorded of a {time_words(span)} "
                 "trace; nothing outside them was recorded. Allocations live when a window opened start at its "
                 "start (live_at_start); means and shares are over the recorded time.")
     rows.attrs.update(windows_note=note)
@@ -246,9 +240,12 @@ def size_words(n: float | None) -> str:
 
 
 def time_words(ns: float | None) -> str:
-    """A duration for people: ns, µs, ms or s (three digits)."""
+    """A duration for people: ns, µs, ms or s (three digits; whole seconds with a thousands separator from
+    1,000 s on, where three digits would read as 1.46e+03 s)."""
     if ns is None:
         return "n/a"
+    if abs(ns) >= 999.5e9:
+        return f"{ns / 1e9:,.0f} s"
     for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
         if abs(ns) >= scale:
             return f"{ns / scale:.3g} {unit}"
