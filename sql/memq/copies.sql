@@ -26,7 +26,7 @@
 --   end when recorded with it, else the memq.copy_done instant with the copy's
 --   process and `seq`); NULL where not taken. Hashes of one content mode are
 --   comparable when they cover the same bytes in the same order: `src_key` /
---   `dst_key` name a side's byte sequence (see _memq_range_key).
+--   `dst_key` name a side's byte sequence (see _memq_range_key!).
 
 INCLUDE PERFETTO MODULE memq.process;
 
@@ -40,23 +40,23 @@ CREATE PERFETTO MACRO memq_has_addresses(source Expr) RETURNS Expr AS
 -- `addr:width:height:pitch` (rows) or `addr:width:height:pitch:depth:slice` (rows of
 -- slices), in the one form each sequence has: contiguous rows merge, a slice that
 -- is one run is a row, slices that continue the row stride are more rows.
-CREATE PERFETTO FUNCTION _memq_range_key(
+-- A macro, not a function: a function call per copy side cost more than the rest of the key.
+CREATE PERFETTO MACRO _memq_range_key(
   -- First byte.
-  addr LONG,
+  addr Expr,
   -- Bytes copied.
-  bytes LONG,
+  bytes Expr,
   -- Row width (2D/3D), else NULL.
-  width LONG,
+  width Expr,
   -- Rows per slice (2D/3D), else NULL.
-  height LONG,
+  height Expr,
   -- Bytes from one row to the next.
-  pitch LONG,
+  pitch Expr,
   -- Slices (3D), else NULL or 0.
-  depth LONG,
+  depth Expr,
   -- Bytes from one slice to the next.
-  slice LONG)
-RETURNS STRING AS
-SELECT CASE
+  slice Expr)
+RETURNS Expr AS (CASE
   WHEN $addr IS NULL THEN NULL
   WHEN $height IS NULL THEN printf('%d:%d', $addr, $bytes)
   -- one run per slice (rows contiguous or a single row)
@@ -66,7 +66,7 @@ SELECT CASE
   WHEN IFNULL($depth, 0) <= 1 OR $slice = $pitch * $height
     THEN printf('%d:%d:%d:%d', $addr, $width, $height * MAX(IFNULL($depth, 0), 1), $pitch)
   ELSE printf('%d:%d:%d:%d:%d:%d', $addr, $width, $height, $pitch, $depth, $slice)
-END;
+END);
 
 -- Every copy of the trace, from any source.
 CREATE PERFETTO TABLE memq_copy(
@@ -143,7 +143,9 @@ CREATE PERFETTO TABLE memq_copy(
   -- The destination's byte sequence.
   dst_key STRING
 ) AS
-WITH lttng AS (
+-- MATERIALIZED: each argument read once per copy (folded into the query below, every use of a column would read
+-- its argument again: the keys use some five times)
+WITH lttng AS MATERIALIZED (
   SELECT
     s.id,
     s.ts,
@@ -216,8 +218,8 @@ SELECT
   l.seq, l.content_mode, l.src_hash, l.dst_hash_before,
   IFNULL(l.dst_hash_after, d.hash) AS dst_hash_after,
   IIF(l.dst_hash_after IS NOT NULL, l.ts + l.dur, d.ts) AS after_ts,
-  _memq_range_key(l.src, l.bytes, l.width, l.height, l.spitch, l.depth, l.sslice) AS src_key,
-  _memq_range_key(l.dst, l.bytes, l.width, l.height, l.dpitch, l.depth, l.dslice) AS dst_key
+  _memq_range_key!(l.src, l.bytes, l.width, l.height, l.spitch, l.depth, l.sslice) AS src_key,
+  _memq_range_key!(l.dst, l.bytes, l.width, l.height, l.dpitch, l.depth, l.dslice) AS dst_key
 FROM lttng l
 LEFT JOIN _memq_thread c USING (pid, tid)
 LEFT JOIN done d ON d.upid = c.upid AND d.seq = l.seq
