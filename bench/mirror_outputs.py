@@ -39,8 +39,8 @@ def queries() -> dict[str, str]:
     return out
 
 
-def digest(data: bytes, rows: int) -> str:
-    return f"{hashlib.sha256(data).hexdigest()[:16]} ({rows:,} rows)"
+def digest(data: bytes, size: str) -> str:
+    return f"{hashlib.sha256(data).hexdigest()[:16]} ({size})"
 
 
 def dump(trace: str, cli: bool) -> dict[str, str]:
@@ -52,12 +52,12 @@ def dump(trace: str, cli: bool) -> dict[str, str]:
         engine.rows("INCLUDE PERFETTO MODULE memq.duplicated; INCLUDE PERFETTO MODULE memq.redundant")
         for name, sql in queries().items():
             rows = engine.rows(sql)
-            out[name] = digest(repr((rows.columns, rows.rows)).encode(), len(rows.rows))
+            out[name] = digest(repr((rows.columns, rows.rows)).encode(), f"{len(rows.rows):,} rows")
     if cli:
         for name in ANALYSES:
             proc = subprocess.run([sys.executable, "-m", "ctf2perfetto.cli.memq", name, trace, "--format", "json"],
                                   capture_output=True, check=False)
-            out[f"memq {name} --format json"] = (digest(proc.stdout, proc.stdout.count(b"\n"))
+            out[f"memq {name} --format json"] = (digest(proc.stdout, f"{len(proc.stdout):,} bytes")
                                                  if proc.returncode == 0 else f"exit {proc.returncode}")
     return out
 
