@@ -59,7 +59,9 @@ class TraceCopy:
         entry = struct.unpack(">IIII", data[:16])[3] if len(data) >= 16 else 0
         if entry < 16:
             return []  # a damaged index (fuzzing)
-        return [(o, s // 8) for o, s in (struct.unpack(">QQ", data[i:i + 16]) for i in range(16, len(data), entry))]
+        # whole entries only: a cut index (fuzzing) may end inside one
+        return [(o, s // 8) for o, s in (struct.unpack(">QQ", data[i:i + 16])
+                                         for i in range(16, len(data) - 15, entry))]
 
     def biggest_stream(self) -> str:
         return max(self.streams(), key=lambda p: p.stat().st_size).name
