@@ -5,6 +5,7 @@ skips: every component the tests need is installed by scripts/install.sh.
 """
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -15,6 +16,12 @@ from support.checkout import use_checkout
 REPO = Path(__file__).resolve().parent.parent
 TEST_DATA = REPO / "tests" / "data"  # every file a test reads (tests/data/README.md)
 CHECKOUT_BIN = use_checkout()  # `memq` / `ctf2perfetto` in any subprocess: this checkout's (support/checkout.py)
+
+# Ctrl-C reaches every command a test starts. A suite launched as a background job of a shell without job control
+# (`.ci/run &`, `nohup`) inherits SIGINT ignored, and an ignored signal stays ignored across exec: the commands
+# would never see the Ctrl-C the tests send them. A Python handler is reset to the default on exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def import_bt2():
