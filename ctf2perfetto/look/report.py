@@ -21,7 +21,7 @@ from typing import Any
 from ctf2perfetto.analysis.base import size_words, time_words
 from ctf2perfetto.engine.rows import is_null
 from ctf2perfetto.look.series import Columns, Series, columns, group_by, series_mean, series_peak, series_sum, \
-    split_runs, value_at
+    query_arrays, split_runs, value_at
 
 CLASS_WORDS = {"repeat": "repeat upload of the same data", "round_trip": "round trip (data copied back where it came "
                "from)", "no_op": "no-op read-back (the destination already held the data)",
@@ -99,21 +99,6 @@ def _rows(engine: Any, modules: tuple[str, ...], sql: str) -> list[dict[str, Any
 # runs of one direction ('' for all mirrors) in time order; every live-bytes counter's samples in time order.
 DUPLICATED_SQL = "SELECT direction, ts, value FROM memq_duplicated_trace_counter"
 LIVE_SQL = "SELECT track_id, kind, ts, value FROM memq_live_counter"
-
-
-def _arrays(engine: Any, modules: tuple[str, ...], sql: str) -> list[Any]:
-    """The columns of a query of integers and strings (no NULL), decoded in bulk (Rows.arrays)."""
-    from ctf2perfetto.analysis.base import module_rows
-
-    rows = module_rows(engine, modules, sql)
-    found = rows.arrays()
-    if found is None:  # a NULL or a float among the values: cell by cell
-        import numpy as np
-
-        cols = list(zip(*rows.rows)) or [()] * len(rows.columns)
-        found = [list(c) if any(isinstance(v, str) for v in c) else np.asarray([_int(v) for v in c], dtype=np.int64)
-                 for c in cols]
-    return found
 
 
 def _totals(engine: Any) -> dict[str, dict[str, int]]:
@@ -209,9 +194,9 @@ def collect(engine: Any, name: str) -> TraceReport:
     total = dup.get(("total", None)) or {}
     h["dup_peak"], h["dup_peak_ts"] = _int(total.get("peak_bytes")), total.get("peak_ts")
     h["dup_mean"] = float(total.get("mean_bytes") or 0.0)
-    direction, ts, value = _arrays(engine, ("duplicated_trace",), DUPLICATED_SQL)
+    direction, ts, value = query_arrays(engine, ("duplicated_trace",), DUPLICATED_SQL)
     rep.duplicated = {d or "total": s for d, s in split_runs(direction, ts, value).items()}
-    track, kind_of, ts, value = _arrays(engine, ("counters",), LIVE_SQL)
+    track, kind_of, ts, value = query_arrays(engine, ("counters",), LIVE_SQL)
     per_track = group_by(track, ts, value)
     kinds = dict(zip(track.tolist(), kind_of))  # each track's kind
     for kind in ("host", "pinned", "registered", "managed", "device"):

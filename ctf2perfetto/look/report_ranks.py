@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctf2perfetto.engine.rows import Rows, is_null
-from ctf2perfetto.look.series import Series, changes_sum, group_by, series_sum, split_runs
+from ctf2perfetto.look.series import Series, changes_sum, group_by, query_arrays, series_sum, split_runs
 
 # The per-rank table: (analysis, figure, heading, unit), in column order; unit "bytes", "dur", "share" or "count".
 FIGURES = (("duplicated", "peak_bytes", "duplicated peak", "bytes"),
@@ -71,7 +71,6 @@ def collect_ranks(engine: Any, dup_rows: Rows, start: int, end: int, bins: int) 
     from ctf2perfetto.analysis import job
     from ctf2perfetto.analysis.base import module_rows
     from ctf2perfetto.analysis.redundant import redundant_rows
-    from ctf2perfetto.look.report import _arrays
     from ctf2perfetto.traceformat import names as N
 
     idents = job.identities(engine)
@@ -98,7 +97,7 @@ def collect_ranks(engine: Any, dup_rows: Rows, start: int, end: int, bins: int) 
     for i in idents:
         if i["role"] in (N.ROLE_RANK, N.ROLE_WORKER) and not is_null(i["owner_rank"]):
             members.setdefault(int(i["owner_rank"]), []).append(int(i["pid"]))
-    kind, pid, ts, value = _arrays(engine, ("counters",), LIVE_SQL)
+    kind, pid, ts, value = query_arrays(engine, ("counters",), LIVE_SQL)
     kinds = sorted(set(kind))  # a (kind, pid) is one key: pid * len(kinds) + the kind's place among them
     code = np.searchsorted(np.asarray(kinds), np.asarray(kind)) if len(kind) else np.zeros(0, dtype=np.int64)
     per_pid_live: dict[tuple[str, int], Series] = {
@@ -114,7 +113,7 @@ def collect_ranks(engine: Any, dup_rows: Rows, start: int, end: int, bins: int) 
             change.append(-int(r["size"]))
     for p, (at, change) in device.items():
         per_pid_live[("device", p)] = changes_sum(np.asarray(at, dtype=np.int64), np.asarray(change, dtype=np.int64))
-    pid, ts, value = _arrays(engine, ("duplicated_trace",), DUPLICATED_SQL)
+    pid, ts, value = query_arrays(engine, ("duplicated_trace",), DUPLICATED_SQL)
     dup: dict[int, Series] = split_runs(pid, ts, value)
     red: dict[int, dict[str, list[int]]] = {}
     sql = REDUNDANT_SQL.format(last=bins - 1, start=start, bins=bins, span=max(end - start, 1))

@@ -39,21 +39,45 @@ class Series:
 EMPTY = Series.of([], [])
 
 
+def query_arrays(engine: Any, modules: tuple[str, ...], sql: str) -> list[Any]:
+    """The columns of a query of integers and strings (no NULL), decoded in bulk (Rows.arrays): a column of
+    integers as an int64 array, of strings as a list."""
+    from ctf2perfetto.analysis.base import module_rows
+    from ctf2perfetto.engine.rows import is_null
+
+    rows = module_rows(engine, modules, sql)
+    found = rows.arrays()
+    if found is None:  # a NULL or a float among the values: cell by cell
+        cols = list(zip(*rows.rows)) or [()] * len(rows.columns)
+        found = [list(c) if any(isinstance(v, str) for v in c) else np.asarray([0 if is_null(v) else int(v) for v in c],
+                                                                        dtype=np.int64)
+                 for c in cols]
+    return found
+
+
+def run_starts(keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal neighbouring `keys` starts (indices; none for no keys)."""
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1))
+
+
+def _by_run(keys: np.ndarray, ts: np.ndarray, value: np.ndarray) -> list[tuple[Any, Series]]:
+    """(key, series) of each run of one key, in order."""
+    starts = run_starts(keys)
+    ends = np.append(starts[1:], len(ts))
+    return [(keys[a].item(), Series(ts[a:b], value[a:b])) for a, b in zip(starts.tolist(), ends.tolist())]
+
+
 def split_runs(keys: Any, ts: np.ndarray, value: np.ndarray) -> dict[Any, Series]:
     """Rows in runs of one key each (a query ordered by the key, then time) as a series per key, in run order."""
-    if not len(ts):
-        return {}
-    codes = np.asarray(keys)
-    starts = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [len(ts)]))
-    return {codes[a].item(): Series(ts[a:b], value[a:b]) for a, b in zip(starts[:-1], starts[1:])}
+    return dict(_by_run(np.asarray(keys), ts, value))
 
 
 def group_by(keys: np.ndarray, ts: np.ndarray, value: np.ndarray) -> dict[int, Series]:
     """Rows in time order with an integer key each (a counter track) as a series per key, in key order."""
     order = np.argsort(keys, kind="stable")
-    keys, ts, value = keys[order], ts[order], value[order]
-    starts = np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1, [len(ts)])) if len(ts) else [0]
-    return {int(keys[a]): Series(ts[a:b], value[a:b]) for a, b in zip(starts[:-1], starts[1:])}
+    return {int(k): series for k, series in _by_run(keys[order], ts[order], value[order])}
 
 
 def changes_sum(ts: np.ndarray, delta: np.ndarray) -> Series:
@@ -62,7 +86,7 @@ def changes_sum(ts: np.ndarray, delta: np.ndarray) -> Series:
         return EMPTY
     order = np.argsort(ts, kind="stable")
     ts, delta = ts[order], delta[order]
-    first = np.concatenate(([0], np.flatnonzero(ts[1:] != ts[:-1]) + 1))
+    first = run_starts(ts)
     return Series(ts[first], np.cumsum(np.add.reduceat(delta, first)))
 
 
@@ -119,7 +143,7 @@ def columns(s: Series, start: int, end: int, count: int) -> Columns:
     """`s` over [start, end) cut into `count` columns of equal time; only the columns holding a sample."""
     span = max(end - start, 1)
     col = np.clip((s.ts - start) * count // span, 0, count - 1)
-    first = np.concatenate(([0], np.flatnonzero(col[1:] != col[:-1]) + 1)) if len(col) else np.zeros(0, np.int64)
+    first = run_starts(col)
     lastidx = np.append(first[1:], len(col)) - 1
     held = np.where(first > 0, s.value[np.maximum(first - 1, 0)], 0)
     lo = np.minimum(np.minimum.reduceat(s.value, first), held) if len(first) else held
